@@ -1,0 +1,131 @@
+//! The one error type of the crate.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in a leasefence call.
+///
+/// A call the contract *refuses* — a stale fence, a job that is still leased, an unknown id — is
+/// not an error: it returns `false` or `None`. An `Error` means the call could not be judged at
+/// all, and in every case the store was left as it was before the call.
+///
+/// Match on the variant when you need to react to one case; use [`Error::is_retryable`] to decide
+/// whether to try the same call again, and [`Error::argument`] to find which argument was bad.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An argument broke the contract's preconditions (empty id, non-finite `now`, `ttl <= 0`, …).
+    /// Nothing was read or written.
+    #[error("invalid argument `{argument}`: {reason}")]
+    InvalidArgument {
+        /// The name of the bad argument, as in the function signature (`job_id`, `owner`, `now`,
+        /// `ttl`, …).
+        argument: &'static str,
+        /// What is wrong with it, including the value that was given.
+        reason: String,
+    },
+
+    /// The database stayed locked by another writer past the busy timeout. Nothing was written;
+    /// the same call can be retried.
+    #[error("database is busy: another connection held the lock past the busy timeout (retry the call)")]
+    Busy,
+
+    /// The database exists but its `jobs` table is missing, or lacks one of the contract's six
+    /// columns. The file was not modified.
+    #[error("schema mismatch in {path}: {detail}")]
+    SchemaMismatch {
+        /// The database file.
+        path: PathBuf,
+        /// What is missing.
+        detail: String,
+    },
+
+    /// The file exists but is not an SQLite database (or is encrypted or corrupt in its header).
+    /// The file was not modified.
+    #[error("{path} is not an SQLite database")]
+    NotADatabase {
+        /// The offending file.
+        path: PathBuf,
+    },
+
+    /// The database file could not be opened: its folder does not exist, it is not readable, or
+    /// (for every operation except `init_db`) it does not exist yet.
+    #[error("cannot open database {path}")]
+    CannotOpen {
+        /// The path that was given.
+        path: PathBuf,
+        /// Why the open failed.
+        #[source]
+        source: BackendError,
+    },
+
+    /// Any other failure reported by the database engine (disk full, read-only file, I/O error,
+    /// corruption, …).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+impl Error {
+    /// `true` when the same call may succeed if simply tried again later (lock contention).
+    ///
+    /// ```
+    /// # use leasefence::Error;
+    /// assert!(Error::Busy.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Busy)
+    }
+
+    /// The name of the bad argument, for [`Error::InvalidArgument`]; `None` otherwise.
+    pub fn argument(&self) -> Option<&'static str> {
+        match self {
+            Error::InvalidArgument { argument, .. } => Some(argument),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid(argument: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            argument,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A failure inside the database driver, kept opaque so that the driver's own types are not part
+/// of leasefence's public API.
+///
+/// Its `Display` gives the driver's message; [`std::error::Error::source`] gives the driver's
+/// underlying cause, if any.
+pub struct BackendError {
+    inner: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+impl BackendError {
+    pub(crate) fn new(inner: impl std::error::Error + Send + Sync + 'static) -> Self {
+        BackendError {
+            inner: Box::new(inner),
+        }
+    }
+}
+
+impl fmt::Debug for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.inner, f)
+    }
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "database error: {}", self.inner)
+    }
+}
+
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.inner.source()
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,373 @@
+//! The embedded backend: one SQLite file, WAL journal, durable commits by default.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
+
+use crate::error::{BackendError, Error, Result};
+use crate::store::Store;
+use crate::types::{Fence, JobId, JobState, Now, Owner, Ttl};
+
+const SCHEMA: &str = include_str!("schema.sql");
+const ENQUEUE: &str = include_str!("sql/enqueue.sql");
+const STATE: &str = include_str!("sql/state.sql");
+const CLAIM: &str = include_str!("sql/claim.sql");
+const RENEW: &str = include_str!("sql/renew.sql");
+const COMPLETE: &str = include_str!("sql/complete.sql");
+const RELEASE: &str = include_str!("sql/release.sql");
+
+/// The six columns of the contract's `jobs` table, in order.
+pub const JOB_COLUMNS: [&str; 6] = ["id", "owner", "until", "fence", "result", "done"];
+
+/// How commits reach the disk (SQLite's `PRAGMA synchronous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Synchronous {
+    /// `FULL` (the default): every commit is on disk before the call returns. A power loss can
+    /// never make the store forget a fence it handed out.
+    #[default]
+    Full,
+    /// `NORMAL`: in WAL mode a power loss (not a process crash) may roll back the last commits.
+    /// A fence handed out just before the loss may then be handed out again. Opt in only if the
+    /// fenced resources can tolerate that.
+    Normal,
+    /// `OFF`: no fsync at all; for tests and throwaway data.
+    Off,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Off => "OFF",
+        }
+    }
+}
+
+/// Options for opening a [`SqliteStore`]. The defaults are the durable ones.
+///
+/// ```
+/// # fn main() -> Result<(), leasefence::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("jobs.db");
+/// use std::time::Duration;
+/// use leasefence::{SqliteOptions, Synchronous};
+///
+/// let store = SqliteOptions::new()
+///     .busy_timeout(Duration::from_secs(1))
+///     .synchronous(Synchronous::Full)
+///     .open(&path)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    busy_timeout: Duration,
+    synchronous: Synchronous,
+    init: bool,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+            synchronous: Synchronous::Full,
+            init: true,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// The defaults: 5 s busy timeout, `synchronous = FULL`, create the file and table if absent.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How long a call waits for another connection's write lock before it fails with
+    /// [`Error::Busy`]. Default 5 s.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Commit durability. Default [`Synchronous::Full`].
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// Whether `open` may create the file, switch it to WAL and create the `jobs` table
+    /// (default `true`). With `false`, `open` modifies nothing: the file and a `jobs` table with
+    /// the six columns must already exist.
+    pub fn init(mut self, init: bool) -> Self {
+        self.init = init;
+        self
+    }
+
+    /// Opens (and with `init`, initialises) the database at `path`.
+    ///
+    /// Initialising is idempotent: an existing `jobs` table and its rows are never touched.
+    ///
+    /// # Errors
+    /// - [`Error::CannotOpen`]: the folder does not exist, the file is unreadable, or `init` is
+    ///   off and the file does not exist.
+    /// - [`Error::NotADatabase`]: the file is not SQLite. It is left unmodified.
+    /// - [`Error::SchemaMismatch`]: `jobs` lacks one of the six columns, or (without `init`) is
+    ///   missing. The file is left unmodified.
+    /// - [`Error::Busy`] or [`Error::Backend`] for lock contention or I/O failures.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<SqliteStore> {
+        let path = path.as_ref();
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if self.init {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| Error::CannotOpen {
+            path: path.to_path_buf(),
+            source: BackendError::new(e),
+        })?;
+        let store = SqliteStore {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.configure(self)?;
+        Ok(store)
+    }
+}
+
+/// A store on one SQLite file that keeps its connection and its prepared statements, so a
+/// long-running worker does not reopen the file on every call.
+///
+/// A `SqliteStore` is `Send` but not `Sync`: give each thread its own (they share the file, and
+/// SQLite's locks keep them consistent).
+///
+/// ```
+/// # fn main() -> Result<(), leasefence::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("jobs.db");
+/// use leasefence::{JobId, Now, Owner, SqliteStore, Store, Ttl};
+///
+/// let store = SqliteStore::open(&path)?;
+/// let job = JobId::new("thumbnail-7")?;
+/// let me = Owner::new("worker-a")?;
+/// store.enqueue(job)?;
+/// let fence = store.claim(job, me, Now::new(100.0)?, Ttl::new(30.0)?)?.expect("claimable");
+/// assert!(store.complete(job, me, fence, Now::new(110.0)?, "done")?);
+/// # Ok(()) }
+/// ```
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens the database at `path` with the default [`SqliteOptions`], creating the file and
+    /// the `jobs` table if they do not exist yet.
+    ///
+    /// # Errors
+    /// As [`SqliteOptions::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        SqliteOptions::new().open(path)
+    }
+
+    /// The path this store was opened with.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: rusqlite::Error) -> Error {
+        map_error(&self.path, e)
+    }
+
+    fn configure(&self, options: &SqliteOptions) -> Result<()> {
+        let conn = &self.conn;
+        conn.busy_timeout(options.busy_timeout)
+            .map_err(|e| self.err(e))?;
+        // The first read of the file: fails with NOTADB on a file that is not SQLite, before
+        // anything could write to it.
+        let columns = self.job_columns()?;
+        if !columns.is_empty() {
+            let missing: Vec<&str> = JOB_COLUMNS
+                .iter()
+                .copied()
+                .filter(|c| !columns.iter().any(|have| have == c))
+                .collect();
+            if !missing.is_empty() {
+                return Err(Error::SchemaMismatch {
+                    path: self.path.clone(),
+                    detail: format!(
+                        "table `jobs` lacks column{} {}",
+                        if missing.len() > 1 { "s" } else { "" },
+                        missing.join(", ")
+                    ),
+                });
+            }
+        } else if !options.init {
+            return Err(Error::SchemaMismatch {
+                path: self.path.clone(),
+                detail: "no `jobs` table; run `init_db` (or `leasefence init`) first".into(),
+            });
+        }
+        conn.pragma_update(None, "synchronous", options.synchronous.pragma())
+            .map_err(|e| self.err(e))?;
+        if options.init {
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(|e| self.err(e))?;
+            debug_assert!(mode.eq_ignore_ascii_case("wal") || mode == "memory", "{mode}");
+            conn.execute_batch(SCHEMA).map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// The column names of `jobs`; empty when the table does not exist.
+    fn job_columns(&self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name FROM pragma_table_info('jobs')")
+            .map_err(|e| self.err(e))?;
+        let names = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| self.err(e))?;
+        Ok(names)
+    }
+
+    /// Runs one guarded write statement and reports whether it changed exactly one row.
+    fn write_one(&self, sql: &str, params: impl rusqlite::Params) -> Result<bool> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let changed = stmt.execute(params).map_err(|e| self.err(e))?;
+        Ok(changed == 1)
+    }
+}
+
+/// A `BEGIN IMMEDIATE` transaction on a shared connection, rolled back on drop unless committed.
+struct Immediate<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> Immediate<'c> {
+    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(Immediate { conn, open: true })
+    }
+
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.conn.execute_batch("COMMIT")?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // Nothing useful can be done with a failed rollback here; SQLite rolls an
+            // unfinished transaction back itself when the connection is next used or closed.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+impl Store for SqliteStore {
+    fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
+        self.write_one(ENQUEUE, params![job_id.as_str()])
+    }
+
+    fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
+        let mut stmt = self.conn.prepare_cached(STATE).map_err(|e| self.err(e))?;
+        stmt.query_row(params![job_id.as_str()], |r| {
+            Ok(JobState {
+                id: r.get(0)?,
+                owner: r.get(1)?,
+                until: r.get(2)?,
+                fence: r.get(3)?,
+                result: r.get(4)?,
+                done: r.get::<_, i64>(5)? != 0,
+            })
+        })
+        .optional()
+        .map_err(|e| self.err(e))
+    }
+
+    fn claim(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Fence>> {
+        let until = ttl.until(now)?;
+        let now = now.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let fence = {
+            let mut stmt = self.conn.prepare_cached(CLAIM).map_err(|e| self.err(e))?;
+            stmt.query_row(params![job_id.as_str(), owner.as_str(), until, now], |r| {
+                r.get::<_, Fence>(0)
+            })
+            .optional()
+            .map_err(|e| self.err(e))?
+        };
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(fence)
+    }
+
+    fn renew(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<bool> {
+        let until = ttl.until(now)?;
+        let now = now.seconds();
+        self.write_one(
+            RENEW,
+            params![job_id.as_str(), owner.as_str(), fence, now, until],
+        )
+    }
+
+    fn complete(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        result: &str,
+    ) -> Result<bool> {
+        let now = now.seconds();
+        self.write_one(
+            COMPLETE,
+            params![job_id.as_str(), owner.as_str(), fence, now, result],
+        )
+    }
+
+    fn release(&self, job_id: JobId<'_>, owner: Owner<'_>, fence: Fence) -> Result<bool> {
+        self.write_one(RELEASE, params![job_id.as_str(), owner.as_str(), fence])
+    }
+}
+
+/// Sorts a driver error into the crate's error kinds.
+fn map_error(path: &Path, e: rusqlite::Error) -> Error {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Busy,
+        Some(ErrorCode::NotADatabase) => Error::NotADatabase {
+            path: path.to_path_buf(),
+        },
+        Some(ErrorCode::CannotOpen) => Error::CannotOpen {
+            path: path.to_path_buf(),
+            source: BackendError::new(e),
+        },
+        _ => Error::Backend(BackendError::new(e)),
+    }
+}
