@@ -27,7 +27,9 @@ pub enum Error {
 
     /// The database stayed locked by another writer past the busy timeout. Nothing was written;
     /// the same call can be retried.
-    #[error("database is busy: another connection held the lock past the busy timeout (retry the call)")]
+    #[error(
+        "database is busy: another connection held the lock past the busy timeout (retry the call)"
+    )]
     Busy,
 
     /// The database exists but its `jobs` table is missing, or lacks one of the contract's six

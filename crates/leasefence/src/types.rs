@@ -88,7 +88,10 @@ impl Now {
         if now.is_finite() {
             Ok(Now(now))
         } else {
-            Err(Error::invalid("now", format!("must be a finite number, got {now}")))
+            Err(Error::invalid(
+                "now",
+                format!("must be a finite number, got {now}"),
+            ))
         }
     }
 

@@ -183,6 +183,22 @@ impl SqliteStore {
         &self.path
     }
 
+    /// The durability level in force on this store's connection, as SQLite reports it.
+    ///
+    /// # Errors
+    /// Backend failures only.
+    pub fn synchronous(&self) -> Result<Synchronous> {
+        let level: i64 = self
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        Ok(match level {
+            0 => Synchronous::Off,
+            1 => Synchronous::Normal,
+            _ => Synchronous::Full,
+        })
+    }
+
     fn err(&self, e: rusqlite::Error) -> Error {
         map_error(&self.path, e)
     }
@@ -222,7 +238,10 @@ impl SqliteStore {
             let mode: String = conn
                 .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
                 .map_err(|e| self.err(e))?;
-            debug_assert!(mode.eq_ignore_ascii_case("wal") || mode == "memory", "{mode}");
+            debug_assert!(
+                mode.eq_ignore_ascii_case("wal") || mode == "memory",
+                "{mode}"
+            );
             conn.execute_batch(SCHEMA).map_err(|e| self.err(e))?;
         }
         Ok(())

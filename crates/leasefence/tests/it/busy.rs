@@ -1,0 +1,65 @@
+//! Lock contention past the busy timeout is a distinct, retryable error — never a wrong answer.
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use leasefence::{Error, JobId, Now, Owner, SqliteOptions, Store, Ttl};
+
+#[test]
+fn a_held_write_lock_past_the_timeout_is_busy_and_changes_nothing() {
+    let db = Db::new();
+    leasefence::enqueue(&db.path, "job").unwrap();
+    let before = db.rows();
+    let store = SqliteOptions::new()
+        .busy_timeout(Duration::from_millis(100))
+        .open(&db.path)
+        .unwrap();
+
+    let blocker = db.raw();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (job, owner) = (JobId::new("job").unwrap(), Owner::new("w").unwrap());
+    let (now, ttl) = (Now::new(0.0).unwrap(), Ttl::new(10.0).unwrap());
+
+    let started = Instant::now();
+    let err = store.claim(job, owner, now, ttl).unwrap_err();
+    assert!(
+        started.elapsed() >= Duration::from_millis(90),
+        "waited for the lock"
+    );
+    assert!(matches!(err, Error::Busy), "{err:?}");
+    assert!(err.is_retryable());
+    assert!(err.to_string().contains("retry"), "{err}");
+    for err in [
+        store.enqueue(JobId::new("other").unwrap()).unwrap_err(),
+        store.renew(job, owner, 1, now, ttl).unwrap_err(),
+        store.complete(job, owner, 1, now, "r").unwrap_err(),
+        store.release(job, owner, 1).unwrap_err(),
+    ] {
+        assert!(err.is_retryable(), "{err:?}");
+    }
+    blocker.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(db.rows(), before);
+
+    // Retrying once the lock is gone succeeds, on the same store.
+    assert_eq!(store.claim(job, owner, now, ttl).unwrap(), Some(1));
+    assert_eq!(db.row("job").unwrap().fence, 1);
+}
+
+#[test]
+fn a_lock_released_within_the_timeout_is_waited_for() {
+    let db = Db::new();
+    leasefence::enqueue(&db.path, "job").unwrap();
+    let blocker = db.raw();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(150));
+        blocker.execute_batch("COMMIT").unwrap();
+    });
+    // the free functions use the default 5 s timeout
+    assert_eq!(
+        leasefence::claim(&db.path, "job", "w", 0.0, 10.0).unwrap(),
+        Some(1)
+    );
+    release.join().unwrap();
+    assert_eq!(db.row("job").unwrap().owner.as_deref(), Some("w"));
+}

@@ -1,0 +1,315 @@
+//! Fixtures shared by every test: a fresh database per test, an independent reader of the
+//! stored rows, and one `Api` over which each contract case runs per configuration.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use leasefence::{Error, JobId, JobState, Now, Owner, SqliteStore, Store, Ttl};
+use rusqlite::{Connection, OpenFlags, params};
+
+/// A stored row, read straight from the file by a connection the code under test never saw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub id: String,
+    pub owner: Option<String>,
+    pub until: f64,
+    pub fence: i64,
+    pub result: Option<String>,
+    pub done: i64,
+}
+
+impl Row {
+    /// A freshly enqueued row.
+    pub fn fresh(id: &str) -> Row {
+        Row {
+            id: id.into(),
+            owner: None,
+            until: 0.0,
+            fence: 0,
+            result: None,
+            done: 0,
+        }
+    }
+
+    /// What `state` must return for this row.
+    pub fn as_state(&self) -> JobState {
+        JobState {
+            id: self.id.clone(),
+            owner: self.owner.clone(),
+            until: self.until,
+            fence: self.fence,
+            result: self.result.clone(),
+            done: self.done != 0,
+        }
+    }
+}
+
+/// A database file in its own temporary folder.
+pub struct Db {
+    _dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl Db {
+    /// A path where no file exists yet.
+    pub fn empty() -> Db {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("jobs.db");
+        Db { _dir: dir, path }
+    }
+
+    /// An initialised database.
+    pub fn new() -> Db {
+        let db = Db::empty();
+        leasefence::init_db(&db.path).expect("init_db");
+        db
+    }
+
+    /// An independent connection (read-write, for arranging state and for reading it back).
+    pub fn raw(&self) -> Connection {
+        let conn = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .expect("independent connection");
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .unwrap();
+        conn
+    }
+
+    /// The stored row of `id`, through an independent connection.
+    pub fn row(&self, id: &str) -> Option<Row> {
+        self.raw()
+            .query_row(
+                "SELECT id, owner, until, fence, result, done FROM jobs WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok(Row {
+                        id: r.get(0)?,
+                        owner: r.get(1)?,
+                        until: r.get(2)?,
+                        fence: r.get(3)?,
+                        result: r.get(4)?,
+                        done: r.get(5)?,
+                    })
+                },
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e),
+            })
+            .expect("read row")
+    }
+
+    /// Every stored row, ordered by id: the whole observable state.
+    pub fn rows(&self) -> Vec<Row> {
+        let conn = self.raw();
+        let mut stmt = conn
+            .prepare("SELECT id, owner, until, fence, result, done FROM jobs ORDER BY id")
+            .unwrap();
+        stmt.query_map([], |r| {
+            Ok(Row {
+                id: r.get(0)?,
+                owner: r.get(1)?,
+                until: r.get(2)?,
+                fence: r.get(3)?,
+                result: r.get(4)?,
+                done: r.get(5)?,
+            })
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+    }
+
+    /// Writes a row exactly as given, bypassing the code under test.
+    pub fn put(&self, row: &Row) {
+        self.raw()
+            .execute(
+                "INSERT OR REPLACE INTO jobs (id, owner, until, fence, result, done) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    row.id, row.owner, row.until, row.fence, row.result, row.done
+                ],
+            )
+            .expect("arrange row");
+    }
+
+    /// A job leased by `owner` under `fence` until `until`, arranged directly in the file.
+    pub fn leased(&self, id: &str, owner: &str, fence: i64, until: f64) -> Row {
+        let row = Row {
+            owner: Some(owner.into()),
+            until,
+            fence,
+            ..Row::fresh(id)
+        };
+        self.put(&row);
+        row
+    }
+
+    /// The raw bytes of the file (to prove a refused call did not modify it).
+    pub fn bytes(&self) -> Vec<u8> {
+        std::fs::read(&self.path).expect("read db file")
+    }
+}
+
+/// Runs the stock `sqlite3` shell on `path` and returns its standard output.
+pub fn sqlite3(path: &Path, sql: &str) -> String {
+    let out = Command::new("sqlite3")
+        .arg(path)
+        .arg(sql)
+        .output()
+        .expect("the stock sqlite3 shell must be installed (apt-get install sqlite3)");
+    assert!(
+        out.status.success(),
+        "sqlite3 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Asserts that `result` is an invalid-argument error naming `argument`, in its accessor and in
+/// its message.
+#[track_caller]
+pub fn assert_invalid<T: std::fmt::Debug>(result: Result<T, Error>, argument: &str) {
+    match result {
+        Err(e @ Error::InvalidArgument { .. }) => {
+            assert_eq!(e.argument(), Some(argument), "{e}");
+            assert!(
+                e.to_string().contains(&format!("`{argument}`")),
+                "message must name `{argument}`: {e}"
+            );
+            assert!(!e.is_retryable());
+        }
+        other => panic!("expected invalid argument `{argument}`, got {other:?}"),
+    }
+}
+
+/// The contract's operations on one path, as one configuration of the code under test sees
+/// them. Every contract case runs once per implementation.
+pub trait Api {
+    fn enqueue(&self, id: &str) -> Result<bool, Error>;
+    fn state(&self, id: &str) -> Result<Option<JobState>, Error>;
+    fn claim(&self, id: &str, owner: &str, now: f64, ttl: f64) -> Result<Option<i64>, Error>;
+    fn renew(&self, id: &str, owner: &str, fence: i64, now: f64, ttl: f64) -> Result<bool, Error>;
+    fn complete(
+        &self,
+        id: &str,
+        owner: &str,
+        fence: i64,
+        now: f64,
+        result: &str,
+    ) -> Result<bool, Error>;
+    fn release(&self, id: &str, owner: &str, fence: i64) -> Result<bool, Error>;
+}
+
+/// The seed's free functions: one connection per call.
+pub struct Seed(pub PathBuf);
+
+impl Api for Seed {
+    fn enqueue(&self, id: &str) -> Result<bool, Error> {
+        leasefence::enqueue(&self.0, id)
+    }
+    fn state(&self, id: &str) -> Result<Option<JobState>, Error> {
+        leasefence::state(&self.0, id)
+    }
+    fn claim(&self, id: &str, owner: &str, now: f64, ttl: f64) -> Result<Option<i64>, Error> {
+        leasefence::claim(&self.0, id, owner, now, ttl)
+    }
+    fn renew(&self, id: &str, owner: &str, fence: i64, now: f64, ttl: f64) -> Result<bool, Error> {
+        leasefence::renew(&self.0, id, owner, fence, now, ttl)
+    }
+    fn complete(
+        &self,
+        id: &str,
+        owner: &str,
+        fence: i64,
+        now: f64,
+        result: &str,
+    ) -> Result<bool, Error> {
+        leasefence::complete(&self.0, id, owner, fence, now, result)
+    }
+    fn release(&self, id: &str, owner: &str, fence: i64) -> Result<bool, Error> {
+        leasefence::release(&self.0, id, owner, fence)
+    }
+}
+
+/// A kept `SqliteStore` (one connection, cached statements), as a long-running worker uses it.
+pub struct Kept(pub SqliteStore);
+
+impl Api for Kept {
+    fn enqueue(&self, id: &str) -> Result<bool, Error> {
+        self.0.enqueue(JobId::new(id)?)
+    }
+    fn state(&self, id: &str) -> Result<Option<JobState>, Error> {
+        self.0.state(JobId::new(id)?)
+    }
+    fn claim(&self, id: &str, owner: &str, now: f64, ttl: f64) -> Result<Option<i64>, Error> {
+        self.0.claim(
+            JobId::new(id)?,
+            Owner::new(owner)?,
+            Now::new(now)?,
+            Ttl::new(ttl)?,
+        )
+    }
+    fn renew(&self, id: &str, owner: &str, fence: i64, now: f64, ttl: f64) -> Result<bool, Error> {
+        self.0.renew(
+            JobId::new(id)?,
+            Owner::new(owner)?,
+            fence,
+            Now::new(now)?,
+            Ttl::new(ttl)?,
+        )
+    }
+    fn complete(
+        &self,
+        id: &str,
+        owner: &str,
+        fence: i64,
+        now: f64,
+        result: &str,
+    ) -> Result<bool, Error> {
+        self.0.complete(
+            JobId::new(id)?,
+            Owner::new(owner)?,
+            fence,
+            Now::new(now)?,
+            result,
+        )
+    }
+    fn release(&self, id: &str, owner: &str, fence: i64) -> Result<bool, Error> {
+        self.0.release(JobId::new(id)?, Owner::new(owner)?, fence)
+    }
+}
+
+/// Defines a contract case once and runs it per configuration: `seed` (free functions, a
+/// connection per call) and `kept` (one `SqliteStore` kept across calls).
+///
+/// ```ignore
+/// contract!(fn refuses_a_stale_fence(api, db) { ... });
+/// ```
+macro_rules! contract {
+    ($(#[$meta:meta])* fn $name:ident($api:ident, $db:ident) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[allow(unused_imports)]
+            use crate::common::*;
+
+            fn case($api: &dyn Api, $db: &Db) $body
+
+            #[test]
+            fn seed() {
+                let db = Db::new();
+                case(&Seed(db.path.clone()), &db);
+            }
+
+            #[test]
+            fn kept() {
+                let db = Db::new();
+                let store = leasefence::SqliteStore::open(&db.path).expect("open store");
+                case(&Kept(store), &db);
+            }
+        }
+    };
+}
+pub(crate) use contract;

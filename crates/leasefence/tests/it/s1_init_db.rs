@@ -1,0 +1,191 @@
+//! Step 1 — `init_db` creates the table idempotently and never resets a row.
+
+use crate::common::*;
+use leasefence::{Error, SqliteOptions, Synchronous};
+
+#[test]
+fn creates_the_six_columns_as_the_sqlite3_shell_sees_them() {
+    let db = Db::empty();
+    leasefence::init_db(&db.path).unwrap();
+    // cid|name|type|notnull|dflt_value|pk
+    let info = sqlite3(&db.path, "PRAGMA table_info(jobs);");
+    let lines: Vec<&str> = info.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "0|id|TEXT|0||1",
+            "1|owner|TEXT|0||0",
+            "2|until|REAL|1|0|0",
+            "3|fence|INTEGER|1|0|0",
+            "4|result|TEXT|0||0",
+            "5|done|INTEGER|1|0|0",
+        ]
+    );
+    // A row inserted by the shell gets the contract's defaults.
+    sqlite3(&db.path, "INSERT INTO jobs (id) VALUES ('from-shell');");
+    assert_eq!(db.row("from-shell"), Some(Row::fresh("from-shell")));
+    assert_eq!(
+        leasefence::state(&db.path, "from-shell").unwrap(),
+        Some(Row::fresh("from-shell").as_state())
+    );
+}
+
+#[test]
+fn running_it_again_never_resets_a_row_above_all_a_fence() {
+    let db = Db::new();
+    let p = &db.path;
+    leasefence::enqueue(p, "a").unwrap();
+    leasefence::enqueue(p, "b").unwrap();
+    let f1 = leasefence::claim(p, "a", "w1", 0.0, 10.0).unwrap().unwrap();
+    assert!(leasefence::release(p, "a", "w1", f1).unwrap());
+    let f2 = leasefence::claim(p, "a", "w2", 1.0, 10.0).unwrap().unwrap();
+    let fb = leasefence::claim(p, "b", "w3", 1.0, 10.0).unwrap().unwrap();
+    assert!(leasefence::complete(p, "b", "w3", fb, 2.0, "B done").unwrap());
+    let before = db.rows();
+    assert_eq!(before.len(), 2);
+
+    // A worker restart: init again, twice, also through a kept store.
+    leasefence::init_db(p).unwrap();
+    leasefence::init_db(p).unwrap();
+    drop(leasefence::SqliteStore::open(p).unwrap());
+    assert_eq!(db.rows(), before);
+
+    // The old fence stays stale, and the next claim continues the sequence.
+    assert!(!leasefence::renew(p, "a", "w1", f1, 3.0, 10.0).unwrap());
+    assert!(leasefence::renew(p, "a", "w2", f2, 3.0, 10.0).unwrap());
+    let f3 = leasefence::claim(p, "a", "w4", 13.0, 10.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!((f1, f2, f3), (1, 2, 3));
+}
+
+#[test]
+fn switches_the_file_to_wal_and_commits_durably_by_default() {
+    let db = Db::new();
+    assert_eq!(sqlite3(&db.path, "PRAGMA journal_mode;").trim(), "wal");
+    let store = leasefence::SqliteStore::open(&db.path).unwrap();
+    assert_eq!(store.synchronous().unwrap(), Synchronous::Full);
+    let relaxed = SqliteOptions::new()
+        .synchronous(Synchronous::Normal)
+        .open(&db.path)
+        .unwrap();
+    assert_eq!(relaxed.synchronous().unwrap(), Synchronous::Normal);
+}
+
+#[test]
+fn refuses_a_file_that_is_not_sqlite_and_leaves_it_unmodified() {
+    let db = Db::empty();
+    let junk = b"this is a text file, not a database\n".repeat(200);
+    std::fs::write(&db.path, &junk).unwrap();
+    let err = leasefence::init_db(&db.path).unwrap_err();
+    assert!(matches!(err, Error::NotADatabase { .. }), "{err:?}");
+    assert!(err.to_string().contains("not an SQLite database"), "{err}");
+    assert!(!err.is_retryable());
+    assert_eq!(db.bytes(), junk);
+    // Every other operation refuses it the same way.
+    assert!(matches!(
+        leasefence::enqueue(&db.path, "a"),
+        Err(Error::NotADatabase { .. })
+    ));
+    assert!(matches!(
+        leasefence::claim(&db.path, "a", "w", 0.0, 1.0),
+        Err(Error::NotADatabase { .. })
+    ));
+    assert_eq!(db.bytes(), junk);
+    assert!(!db.path.with_extension("db-wal").exists());
+}
+
+#[test]
+fn refuses_a_jobs_table_lacking_a_column_and_leaves_the_file_unmodified() {
+    for missing in ["id", "owner", "until", "fence", "result", "done"] {
+        let db = Db::empty();
+        let columns: Vec<&str> = [
+            "id TEXT PRIMARY KEY",
+            "owner TEXT",
+            "until REAL NOT NULL DEFAULT 0",
+            "fence INTEGER NOT NULL DEFAULT 0",
+            "result TEXT",
+            "done INTEGER NOT NULL DEFAULT 0",
+        ]
+        .into_iter()
+        .filter(|c| !c.starts_with(&format!("{missing} ")))
+        .collect();
+        sqlite3(
+            &db.path,
+            &format!("CREATE TABLE jobs ({}); ", columns.join(", ")),
+        );
+        let bytes = db.bytes();
+        let err = leasefence::init_db(&db.path).unwrap_err();
+        match &err {
+            Error::SchemaMismatch { detail, .. } => {
+                assert!(detail.contains(missing), "{detail}")
+            }
+            other => panic!("expected a schema mismatch for `{missing}`, got {other:?}"),
+        }
+        assert_eq!(db.bytes(), bytes, "file modified (missing {missing})");
+        assert_eq!(sqlite3(&db.path, "PRAGMA journal_mode;").trim(), "delete");
+        let err = leasefence::enqueue(&db.path, "a").unwrap_err();
+        assert!(matches!(err, Error::SchemaMismatch { .. }), "{err:?}");
+        assert_eq!(db.bytes(), bytes);
+    }
+}
+
+#[test]
+fn accepts_a_table_with_extra_columns_and_keeps_them() {
+    let db = Db::empty();
+    sqlite3(
+        &db.path,
+        "CREATE TABLE jobs (id TEXT PRIMARY KEY, owner TEXT, until REAL NOT NULL DEFAULT 0, \
+         fence INTEGER NOT NULL DEFAULT 0, result TEXT, done INTEGER NOT NULL DEFAULT 0, \
+         note TEXT); INSERT INTO jobs (id, fence, note) VALUES ('old', 7, 'kept');",
+    );
+    leasefence::init_db(&db.path).unwrap();
+    assert_eq!(
+        leasefence::claim(&db.path, "old", "w", 0.0, 1.0).unwrap(),
+        Some(8)
+    );
+    assert_eq!(
+        sqlite3(&db.path, "SELECT note, fence FROM jobs;").trim(),
+        "kept|8"
+    );
+}
+
+#[test]
+fn a_missing_folder_is_a_clear_error() {
+    let db = Db::empty();
+    let path = db
+        .path
+        .parent()
+        .unwrap()
+        .join("no-such-folder")
+        .join("jobs.db");
+    let err = leasefence::init_db(&path).unwrap_err();
+    assert!(matches!(err, Error::CannotOpen { .. }), "{err:?}");
+    assert!(err.to_string().contains("no-such-folder"), "{err}");
+    assert!(!path.parent().unwrap().exists());
+}
+
+#[test]
+fn operations_before_init_are_errors_and_create_nothing() {
+    let db = Db::empty();
+    let err = leasefence::enqueue(&db.path, "a").unwrap_err();
+    assert!(matches!(err, Error::CannotOpen { .. }), "{err:?}");
+    let err = leasefence::state(&db.path, "a").unwrap_err();
+    assert!(matches!(err, Error::CannotOpen { .. }), "{err:?}");
+    assert!(!db.path.exists(), "a failed call must not create the file");
+
+    // An SQLite file without the table: a schema error, and still no table.
+    sqlite3(&db.path, "CREATE TABLE other (x);");
+    let bytes = db.bytes();
+    for err in [
+        leasefence::enqueue(&db.path, "a").unwrap_err(),
+        leasefence::claim(&db.path, "a", "w", 0.0, 1.0).unwrap_err(),
+        leasefence::state(&db.path, "a").unwrap_err(),
+    ] {
+        match err {
+            Error::SchemaMismatch { detail, .. } => assert!(detail.contains("init"), "{detail}"),
+            other => panic!("expected a schema mismatch, got {other:?}"),
+        }
+    }
+    assert_eq!(db.bytes(), bytes);
+}

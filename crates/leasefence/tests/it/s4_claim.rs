@@ -1,0 +1,141 @@
+//! Step 4 — `claim` takes only expired leases, atomically, and increments the fence.
+
+use crate::common::*;
+
+contract!(
+    fn a_fresh_job_gets_fence_1_and_the_lease_is_stored(api, db) {
+        api.enqueue("job").unwrap();
+        assert_eq!(api.claim("job", "w", 100.0, 30.0).unwrap(), Some(1));
+        assert_eq!(
+            db.row("job").unwrap(),
+            Row {
+                owner: Some("w".into()),
+                until: 130.0,
+                fence: 1,
+                ..Row::fresh("job")
+            }
+        );
+    }
+);
+
+contract!(
+    fn the_fence_is_one_more_than_the_stored_fence(api, db) {
+        db.put(&Row { fence: 41, ..Row::fresh("job") });
+        assert_eq!(api.claim("job", "w", 0.0, 1.0).unwrap(), Some(42));
+        assert_eq!(db.row("job").unwrap().fence, 42);
+        // Every further generation adds exactly one, and the stored fence is the returned one.
+        for (i, now) in [1.0, 2.0, 3.5].into_iter().enumerate() {
+            let f = api.claim("job", "w", now, 1.0).unwrap();
+            assert_eq!(f, Some(43 + i as i64));
+            assert_eq!(db.row("job").unwrap().fence, 43 + i as i64);
+        }
+    }
+);
+
+contract!(
+    fn an_unknown_job_is_none_and_creates_no_row(api, db) {
+        assert_eq!(api.claim("ghost", "w", 0.0, 10.0).unwrap(), None);
+        assert_eq!(db.rows(), vec![]);
+    }
+);
+
+contract!(
+    fn a_done_job_is_none_and_unchanged(api, db) {
+        // done with an expired lease, and done with a live one
+        for (id, until) in [("old", 5.0), ("live", 500.0)] {
+            let row = Row {
+                owner: Some("w".into()),
+                until,
+                fence: 3,
+                result: Some("kept".into()),
+                done: 1,
+                ..Row::fresh(id)
+            };
+            db.put(&row);
+            assert_eq!(api.claim(id, "thief", 100.0, 10.0).unwrap(), None);
+            assert_eq!(db.row(id).unwrap(), row);
+        }
+    }
+);
+
+contract!(
+    fn a_live_lease_is_none_and_unchanged(api, db) {
+        let row = db.leased("job", "holder", 5, 100.0);
+        for now in [0.0, 50.0, 99.0, 99.999] {
+            assert_eq!(api.claim("job", "other", now, 10.0).unwrap(), None, "now={now}");
+            // not even the holder can claim a second generation while its lease is live
+            assert_eq!(api.claim("job", "holder", now, 10.0).unwrap(), None, "now={now}");
+            assert_eq!(db.row("job").unwrap(), row);
+        }
+    }
+);
+
+contract!(
+    fn now_equal_to_until_is_expired_and_claimable(api, db) {
+        db.leased("job", "holder", 5, 100.0);
+        assert_eq!(api.claim("job", "next", 100.0, 10.0).unwrap(), Some(6));
+        assert_eq!(
+            db.row("job").unwrap(),
+            Row {
+                owner: Some("next".into()),
+                until: 110.0,
+                fence: 6,
+                ..Row::fresh("job")
+            }
+        );
+    }
+);
+
+contract!(
+    fn a_later_claim_after_expiry_takes_over(api, db) {
+        api.enqueue("job").unwrap();
+        let a = api.claim("job", "A", 0.0, 10.0).unwrap().unwrap();
+        let b = api.claim("job", "B", 10.5, 10.0).unwrap().unwrap();
+        assert_eq!((a, b), (1, 2));
+        let row = db.row("job").unwrap();
+        assert_eq!((row.owner.as_deref(), row.until, row.fence), (Some("B"), 20.5, 2));
+    }
+);
+
+contract!(
+    fn bad_arguments_are_errors_naming_the_argument_and_change_nothing(api, db) {
+        let row = db.leased("job", "w", 2, 10.0);
+        db.put(&Row::fresh("free"));
+        let before = db.rows();
+        for id in ["job", "free"] {
+            for ttl in [0.0, -0.0, -1.0, -1e-9, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+                assert_invalid(api.claim(id, "w", 20.0, ttl), "ttl");
+            }
+            for now in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+                assert_invalid(api.claim(id, "w", now, 10.0), "now");
+            }
+            assert_invalid(api.claim(id, "", 20.0, 10.0), "owner");
+            // now + ttl overflows to infinity
+            assert_invalid(api.claim(id, "w", f64::MAX, f64::MAX), "ttl");
+        }
+        assert_invalid(api.claim("", "w", 20.0, 10.0), "job_id");
+        assert_eq!(db.rows(), before);
+        let _ = row;
+    }
+);
+
+contract!(
+    fn a_fresh_job_counts_as_leased_until_0_for_negative_clocks(api, db) {
+        // A fresh row has until = 0, so with a clock before 0 it is not yet claimable.
+        api.enqueue("job").unwrap();
+        assert_eq!(api.claim("job", "w", -1.0, 10.0).unwrap(), None);
+        assert_eq!(db.row("job").unwrap(), Row::fresh("job"));
+        assert_eq!(api.claim("job", "w", 0.0, 10.0).unwrap(), Some(1));
+    }
+);
+
+contract!(
+    fn tiny_and_huge_but_valid_arguments_work(api, db) {
+        api.enqueue("job").unwrap();
+        assert_eq!(api.claim("job", "w", 5.0, 1e-9).unwrap(), Some(1));
+        assert_eq!(db.row("job").unwrap().until, 5.0 + 1e-9);
+        assert_eq!(api.claim("job", "w", 5.0, 1.0).unwrap(), None);
+        assert_eq!(api.claim("job", "w", 5.0 + 1e-9, 1e300).unwrap(), Some(2));
+        assert_eq!(db.row("job").unwrap().until, 1e300);
+    }
+);
