@@ -80,6 +80,11 @@ pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::Store;
 pub use types::{Fence, JobId, JobState, Now, Owner, Ttl};
 
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 /// Opens an existing, initialised database for one call, modifying nothing on the way.
 fn existing(path: &Path) -> Result<SqliteStore> {
     SqliteOptions::new().init(false).open(path)
