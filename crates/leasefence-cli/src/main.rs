@@ -1,1 +1,162 @@
-fn main() {}
+//! `leasefence`: the lease-and-fence contract from a shell, and a demo of it.
+//!
+//! Every subcommand is one call of the library's free functions on an SQLite file (`--db`,
+//! default `leasefence.db` in the working directory, or `LEASEFENCE_DB`):
+//!
+//! ```text
+//! leasefence init
+//! leasefence enqueue job-1
+//! leasefence claim job-1 --owner worker-a --ttl 30          # prints the new fence
+//! leasefence renew job-1 --owner worker-a --fence 1 --ttl 30
+//! leasefence complete job-1 --owner worker-a --fence 1 --result "42"
+//! leasefence release job-1 --owner worker-a --fence 1
+//! leasefence state job-1
+//! leasefence demo                                          # the story, then a stress run
+//! ```
+//!
+//! Each prints one readable line, or with `--json` one JSON object per line on stdout.
+//!
+//! # Exit status
+//!
+//! - `0`: the operation took effect (for `demo`: every invariant held).
+//! - `1`: the contract refused it — a known id on `enqueue`, a job that is not claimable, a stale
+//!   fence or expired lease, an unknown id on `state` (for `demo`: an invariant broke). The
+//!   reason is on stderr.
+//! - `2`: bad input (including clap's usage errors) or a database error, reason on stderr as
+//!   `leasefence: error: …`. A busy database is retryable, and the message says so.
+
+mod cmd;
+mod output;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::output::{Out, Outcome};
+
+/// The database used when neither `--db` nor `LEASEFENCE_DB` is given.
+const DEFAULT_DB: &str = "leasefence.db";
+
+/// Time-limited job leases with fencing tokens, on an SQLite file.
+#[derive(Debug, Parser)]
+#[command(
+    name = "leasefence",
+    version,
+    after_help = "Exit status: 0 the operation took effect, 1 the contract refused it (reason on \
+                  stderr), 2 bad input or a database error."
+)]
+struct Cli {
+    /// The SQLite database file [default: leasefence.db in the working directory; `demo` uses a
+    /// fresh temporary file unless this is given].
+    #[arg(long, global = true, env = "LEASEFENCE_DB", value_name = "PATH")]
+    db: Option<PathBuf>,
+
+    /// Machine-readable output: one JSON object per line on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+
+    /// The operation to run.
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands, one per contract operation plus the demo.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create the `jobs` table (and the file) if absent; never resets a row.
+    Init(cmd::init::Args),
+    /// Add a job with the default state; a known id is refused and left untouched.
+    Enqueue(cmd::enqueue::Args),
+    /// Print the stored row of a job (id, owner, until, fence, result, done).
+    State(cmd::state::Args),
+    /// Take the lease on a claimable job and print the new fence.
+    Claim(cmd::claim::Args),
+    /// Extend a live lease held under the current fence.
+    Renew(cmd::renew::Args),
+    /// Store the result and mark the job done, while the lease is current.
+    Complete(cmd::complete::Args),
+    /// Give a lease back early; the fence is kept.
+    Release(cmd::release::Args),
+    /// Replay the stalled-worker story, then a multi-threaded stress run with a verdict.
+    Demo(cmd::demo::Args),
+}
+
+/// What every subcommand gets from the global flags.
+#[derive(Debug)]
+pub struct Ctx {
+    /// `--db` or `LEASEFENCE_DB`, if either was given.
+    db: Option<PathBuf>,
+    /// Where results are printed.
+    pub out: Out,
+}
+
+impl Ctx {
+    /// The database to use: the one given, or [`DEFAULT_DB`] in the working directory.
+    pub fn db(&self) -> &Path {
+        self.db.as_deref().unwrap_or(Path::new(DEFAULT_DB))
+    }
+
+    /// The database the user gave explicitly (flag or environment), if any.
+    pub fn db_given(&self) -> Option<&Path> {
+        self.db.as_deref()
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ctx = Ctx {
+        db: cli.db,
+        out: Out::new(cli.json),
+    };
+    let result = match cli.command {
+        Command::Init(args) => cmd::init::run(&ctx, args),
+        Command::Enqueue(args) => cmd::enqueue::run(&ctx, args),
+        Command::State(args) => cmd::state::run(&ctx, args),
+        Command::Claim(args) => cmd::claim::run(&ctx, args),
+        Command::Renew(args) => cmd::renew::run(&ctx, args),
+        Command::Complete(args) => cmd::complete::run(&ctx, args),
+        Command::Release(args) => cmd::release::run(&ctx, args),
+        Command::Demo(args) => cmd::demo::run(&ctx, args),
+    };
+    match result {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Refused) => ExitCode::from(1),
+        Err(err) => {
+            eprintln!("leasefence: error: {err:#}");
+            if let Some(hint) = hint(&err) {
+                eprintln!("leasefence: hint: {hint}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A next step for the library errors that have an obvious one.
+fn hint(err: &anyhow::Error) -> Option<String> {
+    let lib = err
+        .chain()
+        .find_map(|e| e.downcast_ref::<leasefence::Error>())?;
+    match lib {
+        e if e.is_retryable() => {
+            Some("another writer held the lock; nothing was written, retry the command".into())
+        }
+        leasefence::Error::CannotOpen { path, .. } => {
+            let folder = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if !folder.is_dir() {
+                Some(format!("the folder {} does not exist", folder.display()))
+            } else if !path.exists() {
+                Some(format!(
+                    "there is no database at {0}; create it with `leasefence --db {0} init`",
+                    path.display()
+                ))
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}

@@ -97,8 +97,8 @@ impl Error {
 /// A failure inside the database driver, kept opaque so that the driver's own types are not part
 /// of leasefence's public API.
 ///
-/// Its `Display` gives the driver's message; [`std::error::Error::source`] gives the driver's
-/// underlying cause, if any.
+/// Its `Display` gives the driver's message. It reports no further `source`: the driver's own
+/// cause only repeats that message.
 pub struct BackendError {
     inner: Box<dyn std::error::Error + Send + Sync + 'static>,
 }
@@ -123,11 +123,7 @@ impl fmt::Display for BackendError {
     }
 }
 
-impl std::error::Error for BackendError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.inner.source()
-    }
-}
+impl std::error::Error for BackendError {}
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

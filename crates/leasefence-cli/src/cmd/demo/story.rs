@@ -1,0 +1,172 @@
+//! The seed story on one job, with the clock as an argument (t = 0 … 13): A claims and stalls,
+//! B cannot claim while A's lease is live, the lease expires, B claims and completes, A wakes
+//! and every write it tries is refused, and the stored row still shows B's result.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use leasefence::JobState;
+use serde_json::json;
+
+use crate::output::Out;
+
+/// The lease duration of the story, in the story's seconds.
+const TTL: f64 = 10.0;
+
+/// Plays the story on `job` and prints a timeline. Returns how many steps broke their
+/// expectation (0 when the contract held).
+///
+/// # Errors
+/// Database errors; a refusal is never an error here, it is an expectation.
+pub fn run(db: &Path, job: &str, out: Out) -> anyhow::Result<usize> {
+    let mut timeline = Timeline { out, broken: 0 };
+    timeline.heading(format!(
+        "The stalled-worker story on job {job} (clock given as t=..., ttl {TTL} s):"
+    ));
+    let ctx = |op: &str| format!("story: {op} {job}");
+
+    let inserted = leasefence::enqueue(db, job).with_context(|| ctx("enqueue"))?;
+    timeline.check(0.0, "enqueue", "inserted", accepted(inserted, "inserted"));
+
+    let a = leasefence::claim(db, job, "A", 0.0, TTL).with_context(|| ctx("claim"))?;
+    timeline.check(0.0, "A claims", "fence 1", fence(a));
+    timeline.note(
+        0.0,
+        "A stalls (GC pause, swapped out, network partition) ...",
+    );
+
+    let early = leasefence::claim(db, job, "B", 5.0, TTL).with_context(|| ctx("claim"))?;
+    timeline.check(
+        5.0,
+        "B tries to claim (A's lease live)",
+        "refused",
+        fence(early),
+    );
+
+    let row = leasefence::state(db, job).with_context(|| ctx("state"))?;
+    let lease = match &row {
+        Some(row) if row.is_leased_at(10.0) => format!("{}; still leased", describe(row)),
+        Some(row) => format!("{}; expired", describe(row)),
+        None => "unknown".to_owned(),
+    };
+    timeline.check(
+        10.0,
+        "A's lease expires (until = now)",
+        "owner A, fence 1, until t=10, not done; expired",
+        lease,
+    );
+
+    let b = leasefence::claim(db, job, "B", 10.0, TTL).with_context(|| ctx("claim"))?;
+    timeline.check(10.0, "B claims", "fence 2", fence(b));
+
+    let b_fence = b.unwrap_or(2);
+    let stored = leasefence::complete(db, job, "B", b_fence, 12.0, "B's result")
+        .with_context(|| ctx("complete"))?;
+    timeline.check(
+        12.0,
+        "B completes with \"B's result\"",
+        "stored",
+        accepted(stored, "stored"),
+    );
+
+    let a_fence = a.unwrap_or(1);
+    let renewed =
+        leasefence::renew(db, job, "A", a_fence, 13.0, TTL).with_context(|| ctx("renew"))?;
+    timeline.check(
+        13.0,
+        &format!("A wakes: renew, fence {a_fence}"),
+        "refused",
+        accepted(renewed, "renewed"),
+    );
+    let overwrote = leasefence::complete(db, job, "A", a_fence, 13.0, "A's stale result")
+        .with_context(|| ctx("complete"))?;
+    timeline.check(
+        13.0,
+        &format!("A: complete, fence {a_fence}"),
+        "refused",
+        accepted(overwrote, "stored"),
+    );
+    let released = leasefence::release(db, job, "A", a_fence).with_context(|| ctx("release"))?;
+    timeline.check(
+        13.0,
+        &format!("A: release, fence {a_fence}"),
+        "refused",
+        accepted(released, "released"),
+    );
+
+    let row = leasefence::state(db, job).with_context(|| ctx("state"))?;
+    timeline.check(
+        13.0,
+        "read back",
+        "owner B, fence 2, until t=20, done, result \"B's result\"",
+        row.as_ref().map_or_else(|| "unknown".to_owned(), describe),
+    );
+    Ok(timeline.broken)
+}
+
+/// Prints the story's lines and counts broken expectations.
+struct Timeline {
+    out: Out,
+    broken: usize,
+}
+
+impl Timeline {
+    fn heading(&self, text: String) {
+        self.out.line(
+            text,
+            json!({ "op": "demo", "phase": "story", "step": "start" }),
+        );
+    }
+
+    fn note(&self, t: f64, step: &str) {
+        self.out.line(
+            format!("  t={t:<3} {step}"),
+            json!({ "op": "demo", "phase": "story", "t": t, "step": step }),
+        );
+    }
+
+    /// One step: `got` must equal `expected`.
+    fn check(&mut self, t: f64, step: &str, expected: &str, got: String) {
+        let ok = got == expected;
+        let human = if ok {
+            format!("  t={t:<3} {step:<36} ok      {got}")
+        } else {
+            self.broken += 1;
+            format!("  t={t:<3} {step:<36} BROKEN  {got}, expected {expected}")
+        };
+        self.out.line(
+            human,
+            json!({ "op": "demo", "phase": "story", "t": t, "step": step,
+                    "expected": expected, "got": got, "ok": ok }),
+        );
+    }
+}
+
+/// `what` when the store accepted the write, `refused` when the contract refused it.
+fn accepted(ok: bool, what: &str) -> String {
+    if ok {
+        what.to_owned()
+    } else {
+        "refused".to_owned()
+    }
+}
+
+/// `fence N` for a claim that got a fence, `refused` for one that did not.
+fn fence(claimed: Option<i64>) -> String {
+    claimed.map_or_else(|| "refused".to_owned(), |f| format!("fence {f}"))
+}
+
+/// The stored row in the story's words.
+fn describe(row: &JobState) -> String {
+    let mut text = format!(
+        "owner {}, fence {}, until t={}, {}",
+        row.owner.as_deref().unwrap_or("none"),
+        row.fence,
+        row.until,
+        if row.done { "done" } else { "not done" },
+    );
+    if let Some(result) = &row.result {
+        text.push_str(&format!(", result {result:?}"));
+    }
+    text
+}
