@@ -63,3 +63,28 @@ fn a_lock_released_within_the_timeout_is_waited_for() {
     release.join().unwrap();
     assert_eq!(db.row("job").unwrap().owner.as_deref(), Some("w"));
 }
+
+#[test]
+fn the_busy_timeout_option_bounds_the_wait() {
+    let db = Db::new();
+    leasefence::enqueue(&db.path, "job").unwrap();
+    let store = SqliteOptions::new()
+        .busy_timeout(Duration::from_millis(100))
+        .open(&db.path)
+        .unwrap();
+    let blocker = db.raw();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = Instant::now();
+    let err = store
+        .release(JobId::new("job").unwrap(), Owner::new("w").unwrap(), 0)
+        .unwrap_err();
+    let waited = started.elapsed();
+    assert!(matches!(err, Error::Busy), "{err:?}");
+    // 100 ms asked for; the default would be 5 s.
+    assert!(
+        waited >= Duration::from_millis(90) && waited < Duration::from_millis(2500),
+        "waited {waited:?}"
+    );
+    blocker.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(db.rows(), vec![Row::fresh("job")]);
+}

@@ -32,7 +32,7 @@ fn eight_processes_race_and_exactly_one_wins_every_job() {
     let dir = db.path.parent().unwrap().to_path_buf();
     let go = dir.join("go");
     let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = (0..PROCESSES)
+    let mut children: Vec<_> = (0..PROCESSES)
         .map(|p| {
             let spec = format!(
                 "{}\n{}\nproc-{p}\n{}",
@@ -57,10 +57,25 @@ fn eight_processes_race_and_exactly_one_wins_every_job() {
         .collect();
     // Start them all at once: every child has opened its store before the gate opens.
     for p in 0..PROCESSES {
-        wait_for(
-            &dir.join(format!("ready-proc-{p}")),
-            "children to open the database",
-        );
+        let ready = dir.join(format!("ready-proc-{p}"));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !ready.exists() {
+            // A child that died before getting ready fails the test now, with its output.
+            for child in &mut children {
+                if let Some(status) = child.try_wait().unwrap() {
+                    let mut stderr = String::new();
+                    if let Some(mut pipe) = child.stderr.take() {
+                        std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
+                    }
+                    panic!("a child exited ({status}) before opening the database:\n{stderr}");
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for children to open the database"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
     std::fs::write(&go, b"go").unwrap();
 

@@ -189,3 +189,50 @@ fn operations_before_init_are_errors_and_create_nothing() {
     }
     assert_eq!(db.bytes(), bytes);
 }
+
+#[test]
+fn a_store_reports_its_path_and_each_durability_level() {
+    let db = Db::new();
+    let store = leasefence::SqliteStore::open(&db.path).unwrap();
+    assert_eq!(store.path(), db.path.as_path());
+    let debug = format!("{store:?}");
+    assert!(debug.starts_with("SqliteStore"), "{debug}");
+    assert!(debug.contains(&format!("{:?}", db.path)), "{debug}");
+    for level in [Synchronous::Off, Synchronous::Normal, Synchronous::Full] {
+        let store = SqliteOptions::new()
+            .synchronous(level)
+            .open(&db.path)
+            .unwrap();
+        assert_eq!(store.synchronous().unwrap(), level);
+    }
+    assert_eq!(
+        SqliteOptions::default()
+            .open(&db.path)
+            .unwrap()
+            .synchronous()
+            .unwrap(),
+        Synchronous::Full
+    );
+}
+
+#[test]
+fn a_journal_that_cannot_be_opened_is_a_cannot_open_error() {
+    let db = Db::new();
+    leasefence::enqueue(&db.path, "job").unwrap();
+    // Every connection is closed, so the WAL file is gone; a folder now stands in its way.
+    let wal = db.path.with_extension("db-wal");
+    assert!(!wal.exists());
+    std::fs::create_dir(&wal).unwrap();
+    let bytes = db.bytes();
+    for err in [
+        leasefence::init_db(&db.path).unwrap_err(),
+        leasefence::state(&db.path, "job").unwrap_err(),
+    ] {
+        match &err {
+            Error::CannotOpen { path, .. } => assert_eq!(path, &db.path),
+            other => panic!("expected CannotOpen, got {other:?}"),
+        }
+        assert!(!err.is_retryable());
+    }
+    assert_eq!(db.bytes(), bytes);
+}

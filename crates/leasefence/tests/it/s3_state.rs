@@ -46,3 +46,25 @@ contract!(
         let _ = db;
     }
 );
+
+#[test]
+fn is_leased_at_treats_now_equal_to_until_as_expired_and_done_as_not_leased() {
+    let leased = Row {
+        owner: Some("w".into()),
+        until: 10.0,
+        fence: 1,
+        ..Row::fresh("job")
+    }
+    .as_state();
+    assert!(leased.is_leased_at(9.5));
+    assert!(leased.is_leased_at(-1e9));
+    assert!(!leased.is_leased_at(10.0));
+    assert!(!leased.is_leased_at(10.5));
+    let done = leasefence::JobState {
+        done: true,
+        ..leased.clone()
+    };
+    assert!(!done.is_leased_at(9.5));
+    assert!(!done.is_leased_at(10.5));
+    assert!(!Row::fresh("job").as_state().is_leased_at(0.0));
+}

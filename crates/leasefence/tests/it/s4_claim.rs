@@ -139,3 +139,76 @@ contract!(
         assert_eq!(db.row("job").unwrap().until, 1e300);
     }
 );
+
+contract!(
+    fn an_error_inside_the_transaction_rolls_back_and_changes_nothing(api, db) {
+        // A trigger makes the claim's UPDATE fail inside its BEGIN IMMEDIATE transaction.
+        db.put(&Row { fence: 3, ..Row::fresh("job") });
+        db.raw()
+            .execute_batch(
+                "CREATE TRIGGER boom BEFORE UPDATE ON jobs WHEN NEW.owner = 'boom' \
+                 BEGIN SELECT RAISE(ABORT, 'boom refused'); END;",
+            )
+            .unwrap();
+        let before = db.rows();
+        let err = api.claim("job", "boom", 0.0, 10.0).unwrap_err();
+        assert!(matches!(err, leasefence::Error::Backend(_)), "{err:?}");
+        assert!(!err.is_retryable());
+        assert_eq!(err.argument(), None);
+        assert!(err.to_string().contains("boom refused"), "{err}");
+        assert_eq!(db.rows(), before);
+        // The transaction is gone: the same store (for `kept`, the same connection) claims
+        // normally afterwards, and another connection can write at once.
+        assert_eq!(api.claim("job", "w", 0.0, 10.0).unwrap(), Some(4));
+        let claimed = Row { owner: Some("w".into()), until: 10.0, fence: 4, ..Row::fresh("job") };
+        db.put(&Row::fresh("other"));
+        assert_eq!(db.rows(), vec![claimed, Row::fresh("other")]);
+    }
+);
+
+#[test]
+fn a_backend_error_shows_the_driver_message_once() {
+    use std::error::Error as _;
+    let db = Db::new();
+    leasefence::enqueue(&db.path, "job").unwrap();
+    db.raw()
+        .execute_batch(
+            "CREATE TRIGGER boom BEFORE UPDATE ON jobs \
+             BEGIN SELECT RAISE(ABORT, 'boom refused'); END;",
+        )
+        .unwrap();
+    let err = leasefence::claim(&db.path, "job", "w", 0.0, 10.0).unwrap_err();
+    let leasefence::Error::Backend(backend) = &err else {
+        panic!("expected a backend error, got {err:?}")
+    };
+    // Display: the driver's message, once; Debug: the driver's own description.
+    assert_eq!(backend.to_string(), "database error: boom refused");
+    assert_eq!(err.to_string(), backend.to_string());
+    assert!(
+        format!("{backend:?}").contains("boom refused"),
+        "{backend:?}"
+    );
+    // No further source: the driver's own cause would only repeat the message.
+    assert!(err.source().is_none(), "{:?}", err.source());
+    assert_eq!(db.row("job"), Some(Row::fresh("job")));
+}
+
+#[test]
+fn validated_arguments_keep_their_values() {
+    use leasefence::{JobId, Now, Owner, Ttl};
+    assert_eq!(JobId::new("job-7").unwrap().as_str(), "job-7");
+    assert_eq!(Owner::new("worker-2").unwrap().as_str(), "worker-2");
+    assert_eq!(Now::new(-3.25).unwrap().seconds(), -3.25);
+    assert_eq!(Ttl::new(2.5).unwrap().seconds(), 2.5);
+    assert_eq!(
+        Ttl::new(2.5)
+            .unwrap()
+            .until(Now::new(-3.25).unwrap())
+            .unwrap(),
+        -0.75
+    );
+    assert_invalid(
+        Ttl::new(1e308).unwrap().until(Now::new(1e308).unwrap()),
+        "ttl",
+    );
+}

@@ -123,14 +123,20 @@ fn kept_stores_on_many_threads_also_have_exactly_one_winner() {
     for job in 0..20 {
         leasefence::enqueue(&db.path, &format!("job-{job}")).unwrap();
     }
+    // Opened up front: a store failing to open must fail the test, not leave the other
+    // threads waiting at the barrier forever.
+    let stores: Vec<SqliteStore> = OWNERS
+        .iter()
+        .map(|_| SqliteStore::open(&db.path).unwrap())
+        .collect();
     let barrier = Barrier::new(OWNERS.len());
     let per_owner: Vec<Vec<Option<i64>>> = std::thread::scope(|s| {
         let handles: Vec<_> = OWNERS
             .iter()
-            .map(|owner| {
-                let (barrier, path) = (&barrier, &db.path);
+            .zip(stores)
+            .map(|(owner, store)| {
+                let barrier = &barrier;
                 s.spawn(move || {
-                    let store = SqliteStore::open(path).unwrap();
                     barrier.wait();
                     (0..20)
                         .map(|job| {
@@ -163,3 +169,57 @@ fn kept_stores_on_many_threads_also_have_exactly_one_winner() {
         assert_eq!(row.fence, 1);
     }
 }
+
+#[test]
+fn every_owner_is_tried_not_only_the_first() {
+    // The first owner's claim is made to lose (a trigger silently skips its update), so a
+    // winner exists only if the other owners' claims are really made.
+    let db = Db::new();
+    db.raw()
+        .execute_batch(
+            "CREATE TRIGGER first_loses BEFORE UPDATE ON jobs WHEN NEW.owner = 'w0' \
+             BEGIN SELECT RAISE(IGNORE); END;",
+        )
+        .unwrap();
+    for job in 0..5 {
+        let id = format!("job-{job}");
+        leasefence::enqueue(&db.path, &id).unwrap();
+        let results = leasefence::claim_many(&db.path, &id, &OWNERS, 0.0, 10.0).unwrap();
+        assert_eq!(results[0], None, "{results:?}");
+        let won: Vec<usize> = (0..OWNERS.len())
+            .filter(|&i| results[i].is_some())
+            .collect();
+        assert_eq!(won.len(), 1, "exactly one winner: {results:?}");
+        assert_eq!(results[won[0]], Some(1));
+        let row = db.row(&id).unwrap();
+        assert_eq!(row.owner.as_deref(), Some(OWNERS[won[0]]));
+        assert_eq!((row.fence, row.until, row.done), (1, 10.0, 0));
+    }
+}
+
+contract!(
+    fn a_claim_waiting_for_the_lock_judges_the_row_as_the_holder_left_it(api, db) {
+        // Step 8's lesson, made deterministic: another connection holds the write lock and has
+        // already leased the job. A claim that read the row before taking the lock would see
+        // it free and overwrite the holder's lease; one transaction around read and write sees
+        // the committed lease and refuses.
+        api.enqueue("job").unwrap();
+        let holder = db.raw();
+        holder
+            .execute_batch(
+                "BEGIN IMMEDIATE; \
+                 UPDATE jobs SET owner = 'holder', until = 100, fence = 7 WHERE id = 'job';",
+            )
+            .unwrap();
+        let commit = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            holder.execute_batch("COMMIT").unwrap();
+        });
+        assert_eq!(api.claim("job", "w", 0.0, 10.0).unwrap(), None);
+        commit.join().unwrap();
+        assert_eq!(
+            db.rows(),
+            vec![Row { owner: Some("holder".into()), until: 100.0, fence: 7, ..Row::fresh("job") }]
+        );
+    }
+);
