@@ -1,0 +1,219 @@
+//! `mutants/catalog.toml`: the hand-written mutants, the eight steps and what is not guaranteed.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// Where the catalog lives, relative to the workspace root.
+pub const CATALOG: &str = "mutants/catalog.toml";
+
+/// The whole catalog file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Catalog {
+    /// The contract's eight steps, in order.
+    pub step: Vec<Step>,
+    /// Operating conditions the store does not guarantee.
+    pub not_guaranteed: Vec<NotGuaranteed>,
+    /// The mutants.
+    pub mutant: Vec<Mutant>,
+}
+
+/// One of the contract's eight operations.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// 1 to 8.
+    pub number: u8,
+    /// The operation's name (`claim_many`).
+    pub operation: String,
+    /// The id prefix of its mutants (`claim-many-`): one name through every layer.
+    pub prefix: String,
+    /// The rule, in one sentence.
+    pub rule: String,
+    /// Why the tests of the earlier steps still hold once this operation exists: the invariant
+    /// it preserves.
+    pub preserves: String,
+}
+
+/// An operating condition outside the contract.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotGuaranteed {
+    /// The condition.
+    pub condition: String,
+    /// What goes wrong under it.
+    pub consequence: String,
+    /// What a user should do about it.
+    pub what_to_do: String,
+}
+
+/// One hand-written mutant.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mutant {
+    /// Unique id, prefixed by the operation it breaks (`renew-fence-dropped`).
+    pub id: String,
+    /// The contract step it belongs to; absent for cross-cutting rules (busy, durability, …).
+    pub step: Option<u8>,
+    /// `true` for the design note's own broken change of that step (CONTRACT.md's table).
+    #[serde(default)]
+    pub seed: bool,
+    /// The contract rule it breaks.
+    pub rule: String,
+    /// The file to mutate, relative to the workspace root.
+    pub file: String,
+    /// A short description of the change for the worksheet's tables, where `find` and
+    /// `replace` are too long to show.
+    pub change: Option<String>,
+    /// The exact text to replace; must occur exactly once in `file`.
+    pub find: String,
+    /// Its replacement.
+    pub replace: String,
+    /// Which input or stored state reveals it, in one sentence.
+    pub prediction: String,
+    /// The tests predicted to fail (exact names as `cargo test -- --list` prints them).
+    pub killed_by: Vec<String>,
+}
+
+/// The ids that cross-cutting mutants (without a step) may start with.
+pub const CROSS_CUTTING_PREFIXES: [&str; 2] = ["busy-", "write-"];
+
+impl Catalog {
+    /// Reads and parses the catalog.
+    pub fn load(root: &Path) -> Result<Catalog, String> {
+        let path = root.join(CATALOG);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The step with this number.
+    pub fn step(&self, number: u8) -> Option<&Step> {
+        self.step.iter().find(|s| s.number == number)
+    }
+
+    /// Checks everything that can be checked without building: unique ids with the right
+    /// prefix, exactly one seed mutant per step, non-empty predictions, and that every `find`
+    /// occurs exactly once in its file under `tree`. Returns every problem found.
+    pub fn check_static(&self, tree: &Path) -> Vec<String> {
+        let mut problems = Vec::new();
+        let numbers: Vec<u8> = self.step.iter().map(|s| s.number).collect();
+        if numbers != (1..=8).collect::<Vec<u8>>() {
+            problems.push(format!(
+                "[[step]] numbers must be 1..=8 in order, got {numbers:?}"
+            ));
+        }
+        let mut ids = BTreeSet::new();
+        for m in &self.mutant {
+            if !ids.insert(m.id.as_str()) {
+                problems.push(format!("{}: duplicate id", m.id));
+            }
+            match m.step.map(|n| (n, self.step(n))) {
+                Some((n, None)) => problems.push(format!("{}: no step {n}", m.id)),
+                Some((_, Some(step))) => {
+                    // The longest matching prefix decides (`claim-many-` before `claim-`).
+                    let best = self
+                        .step
+                        .iter()
+                        .filter(|s| m.id.starts_with(&s.prefix))
+                        .max_by_key(|s| s.prefix.len());
+                    if best.map(|s| s.number) != Some(step.number) {
+                        problems.push(format!(
+                            "{}: a step-{} mutant's id must start with `{}`",
+                            m.id, step.number, step.prefix
+                        ));
+                    }
+                }
+                None => {
+                    if !CROSS_CUTTING_PREFIXES.iter().any(|p| m.id.starts_with(p)) {
+                        problems.push(format!(
+                            "{}: a mutant without a step must start with one of {:?}",
+                            m.id, CROSS_CUTTING_PREFIXES
+                        ));
+                    }
+                    if m.seed {
+                        problems.push(format!("{}: a seed mutant needs a step", m.id));
+                    }
+                }
+            }
+            if m.prediction.trim().is_empty() || m.rule.trim().is_empty() {
+                problems.push(format!("{}: empty rule or prediction", m.id));
+            }
+            if m.killed_by.is_empty() {
+                problems.push(format!("{}: no test is predicted to kill it", m.id));
+            }
+            if m.find == m.replace {
+                problems.push(format!("{}: `replace` equals `find`", m.id));
+            }
+            match std::fs::read_to_string(tree.join(&m.file)) {
+                Err(e) => problems.push(format!("{}: {}: {e}", m.id, m.file)),
+                Ok(text) => match text.matches(m.find.as_str()).count() {
+                    1 => {}
+                    0 => problems.push(format!(
+                        "{}: no longer applies: `find` does not occur in {}",
+                        m.id, m.file
+                    )),
+                    n => problems.push(format!(
+                        "{}: `find` occurs {n} times in {}; it must occur exactly once",
+                        m.id, m.file
+                    )),
+                },
+            }
+        }
+        for n in 1..=8 {
+            let seeds = self
+                .mutant
+                .iter()
+                .filter(|m| m.seed && m.step == Some(n))
+                .count();
+            if seeds != 1 {
+                problems.push(format!(
+                    "step {n} needs exactly one seed mutant (the design note's broken change), has {seeds}"
+                ));
+            }
+        }
+        problems
+    }
+
+    /// Checks that every predicted test exists. Returns every problem found.
+    pub fn check_test_names(&self, known: &BTreeSet<String>) -> Vec<String> {
+        self.mutant
+            .iter()
+            .flat_map(|m| {
+                m.killed_by
+                    .iter()
+                    .filter(|t| !known.contains(*t))
+                    .map(move |t| format!("{}: predicted test `{t}` does not exist", m.id))
+            })
+            .collect()
+    }
+}
+
+impl Mutant {
+    /// The file's text with this mutant applied, or why it does not apply.
+    pub fn apply(&self, original: &str) -> Result<String, String> {
+        match original.matches(self.find.as_str()).count() {
+            1 => Ok(original.replacen(self.find.as_str(), &self.replace, 1)),
+            n => Err(format!(
+                "{}: `find` occurs {n} times in {} (must be exactly once)",
+                self.id, self.file
+            )),
+        }
+    }
+
+    /// A fingerprint of what the mutant is, so results of an older version of the entry are
+    /// not shown as its observation.
+    pub fn fingerprint(&self) -> String {
+        let mut killed_by = self.killed_by.clone();
+        killed_by.sort();
+        format!(
+            "{}\u{0}{}\u{0}{}\u{0}{}",
+            self.file,
+            self.find,
+            self.replace,
+            killed_by.join(",")
+        )
+    }
+}

@@ -1,0 +1,146 @@
+//! Project automation for leasefence, run as `cargo xtask <command>` (see `.cargo/config.toml`).
+//!
+//! - `cargo xtask mutants [--list] [--check] [--only ID]… [--target-dir DIR] [--keep-scratch]`:
+//!   the hand-written mutation catalog `mutants/catalog.toml`, each entry applied to a scratch
+//!   copy of the tree and judged by the integration tests; a full run rewrites
+//!   `docs/worksheet.md`.
+//! - `cargo xtask worksheet [--check]`: rewrites `docs/worksheet.md` from the catalog and the
+//!   last observations, without running anything; `--check` verifies that the committed one is
+//!   in sync with the catalog.
+//! - `cargo xtask cargo-mutants [--in-diff REV] [--jobs N] [-- ARGS…]`: cargo-mutants over the
+//!   library's Rust code with `.cargo/mutants.toml`, judged by its output files.
+//!
+//! Exit status: 0 all well; 1 a mutant not killed as predicted (or missed by cargo-mutants);
+//! 2 an error (catalog stale, unknown test name, failing baseline, bad usage); 130 Ctrl-C.
+
+mod cargo_mutants;
+mod catalog;
+mod mutants;
+mod process;
+mod worksheet;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  mutants [--list] [--check] [--only ID]... [--target-dir DIR] [--keep-scratch]
+      Apply every entry of mutants/catalog.toml in a scratch copy, run the tests, compare
+      with the predictions. --only takes an id or a prefix ending in `*` (repeatable).
+      --check only verifies that entries apply and predicted tests exist.
+      A full run rewrites docs/worksheet.md.
+  worksheet [--check]
+      Rewrite docs/worksheet.md from the catalog and the last observations. --check only
+      verifies that it shows every entry and prediction of the catalog, as they are now.
+  cargo-mutants [--in-diff REV] [--jobs N] [-- ARGS...]
+      Run cargo-mutants over crates/leasefence/src (config: .cargo/mutants.toml); fail on
+      any missed or timed-out mutant. --in-diff REV: only lines changed since REV.
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) if process::interrupted() => {
+            eprintln!("stopped ({e}); the working tree was never modified");
+            ExitCode::from(130)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    let xtask = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().map(PathBuf::from).unwrap_or(xtask)
+}
+
+fn run(args: &[String]) -> Result<bool, String> {
+    let root = workspace_root();
+    let (command, rest) = args.split_first().ok_or_else(|| USAGE.to_string())?;
+    let mut rest = rest.iter();
+    let value = |flag: &str, v: Option<&String>| {
+        v.cloned()
+            .ok_or_else(|| format!("{flag} needs a value\n\n{USAGE}"))
+    };
+    match command.as_str() {
+        "mutants" => {
+            let mut options = mutants::Options::default();
+            while let Some(arg) = rest.next() {
+                match arg.as_str() {
+                    "--list" => options.list = true,
+                    "--check" => options.check = true,
+                    "--keep-scratch" => options.keep_scratch = true,
+                    "--only" => options
+                        .only
+                        .extend(value("--only", rest.next())?.split(',').map(str::to_string)),
+                    "--target-dir" => {
+                        options.target_dir = Some(value("--target-dir", rest.next())?.into())
+                    }
+                    other => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
+                }
+            }
+            if !options.list {
+                process::install_interrupt_handler();
+            }
+            mutants::run(&root, &options)
+        }
+        "worksheet" => {
+            let check = match rest.next().map(String::as_str) {
+                None => false,
+                Some("--check") => true,
+                Some(other) => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
+            };
+            let catalog = catalog::Catalog::load(&root)?;
+            if check {
+                let problems = worksheet::check(&root, &catalog)?;
+                for p in &problems {
+                    println!("  - {p}");
+                }
+                if problems.is_empty() {
+                    println!("{} is in sync with the catalog", worksheet::WORKSHEET);
+                } else {
+                    println!(
+                        "{} is out of sync with mutants/catalog.toml: run `cargo xtask mutants` \
+                         and commit it",
+                        worksheet::WORKSHEET
+                    );
+                }
+                return Ok(problems.is_empty());
+            }
+            let results = mutants::load_results(&mutants::default_target_dir(&root));
+            let path = worksheet::write(&root, &catalog, &results)?;
+            println!("worksheet written: {}", path.display());
+            Ok(true)
+        }
+        "cargo-mutants" => {
+            let mut options = cargo_mutants::Options {
+                jobs: 1,
+                ..Default::default()
+            };
+            while let Some(arg) = rest.next() {
+                match arg.as_str() {
+                    "--in-diff" => options.in_diff = Some(value("--in-diff", rest.next())?),
+                    "--jobs" => {
+                        options.jobs = value("--jobs", rest.next())?
+                            .parse()
+                            .map_err(|e| format!("--jobs: {e}"))?
+                    }
+                    "--" => options.extra.extend(rest.by_ref().cloned()),
+                    other => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
+                }
+            }
+            cargo_mutants::run(&root, &options)
+        }
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(true)
+        }
+        other => Err(format!("unknown command `{other}`\n\n{USAGE}")),
+    }
+}
