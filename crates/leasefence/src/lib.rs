@@ -78,7 +78,13 @@ mod types;
 pub use error::{BackendError, Error, Result};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::Store;
-pub use types::{Fence, JobId, JobState, Now, Owner, Ttl};
+pub use types::{
+    Backoff, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Stats, Status, Ttl,
+};
+
+/// The SQLite driver, re-exported for [`SqliteStore::complete_with`], whose closure writes
+/// through it inside the store's transaction. Nothing else in the API exposes it.
+pub use rusqlite;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
