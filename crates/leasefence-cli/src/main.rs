@@ -66,7 +66,8 @@ struct Cli {
 enum Command {
     /// Create the `jobs` table (and the file) if absent; never resets a row.
     Init(cmd::init::Args),
-    /// Add a job with the default state; a known id is refused and left untouched.
+    /// Add a job (optionally with payload, priority, not-before, attempts budget); a known id is
+    /// refused and left untouched.
     Enqueue(cmd::enqueue::Args),
     /// Print the stored row of a job (id, owner, until, fence, result, done).
     State(cmd::state::Args),
@@ -78,6 +79,14 @@ enum Command {
     Complete(cmd::complete::Args),
     /// Give a lease back early; the fence is kept.
     Release(cmd::release::Args),
+    /// List jobs with their status, lease, priority and attempts, oldest first.
+    List(cmd::list::Args),
+    /// Count jobs by status (ready, scheduled, leased, expired, retrying, done, dead, cancelled).
+    Stats(cmd::stats::Args),
+    /// Delete old finished jobs; their last fences stay reserved (the fence floor).
+    Purge(cmd::purge::Args),
+    /// Cancel an unfinished job: never handed out again, its holder can store nothing more.
+    Cancel(cmd::cancel::Args),
     /// Replay the stalled-worker story, then a multi-threaded stress run with a verdict.
     Demo(cmd::demo::Args),
 }
@@ -117,6 +126,10 @@ fn main() -> ExitCode {
         Command::Renew(args) => cmd::renew::run(&ctx, args),
         Command::Complete(args) => cmd::complete::run(&ctx, args),
         Command::Release(args) => cmd::release::run(&ctx, args),
+        Command::List(args) => cmd::list::run(&ctx, args),
+        Command::Stats(args) => cmd::stats::run(&ctx, args),
+        Command::Purge(args) => cmd::purge::run(&ctx, args),
+        Command::Cancel(args) => cmd::cancel::run(&ctx, args),
         Command::Demo(args) => cmd::demo::run(&ctx, args),
     };
     match result {
