@@ -11,6 +11,12 @@
 //! leasefence complete job-1 --owner worker-a --fence 1 --result "42"
 //! leasefence release job-1 --owner worker-a --fence 1
 //! leasefence state job-1
+//! leasefence enqueue job-2 --payload '{"w":640}' --priority 5 --not-before 0 --max-attempts 3
+//! leasefence enqueue --ids-from ids.txt                    # one id per line, one transaction
+//! leasefence list --status ready --limit 20                # a table of jobs, oldest first
+//! leasefence stats                                         # counts by status
+//! leasefence purge --older-than 86400                      # finished jobs; fences stay reserved
+//! leasefence cancel job-2
 //! leasefence demo                                          # the story, then a stress run
 //! ```
 //!
