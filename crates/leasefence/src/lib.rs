@@ -74,12 +74,17 @@ mod error;
 mod sqlite;
 mod store;
 mod types;
+pub mod worker;
 
 pub use error::{BackendError, Error, Result};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::Store;
 pub use types::{
     Backoff, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Stats, Status, Ttl,
+};
+pub use worker::{
+    CancelToken, Clock, JobContext, JobOutcome, ManualClock, ShutdownHandle, SystemClock, Worker,
+    WorkerBuilder, WorkerStats,
 };
 
 /// The SQLite driver, re-exported for [`SqliteStore::complete_with`], whose closure writes

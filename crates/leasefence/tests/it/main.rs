@@ -20,3 +20,4 @@ mod busy;
 mod processes;
 mod queue;
 mod story;
+mod worker;
