@@ -325,7 +325,8 @@ impl SqliteStore {
     }
 
     /// Brings the schema up to the latest migration, in one `BEGIN IMMEDIATE` transaction.
-    /// Only adds tables, columns and indexes: no row is ever changed.
+    /// Only adds tables, columns and indexes (and fills new columns): the six contract columns
+    /// of a row are never changed.
     fn migrate(&self) -> Result<()> {
         let latest = MIGRATIONS.len() as i64;
         if self.user_version()? >= latest {

@@ -962,12 +962,17 @@ mod migration {
              INSERT INTO jobs VALUES ('a', 'w', 50.0, 7, NULL, 0), ('b', 'v', 3.0, 2, 'r', 1);",
         );
         let before = db.rows();
-        // any operation upgrades it, even one that only reads
+        // any operation upgrades it, even one that only reads; the six columns stay as they were
         assert_eq!(leasefence::state(&db.path, "a").unwrap().unwrap().fence, 7);
         assert_eq!(db.rows(), before);
         assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "2");
         assert_eq!(queue_row(&db, "a").priority, 0);
+        // a job finished before the upgrade gets its lease end as finish time, an upper bound
+        assert_eq!(queue_row(&db, "b").finished_at, Some(3.0));
+        assert_eq!(queue_row(&db, "a").finished_at, None);
         let s = open(&db);
+        assert_eq!(s.purge(now(3.0)).unwrap(), 0);
+        assert_eq!(s.purge(now(3.5)).unwrap(), 1);
         assert_eq!(
             s.claim_next(owner("x"), now(50.0), ttl(1.0))
                 .unwrap()

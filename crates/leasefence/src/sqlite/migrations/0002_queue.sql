@@ -21,3 +21,6 @@ CREATE TABLE IF NOT EXISTS fence_gate (
     resource TEXT PRIMARY KEY,
     fence    INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- Jobs finished before this migration have no finish time: use their lease end, an upper
+-- bound (a completion is accepted only while until > now), so purge never deletes one early.
+UPDATE jobs SET finished_at = until WHERE done <> 0 AND finished_at IS NULL;
