@@ -17,6 +17,7 @@
 //! leasefence stats                                         # counts by status
 //! leasefence purge --older-than 86400                      # finished jobs; fences stay reserved
 //! leasefence cancel job-2
+//! leasefence work --exec 'cat | wc -c' --drain            # a command per job, until empty
 //! leasefence demo                                          # the story, then a stress run
 //! ```
 //!
@@ -93,6 +94,9 @@ enum Command {
     Purge(cmd::purge::Args),
     /// Cancel an unfinished job: never handed out again, its holder can store nothing more.
     Cancel(cmd::cancel::Args),
+    /// Run a shell command per job (payload on stdin, stdout stored), with heartbeats, retries
+    /// and fencing, until the queue is drained (`--drain`) or Ctrl-C.
+    Work(cmd::work::Args),
     /// Replay the stalled-worker story, then a multi-threaded stress run with a verdict.
     Demo(cmd::demo::Args),
 }
@@ -136,6 +140,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => cmd::stats::run(&ctx, args),
         Command::Purge(args) => cmd::purge::run(&ctx, args),
         Command::Cancel(args) => cmd::cancel::run(&ctx, args),
+        Command::Work(args) => cmd::work::run(&ctx, args),
         Command::Demo(args) => cmd::demo::run(&ctx, args),
     };
     match result {

@@ -13,6 +13,7 @@ pub mod release;
 pub mod renew;
 pub mod state;
 pub mod stats;
+pub mod work;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
