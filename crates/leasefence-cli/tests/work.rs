@@ -94,6 +94,22 @@ impl Sandbox {
         .unwrap()
     }
 
+    /// Stops the worker process (SIGSTOP) at a moment when it holds no write lock on the
+    /// database, so that others can still write while it is frozen.
+    fn freeze(&self, pid: u32) {
+        for _ in 0..100 {
+            signal(pid, "STOP");
+            let conn = Connection::open(self.db()).unwrap();
+            conn.busy_timeout(Duration::from_millis(50)).unwrap();
+            if conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK").is_ok() {
+                return;
+            }
+            signal(pid, "CONT");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the worker kept the database locked");
+    }
+
     /// Waits until the command of a job has written its pid to `name`, and returns the pid.
     #[track_caller]
     fn wait_for_pid(&self, name: &str) -> u32 {
@@ -292,7 +308,7 @@ fn a_worker_stalled_past_its_ttl_kills_its_command_and_stores_nothing() {
     assert!(alive(command));
     assert_eq!(s.row("slow").fence, 1);
 
-    signal(worker.id(), "STOP");
+    s.freeze(worker.id());
     std::thread::sleep(Duration::from_millis(1500)); // past the ttl: the lease runs out
     s.ok(&["claim", "slow", "--owner", "B", "--ttl", "60"]);
     s.ok(&[

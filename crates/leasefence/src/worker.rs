@@ -284,7 +284,8 @@ pub struct WorkerStats {
     pub dead: u64,
     /// Leases lost while the handler ran: a renew was refused.
     pub lost: u64,
-    /// Completions and failures the store refused because the lease was no longer current.
+    /// Completions and failures the store refused because the lease was no longer current
+    /// (lost, cancelled, or released at the shutdown deadline before the handler returned).
     pub stale_refused: u64,
     /// In-flight leases given back at shutdown (fence kept), claimable again at once.
     pub released: u64,
