@@ -792,7 +792,8 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
     }
 
     /// Called on the worker thread after every claimed job with how it ended (for progress
-    /// displays and metrics).
+    /// displays and metrics). A panic in the hook is caught and counted in
+    /// [`WorkerStats::errors`].
     pub fn on_outcome(
         mut self,
         hook: impl Fn(&Lease, &JobOutcome) + Send + Sync + 'static,
@@ -1187,8 +1188,12 @@ fn run_job<S: Store>(shared: &Shared<S>, slot: &Slot, store: &S, lease: Lease, c
         },
     };
     *lock(&slot.job) = None;
-    if let Some(hook) = &shared.on_outcome {
-        hook(lease, &outcome);
+    if let Some(hook) = &shared.on_outcome
+        && catch_unwind(AssertUnwindSafe(|| hook(lease, &outcome))).is_err()
+    {
+        // The outcome is already stored; a broken hook must not take the thread down with it.
+        bump(&shared.counters.errors);
+        tracing::error!(job_id = %lease.job_id, fence = lease.fence, "the on_outcome hook panicked");
     }
 }
 
