@@ -11,6 +11,13 @@
 //! leasefence complete job-1 --owner worker-a --fence 1 --result "42"
 //! leasefence release job-1 --owner worker-a --fence 1
 //! leasefence state job-1
+//! leasefence enqueue job-2 --payload '{"w":640}' --priority 5 --not-before 0 --max-attempts 3
+//! leasefence enqueue --ids-from ids.txt                    # one id per line, one transaction
+//! leasefence list --status ready --limit 20                # a table of jobs, oldest first
+//! leasefence stats                                         # counts by status
+//! leasefence purge --older-than 86400                      # finished jobs; fences stay reserved
+//! leasefence cancel job-2
+//! leasefence work --exec 'cat | wc -c' --drain            # a command per job, until empty
 //! leasefence demo                                          # the story, then a stress run
 //! ```
 //!
@@ -66,7 +73,8 @@ struct Cli {
 enum Command {
     /// Create the `jobs` table (and the file) if absent; never resets a row.
     Init(cmd::init::Args),
-    /// Add a job with the default state; a known id is refused and left untouched.
+    /// Add a job (optionally with payload, priority, not-before, attempts budget); a known id is
+    /// refused and left untouched.
     Enqueue(cmd::enqueue::Args),
     /// Print the stored row of a job (id, owner, until, fence, result, done).
     State(cmd::state::Args),
@@ -78,6 +86,17 @@ enum Command {
     Complete(cmd::complete::Args),
     /// Give a lease back early; the fence is kept.
     Release(cmd::release::Args),
+    /// List jobs with their status, lease, priority and attempts, oldest first.
+    List(cmd::list::Args),
+    /// Count jobs by status (ready, scheduled, leased, expired, retrying, done, dead, cancelled).
+    Stats(cmd::stats::Args),
+    /// Delete old finished jobs; their last fences stay reserved (the fence floor).
+    Purge(cmd::purge::Args),
+    /// Cancel an unfinished job: never handed out again, its holder can store nothing more.
+    Cancel(cmd::cancel::Args),
+    /// Run a shell command per job (payload on stdin, stdout stored), with heartbeats, retries
+    /// and fencing, until the queue is drained (`--drain`) or Ctrl-C.
+    Work(cmd::work::Args),
     /// Replay the stalled-worker story, then a multi-threaded stress run with a verdict.
     Demo(cmd::demo::Args),
 }
@@ -117,6 +136,11 @@ fn main() -> ExitCode {
         Command::Renew(args) => cmd::renew::run(&ctx, args),
         Command::Complete(args) => cmd::complete::run(&ctx, args),
         Command::Release(args) => cmd::release::run(&ctx, args),
+        Command::List(args) => cmd::list::run(&ctx, args),
+        Command::Stats(args) => cmd::stats::run(&ctx, args),
+        Command::Purge(args) => cmd::purge::run(&ctx, args),
+        Command::Cancel(args) => cmd::cancel::run(&ctx, args),
+        Command::Work(args) => cmd::work::run(&ctx, args),
         Command::Demo(args) => cmd::demo::run(&ctx, args),
     };
     match result {

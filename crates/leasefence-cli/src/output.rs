@@ -36,6 +36,13 @@ impl Out {
         }
     }
 
+    /// Prints `record` as one JSON line to stdout with `--json`; nothing otherwise.
+    pub fn json(self, record: Value) {
+        if self.json {
+            stdout(record);
+        }
+    }
+
     /// Prints one readable line to stdout; nothing with `--json`.
     pub fn text(self, human: impl Display) {
         if !self.json {

@@ -45,6 +45,11 @@
 //! A long-running worker keeps one [`SqliteStore`] (one connection, cached statements) and calls
 //! the same operations through the [`Store`] trait.
 //!
+//! To run many jobs, a [`Worker`] claims whatever is ready ([`Store::claim_next`]), renews the
+//! lease while a handler runs, tells the handler when its lease is lost, and stores the outcome
+//! (result, or failure with backoff) only through the fence. See the [`worker`] module and the
+//! guide (`docs/guide.md`) for retries and fenced side effects.
+//!
 //! # Guarantees
 //!
 //! - `claim` checks and writes in one `BEGIN IMMEDIATE` transaction: of any number of
@@ -74,16 +79,33 @@ mod error;
 mod sqlite;
 mod store;
 mod types;
+pub mod worker;
 
 pub use error::{BackendError, Error, Result};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::Store;
-pub use types::{Fence, JobId, JobState, Now, Owner, Ttl};
+pub use types::{
+    Backoff, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Stats, Status, Ttl,
+};
+pub use worker::{
+    CancelToken, Clock, JobContext, JobOutcome, ManualClock, ShutdownHandle, SystemClock, Worker,
+    WorkerBuilder, WorkerStats,
+};
+
+/// The SQLite driver, re-exported for [`SqliteStore::complete_with`], whose closure writes
+/// through it inside the store's transaction. Nothing else in the API exposes it.
+pub use rusqlite;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The guide's examples (`docs/guide.md`: the worker, retries, fenced side effects), compiled
+/// and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide.md")]
+pub struct GuideDoctests;
 
 /// Opens an existing, initialised database for one call, modifying nothing on the way.
 fn existing(path: &Path) -> Result<SqliteStore> {

@@ -1,7 +1,9 @@
 //! The `Store` trait: the seam every backend implements.
 
 use crate::error::Result;
-use crate::types::{Fence, JobId, JobState, Now, Owner, Ttl};
+use crate::types::{
+    Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Stats, Status, Ttl,
+};
 
 /// The lease-and-fence contract, one method per operation.
 ///
@@ -93,4 +95,120 @@ pub trait Store {
     /// # Errors
     /// Busy or backend failures only.
     fn release(&self, job_id: JobId<'_>, owner: Owner<'_>, fence: Fence) -> Result<bool>;
+
+    // ---- the queue ----------------------------------------------------------------------
+
+    /// Enqueues every job of `jobs` in one transaction, with its payload, priority,
+    /// not-before time and attempts budget. Returns, per job in input order, whether it was
+    /// inserted; a known id is left untouched (`false`), exactly as [`Store::enqueue`].
+    ///
+    /// # Errors
+    /// Busy or backend failures; then none of the jobs was inserted.
+    fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>>;
+
+    /// Claims the best ready job: highest priority, then earliest not-before, then oldest.
+    /// Ready means not done, lease expired (`until <= now`), due (`not_before <= now`) and
+    /// attempts left (`fence < max_attempts`, or no limit). Checked and written in one
+    /// transaction, so concurrent callers never get the same job under the same fence.
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
+    /// overflows; busy or backend failures.
+    fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
+        Ok(self.claim_batch(owner, now, ttl, 1)?.pop())
+    }
+
+    /// Claims up to `n` ready jobs in one transaction (one commit), best first; see
+    /// [`Store::claim_next`].
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `n` when `n == 0`, or `ttl`
+    /// when `now + ttl` overflows; busy or backend failures.
+    fn claim_batch(&self, owner: Owner<'_>, now: Now, ttl: Ttl, n: usize) -> Result<Vec<Lease>>;
+
+    /// Records a failed attempt, fenced like `complete` (owner, fence, not done, `until > now`).
+    /// The lease is given up (fence kept) and the error stored; the job becomes claimable again
+    /// at `retry_at` — by default after exponential backoff with jitter
+    /// ([`Backoff::default`](crate::Backoff)) — or dead when that was its last attempt.
+    /// Returns `None`, changing nothing, when the lease is no longer current.
+    ///
+    /// # Errors
+    /// Busy or backend failures.
+    fn fail(
+        &self,
+        lease: &Lease,
+        now: Now,
+        error: &str,
+        retry_at: Option<Now>,
+    ) -> Result<Option<Failed>>;
+
+    /// Cancels an unfinished job (`done = 1`, outcome `cancelled`): it is never handed out
+    /// again, and its current holder's renew, complete and fail are refused from now on. A
+    /// finished job is left as it is (`false`). The fence is kept.
+    ///
+    /// # Errors
+    /// Busy or backend failures.
+    fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool>;
+
+    /// Deletes finished jobs (completed, dead or cancelled) that finished before
+    /// `finished_before`, and returns how many. The last fence of every purged id is kept as a
+    /// floor, so enqueueing the same id again continues the sequence: a fence number is never
+    /// issued twice for the same id.
+    ///
+    /// # Errors
+    /// Busy or backend failures; then nothing was deleted.
+    fn purge(&self, finished_before: Now) -> Result<u64>;
+
+    /// Up to `limit` jobs, oldest first, with their status at `now`; only those with `status`
+    /// when given.
+    ///
+    /// # Errors
+    /// Busy or backend failures.
+    fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>>;
+
+    /// Counts of jobs by status at `now`.
+    ///
+    /// # Errors
+    /// Busy or backend failures.
+    fn stats(&self, now: Now) -> Result<Stats>;
+
+    /// The fence gate for a resource outside the store: admits `fence` (`true`) only if it is
+    /// at least the highest fence already admitted for `resource`, and records it; otherwise
+    /// `false` and nothing changes. Atomic: of two racing writers, the older generation can
+    /// never be admitted after the newer one.
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `resource` when it is empty;
+    /// busy or backend failures.
+    fn admit(&self, resource: &str, fence: Fence) -> Result<bool>;
+
+    // ---- conveniences over a Lease --------------------------------------------------------
+
+    /// [`Store::renew`] for `lease`; on success `lease.until` is updated.
+    ///
+    /// # Errors
+    /// As [`Store::renew`].
+    fn renew_lease(&self, lease: &mut Lease, now: Now, ttl: Ttl) -> Result<bool> {
+        let renewed = self.renew(lease.job(), lease.holder(), lease.fence, now, ttl)?;
+        if renewed {
+            lease.until = ttl.until(now)?;
+        }
+        Ok(renewed)
+    }
+
+    /// [`Store::complete`] for `lease`.
+    ///
+    /// # Errors
+    /// As [`Store::complete`].
+    fn complete_lease(&self, lease: &Lease, now: Now, result: &str) -> Result<bool> {
+        self.complete(lease.job(), lease.holder(), lease.fence, now, result)
+    }
+
+    /// [`Store::release`] for `lease`.
+    ///
+    /// # Errors
+    /// As [`Store::release`].
+    fn release_lease(&self, lease: &Lease) -> Result<bool> {
+        self.release(lease.job(), lease.holder(), lease.fence)
+    }
 }

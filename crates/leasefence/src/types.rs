@@ -181,3 +181,382 @@ impl JobState {
         !self.done && self.until > now
     }
 }
+
+/// A job to enqueue with its queue settings: payload, priority, not-before time and attempts
+/// budget. `enqueue(id)` is the same as enqueueing `NewJob::new(id)` with every default.
+///
+/// ```
+/// # fn main() -> Result<(), leasefence::Error> {
+/// use leasefence::NewJob;
+/// let job = NewJob::new("resize-17")?
+///     .payload(br#"{"w":640}"#.to_vec())
+///     .priority(10)
+///     .not_before(1_700_000_000.0)?
+///     .max_attempts(5);
+/// assert_eq!(job.id(), "resize-17");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    id: String,
+    payload: Option<Vec<u8>>,
+    priority: i64,
+    not_before: f64,
+    max_attempts: u32,
+}
+
+impl NewJob {
+    /// A job with no payload, priority 0, ready at once (`not_before = 0`) and no limit on
+    /// attempts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `job_id` when `id` is empty.
+    pub fn new(id: impl Into<String>) -> Result<Self> {
+        let id = id.into();
+        non_empty("job_id", &id)?;
+        Ok(NewJob {
+            id,
+            payload: None,
+            priority: 0,
+            not_before: 0.0,
+            max_attempts: 0,
+        })
+    }
+
+    /// The bytes handed to the worker with the lease.
+    pub fn payload(mut self, payload: impl Into<Vec<u8>>) -> Self {
+        self.payload = Some(payload.into());
+        self
+    }
+
+    /// Higher runs first (default 0; negative values run after the default).
+    pub fn priority(mut self, priority: i64) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// `claim_next` does not hand the job out before this clock reading (default 0).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `not_before` when it is NaN or infinite.
+    pub fn not_before(mut self, not_before: f64) -> Result<Self> {
+        if !not_before.is_finite() {
+            return Err(Error::invalid(
+                "not_before",
+                format!("must be a finite number, got {not_before}"),
+            ));
+        }
+        self.not_before = not_before;
+        Ok(self)
+    }
+
+    /// How many claims the job gets before a failure makes it dead; `0` (the default) means
+    /// no limit. The fence is the attempt number: the `n`-th claim of a job holds fence `n`.
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// The job id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The payload, if any.
+    pub fn payload_bytes(&self) -> Option<&[u8]> {
+        self.payload.as_deref()
+    }
+
+    /// The priority.
+    pub fn priority_value(&self) -> i64 {
+        self.priority
+    }
+
+    /// The not-before time.
+    pub fn not_before_value(&self) -> f64 {
+        self.not_before
+    }
+
+    /// The attempts budget (`0` = unlimited).
+    pub fn max_attempts_value(&self) -> u32 {
+        self.max_attempts
+    }
+}
+
+/// A lease handed out by `claim_next` / `claim_batch`: everything a worker needs to do the job
+/// and to prove, on every later write, that it still holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lease {
+    /// The job id.
+    pub job_id: String,
+    /// The worker that holds the lease.
+    pub owner: String,
+    /// The fencing token of this lease; also the attempt number.
+    pub fence: Fence,
+    /// The lease is live while `until > now`.
+    pub until: f64,
+    /// The job's payload, if it has one.
+    pub payload: Option<Vec<u8>>,
+    /// The job's priority.
+    pub priority: i64,
+    /// The job's attempts budget (`0` = unlimited).
+    pub max_attempts: u32,
+    /// The error recorded by the previous failed attempt, if any.
+    pub last_error: Option<String>,
+}
+
+impl Lease {
+    /// The job id, validated.
+    pub fn job(&self) -> JobId<'_> {
+        JobId(&self.job_id)
+    }
+
+    /// The owner, validated.
+    pub fn holder(&self) -> Owner<'_> {
+        Owner(&self.owner)
+    }
+
+    /// Whether a failure of this attempt makes the job dead.
+    pub fn is_last_attempt(&self) -> bool {
+        self.max_attempts > 0 && self.fence >= i64::from(self.max_attempts)
+    }
+}
+
+/// What a fenced `fail` did with the job.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Failed {
+    /// The job will be claimable again from this clock reading on.
+    Retrying {
+        /// The new not-before time.
+        at: f64,
+    },
+    /// That was the last attempt: the job is dead and will not run again.
+    Dead,
+}
+
+/// Exponential backoff with jitter for retries after `fail`.
+///
+/// The delay before attempt `n + 1` is `min(max, base · factor^(n-1))`, scaled by a factor in
+/// `[1 - jitter, 1 + jitter]` derived from the job id and fence (so it is spread out across
+/// jobs, yet reproducible for one lease).
+///
+/// ```
+/// use leasefence::Backoff;
+/// let b = Backoff { base: 1.0, factor: 2.0, max: 60.0, jitter: 0.0 };
+/// assert_eq!(b.delay("job", 1), 1.0);
+/// assert_eq!(b.delay("job", 4), 8.0);
+/// assert_eq!(b.delay("job", 30), 60.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// Delay after the first failed attempt, in seconds.
+    pub base: f64,
+    /// Growth per attempt.
+    pub factor: f64,
+    /// The largest delay, in seconds.
+    pub max: f64,
+    /// Relative spread, `0.0..1.0`.
+    pub jitter: f64,
+}
+
+impl Default for Backoff {
+    /// 1 s, doubling, at most one hour, ±20 % jitter.
+    fn default() -> Self {
+        Backoff {
+            base: 1.0,
+            factor: 2.0,
+            max: 3600.0,
+            jitter: 0.2,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay after the failure of attempt `fence` of job `job_id`, in seconds.
+    pub fn delay(&self, job_id: &str, fence: Fence) -> f64 {
+        use std::hash::{Hash, Hasher};
+        let exponent = fence.saturating_sub(1).clamp(0, 1024) as i32;
+        let raw = self.base * self.factor.powi(exponent);
+        let capped = if raw.is_finite() {
+            raw.min(self.max)
+        } else {
+            self.max
+        };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (job_id, fence).hash(&mut hasher);
+        let unit = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+        let spread = self.jitter * (2.0 * unit - 1.0);
+        (capped * (1.0 + spread)).max(0.0)
+    }
+
+    /// When the job of `lease` may run again after it failed at `now`.
+    pub fn retry_at(&self, lease: &Lease, now: Now) -> Now {
+        let at = now.0 + self.delay(&lease.job_id, lease.fence);
+        Now(if at.is_finite() { at } else { now.0 })
+    }
+}
+
+/// Where a job is in its life, at a given clock reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Status {
+    /// Claimable now by `claim_next`.
+    Ready,
+    /// Waiting for its not-before time (never failed).
+    Scheduled,
+    /// Held under a live lease.
+    Leased,
+    /// Its lease ran out without complete, fail or release; claimable again.
+    Expired,
+    /// Failed, waiting for (or past) its retry time.
+    Retrying,
+    /// Completed with a result.
+    Done,
+    /// Out of attempts.
+    Dead,
+    /// Cancelled before it finished.
+    Cancelled,
+}
+
+impl Status {
+    /// Every status, in display order.
+    pub const ALL: [Status; 8] = [
+        Status::Ready,
+        Status::Scheduled,
+        Status::Leased,
+        Status::Expired,
+        Status::Retrying,
+        Status::Done,
+        Status::Dead,
+        Status::Cancelled,
+    ];
+
+    /// The lower-case name used in SQL, the CLI and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ready => "ready",
+            Status::Scheduled => "scheduled",
+            Status::Leased => "leased",
+            Status::Expired => "expired",
+            Status::Retrying => "retrying",
+            Status::Done => "done",
+            Status::Dead => "dead",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses [`Status::as_str`]'s names.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `status` for an unknown name.
+    pub fn parse(name: &str) -> Result<Self> {
+        Status::ALL
+            .into_iter()
+            .find(|s| s.as_str() == name)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "status",
+                    format!(
+                        "unknown status {name:?}; expected one of {}",
+                        Status::ALL.map(Status::as_str).join(", ")
+                    ),
+                )
+            })
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One job as `list` shows it: the stored row with its queue settings and its status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInfo {
+    /// The six contract columns.
+    pub state: JobState,
+    /// The job's status at the clock reading `list` was given.
+    pub status: Status,
+    /// The payload, if any.
+    pub payload: Option<Vec<u8>>,
+    /// The priority.
+    pub priority: i64,
+    /// The not-before time.
+    pub not_before: f64,
+    /// The attempts budget (`0` = unlimited).
+    pub max_attempts: u32,
+    /// The error of the last failed attempt, if any.
+    pub error: Option<String>,
+    /// When the job finished (completed, died or was cancelled), if it did.
+    pub finished_at: Option<f64>,
+}
+
+/// Counts of jobs by [`Status`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Claimable now.
+    pub ready: u64,
+    /// Waiting for their not-before time.
+    pub scheduled: u64,
+    /// Under a live lease.
+    pub leased: u64,
+    /// Lease ran out; claimable again.
+    pub expired: u64,
+    /// Failed and waiting to be retried (or due).
+    pub retrying: u64,
+    /// Completed.
+    pub done: u64,
+    /// Out of attempts.
+    pub dead: u64,
+    /// Cancelled.
+    pub cancelled: u64,
+}
+
+impl Stats {
+    /// The count for one status.
+    pub fn get(&self, status: Status) -> u64 {
+        match status {
+            Status::Ready => self.ready,
+            Status::Scheduled => self.scheduled,
+            Status::Leased => self.leased,
+            Status::Expired => self.expired,
+            Status::Retrying => self.retrying,
+            Status::Done => self.done,
+            Status::Dead => self.dead,
+            Status::Cancelled => self.cancelled,
+        }
+    }
+
+    pub(crate) fn slot(&mut self, status: Status) -> &mut u64 {
+        match status {
+            Status::Ready => &mut self.ready,
+            Status::Scheduled => &mut self.scheduled,
+            Status::Leased => &mut self.leased,
+            Status::Expired => &mut self.expired,
+            Status::Retrying => &mut self.retrying,
+            Status::Done => &mut self.done,
+            Status::Dead => &mut self.dead,
+            Status::Cancelled => &mut self.cancelled,
+        }
+    }
+
+    /// All jobs.
+    pub fn total(&self) -> u64 {
+        Status::ALL.iter().map(|s| self.get(*s)).sum()
+    }
+}
+
+/// A validated non-empty resource name for the fence gate (`admit`).
+pub(crate) fn resource(name: &str) -> Result<&str> {
+    non_empty("resource", name)
+}
+
+/// A validated batch size.
+pub(crate) fn batch_size(n: usize) -> Result<usize> {
+    if n == 0 {
+        Err(Error::invalid("n", "must be at least 1"))
+    } else {
+        Ok(n)
+    }
+}

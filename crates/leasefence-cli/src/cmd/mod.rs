@@ -1,13 +1,19 @@
 //! One module per subcommand, each with its clap `Args` and a `run` function.
 
+pub mod cancel;
 pub mod claim;
 pub mod complete;
 pub mod demo;
 pub mod enqueue;
 pub mod init;
+pub mod list;
+pub mod purge;
+pub mod queue;
 pub mod release;
 pub mod renew;
 pub mod state;
+pub mod stats;
+pub mod work;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -1,21 +1,40 @@
 //! The embedded backend: one SQLite file, WAL journal, durable commits by default.
 
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 
 use crate::error::{BackendError, Error, Result};
 use crate::store::Store;
-use crate::types::{Fence, JobId, JobState, Now, Owner, Ttl};
+use crate::types::{
+    Backoff, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Stats, Status,
+    Ttl, batch_size, resource,
+};
 
-const SCHEMA: &str = include_str!("schema.sql");
+/// The schema, one numbered migration per step; `PRAGMA user_version` records how far a file
+/// has come. Every migration is idempotent.
+const MIGRATIONS: [&str; 2] = [
+    include_str!("migrations/0001_jobs.sql"),
+    include_str!("migrations/0002_queue.sql"),
+];
 const ENQUEUE: &str = include_str!("sql/enqueue.sql");
 const STATE: &str = include_str!("sql/state.sql");
 const CLAIM: &str = include_str!("sql/claim.sql");
 const RENEW: &str = include_str!("sql/renew.sql");
 const COMPLETE: &str = include_str!("sql/complete.sql");
 const RELEASE: &str = include_str!("sql/release.sql");
+const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
+const FAIL: &str = include_str!("sql/fail.sql");
+const CANCEL: &str = include_str!("sql/cancel.sql");
+const PURGE: &str = include_str!("sql/purge.sql");
+const ADMIT: &str = include_str!("sql/admit.sql");
+const STATUS: &str = include_str!("sql/status.sql");
+static LIST: LazyLock<String> =
+    LazyLock::new(|| include_str!("sql/list.sql").replace("{status}", STATUS));
+static STATS: LazyLock<String> =
+    LazyLock::new(|| include_str!("sql/stats.sql").replace("{status}", STATUS));
 
 /// The six columns of the contract's `jobs` table, in order.
 pub const JOB_COLUMNS: [&str; 6] = ["id", "owner", "until", "fence", "result", "done"];
@@ -199,6 +218,65 @@ impl SqliteStore {
         })
     }
 
+    /// Completes `lease` and runs the caller's own writes in the **same transaction** as the
+    /// fence check, so they commit only if the lease is still current.
+    ///
+    /// The guarded `complete` runs first, inside `BEGIN IMMEDIATE`. If the lease is no longer
+    /// current, `write` is not called and `Ok(None)` is returned. Otherwise `write` gets the
+    /// connection with the transaction open; if it returns `Ok(t)`, everything commits
+    /// together and `Ok(Some(t))` is returned; if it returns `Err(e)`, everything — the
+    /// completion included — is rolled back and `Err(e)` is returned.
+    ///
+    /// `write` must not commit or roll back the transaction itself.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{NewJob, Now, Owner, SqliteStore, Store, Ttl};
+    ///
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// store.enqueue_many(&[NewJob::new("invoice-9")?])?;
+    /// let lease = store.claim_next(Owner::new("w1")?, Now::new(0.0)?, Ttl::new(30.0)?)?.unwrap();
+    ///
+    /// let stored = store.complete_with(&lease, Now::new(5.0)?, "sent", |conn| {
+    ///     conn.execute_batch("CREATE TABLE IF NOT EXISTS sent (id TEXT PRIMARY KEY, fence INT)")?;
+    ///     conn.execute("INSERT INTO sent VALUES (?1, ?2)", (&lease.job_id, lease.fence))?;
+    ///     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    /// });
+    /// assert!(matches!(stored, Ok(Some(()))));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// Busy or backend failures converted into `E`, or `write`'s own error.
+    pub fn complete_with<T, E>(
+        &self,
+        lease: &Lease,
+        now: Now,
+        result: &str,
+        write: impl FnOnce(&Connection) -> std::result::Result<T, E>,
+    ) -> std::result::Result<Option<T>, E>
+    where
+        E: From<Error>,
+    {
+        let now = now.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let changed = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(COMPLETE)
+                .map_err(|e| self.err(e))?;
+            stmt.execute(params![lease.job_id, lease.owner, lease.fence, now, result])
+                .map_err(|e| self.err(e))?
+        };
+        if changed != 1 {
+            return Ok(None);
+        }
+        let value = write(&self.conn)?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(Some(value))
+    }
+
     fn err(&self, e: rusqlite::Error) -> Error {
         map_error(&self.path, e)
     }
@@ -242,9 +320,45 @@ impl SqliteStore {
                 mode.eq_ignore_ascii_case("wal") || mode == "memory",
                 "{mode}"
             );
-            conn.execute_batch(SCHEMA).map_err(|e| self.err(e))?;
         }
-        Ok(())
+        self.migrate()
+    }
+
+    /// Brings the schema up to the latest migration, in one `BEGIN IMMEDIATE` transaction.
+    /// Only adds tables, columns and indexes (and fills new columns): the six contract columns
+    /// of a row are never changed.
+    fn migrate(&self) -> Result<()> {
+        let latest = MIGRATIONS.len() as i64;
+        if self.user_version()? >= latest {
+            return Ok(());
+        }
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        // Re-read under the write lock: another process may have migrated meanwhile.
+        let from = self.user_version()?;
+        for (version, migration) in MIGRATIONS.iter().enumerate().skip(from.max(0) as usize) {
+            let columns = self.job_columns()?;
+            for statement in statements(migration) {
+                if let Some(column) = added_column(statement)
+                    && columns.iter().any(|c| c.eq_ignore_ascii_case(&column))
+                {
+                    continue; // a user's own column of that name: keep it
+                }
+                self.conn
+                    .execute_batch(statement)
+                    .map_err(|e| self.err(e))?;
+            }
+            let next = version as i64 + 1;
+            self.conn
+                .pragma_update(None, "user_version", next)
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    fn user_version(&self) -> Result<i64> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
     }
 
     /// The column names of `jobs`; empty when the table does not exist.
@@ -266,6 +380,25 @@ impl SqliteStore {
         let changed = stmt.execute(params).map_err(|e| self.err(e))?;
         Ok(changed == 1)
     }
+}
+
+/// The statements of a SQL file, without comments-only fragments.
+fn statements(sql: &str) -> impl Iterator<Item = &str> {
+    sql.split(';').map(str::trim).filter(|s| {
+        s.lines()
+            .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--"))
+    })
+}
+
+/// The column an `ALTER TABLE jobs ADD COLUMN name …` statement adds.
+fn added_column(statement: &str) -> Option<String> {
+    let code: Vec<&str> = statement
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect();
+    let code = code.join(" ");
+    let rest = code.split("ADD COLUMN").nth(1)?;
+    rest.split_whitespace().next().map(str::to_owned)
 }
 
 /// A `BEGIN IMMEDIATE` transaction on a shared connection, rolled back on drop unless committed.
@@ -299,7 +432,8 @@ impl Drop for Immediate<'_> {
 
 impl Store for SqliteStore {
     fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
-        self.write_one(ENQUEUE, params![job_id.as_str()])
+        let none: Option<&[u8]> = None;
+        self.write_one(ENQUEUE, params![job_id.as_str(), none, 0, 0.0, 0])
     }
 
     fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
@@ -374,6 +508,169 @@ impl Store for SqliteStore {
     fn release(&self, job_id: JobId<'_>, owner: Owner<'_>, fence: Fence) -> Result<bool> {
         self.write_one(RELEASE, params![job_id.as_str(), owner.as_str(), fence])
     }
+
+    fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>> {
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut inserted = Vec::with_capacity(jobs.len());
+        {
+            let mut stmt = self.conn.prepare_cached(ENQUEUE).map_err(|e| self.err(e))?;
+            for job in jobs {
+                let changed = stmt
+                    .execute(params![
+                        job.id(),
+                        job.payload_bytes(),
+                        job.priority_value(),
+                        job.not_before_value(),
+                        job.max_attempts_value(),
+                    ])
+                    .map_err(|e| self.err(e))?;
+                inserted.push(changed == 1);
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(inserted)
+    }
+
+    fn claim_batch(&self, owner: Owner<'_>, now: Now, ttl: Ttl, n: usize) -> Result<Vec<Lease>> {
+        let n = batch_size(n)?;
+        let until = ttl.until(now)?;
+        let now = now.seconds();
+        let limit = i64::try_from(n).unwrap_or(i64::MAX);
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut claimed = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(CLAIM_NEXT)
+                .map_err(|e| self.err(e))?;
+            stmt.query_map(params![owner.as_str(), until, now, limit], |r| {
+                let lease = Lease {
+                    job_id: r.get(0)?,
+                    owner: owner.as_str().to_owned(),
+                    fence: r.get(1)?,
+                    until: r.get(2)?,
+                    payload: r.get(3)?,
+                    priority: r.get(4)?,
+                    max_attempts: r.get(5)?,
+                    last_error: r.get(6)?,
+                };
+                let order: (f64, i64) = (r.get(7)?, r.get(8)?);
+                Ok((lease, order))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| self.err(e))?
+        };
+        tx.commit().map_err(|e| self.err(e))?;
+        // RETURNING has no order: hand the leases out best first, as claim_next would.
+        claimed.sort_by(|(a, (a_nb, a_seq)), (b, (b_nb, b_seq))| {
+            b.priority
+                .cmp(&a.priority)
+                .then(a_nb.total_cmp(b_nb))
+                .then(a_seq.cmp(b_seq))
+        });
+        Ok(claimed.into_iter().map(|(lease, _)| lease).collect())
+    }
+
+    fn fail(
+        &self,
+        lease: &Lease,
+        now: Now,
+        error: &str,
+        retry_at: Option<Now>,
+    ) -> Result<Option<Failed>> {
+        let retry_at = retry_at.unwrap_or_else(|| Backoff::default().retry_at(lease, now));
+        let (now, at) = (now.seconds(), retry_at.seconds());
+        let mut stmt = self.conn.prepare_cached(FAIL).map_err(|e| self.err(e))?;
+        let dead: Option<bool> = stmt
+            .query_row(
+                params![lease.job_id, lease.owner, lease.fence, now, error, at],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(dead.map(|dead| {
+            if dead {
+                Failed::Dead
+            } else {
+                Failed::Retrying { at }
+            }
+        }))
+    }
+
+    fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
+        self.write_one(CANCEL, params![job_id.as_str(), now.seconds()])
+    }
+
+    fn purge(&self, finished_before: Now) -> Result<u64> {
+        let before = finished_before.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut deleted = 0;
+        for statement in statements(PURGE) {
+            let mut stmt = self
+                .conn
+                .prepare_cached(statement)
+                .map_err(|e| self.err(e))?;
+            deleted = stmt.execute(params![before]).map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(deleted as u64)
+    }
+
+    fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = self.conn.prepare_cached(&LIST).map_err(|e| self.err(e))?;
+        stmt.query_map(
+            params![now.seconds(), status.map(Status::as_str), limit],
+            |r| {
+                Ok(JobInfo {
+                    state: JobState {
+                        id: r.get(0)?,
+                        owner: r.get(1)?,
+                        until: r.get(2)?,
+                        fence: r.get(3)?,
+                        result: r.get(4)?,
+                        done: r.get::<_, i64>(5)? != 0,
+                    },
+                    payload: r.get(6)?,
+                    priority: r.get(7)?,
+                    not_before: r.get(8)?,
+                    max_attempts: r.get(9)?,
+                    error: r.get(10)?,
+                    finished_at: r.get(11)?,
+                    status: status_column(r, 12)?,
+                })
+            },
+        )
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.err(e))
+    }
+
+    fn stats(&self, now: Now) -> Result<Stats> {
+        let mut stmt = self.conn.prepare_cached(&STATS).map_err(|e| self.err(e))?;
+        let counts = stmt
+            .query_map(params![now.seconds()], |r| {
+                Ok((status_column(r, 0)?, r.get::<_, i64>(1)?))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| self.err(e))?;
+        let mut stats = Stats::default();
+        for (status, count) in counts {
+            *stats.slot(status) += count.max(0) as u64;
+        }
+        Ok(stats)
+    }
+
+    fn admit(&self, resource_name: &str, fence: Fence) -> Result<bool> {
+        let resource_name = resource(resource_name)?;
+        self.write_one(ADMIT, params![resource_name, fence])
+    }
+}
+
+/// Reads a status name written by `status.sql`.
+fn status_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Status> {
+    let name: String = row.get(index)?;
+    Status::parse(&name).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
+    })
 }
 
 /// Sorts a driver error into the crate's error kinds.

@@ -18,4 +18,6 @@ mod s8_claim_many;
 
 mod busy;
 mod processes;
+mod queue;
 mod story;
+mod worker;

@@ -1,0 +1,166 @@
+//! `leasefence list [--status S] [--limit N] [--now T]`: the jobs with their status, oldest
+//! first, as a table or one JSON object per job.
+
+use anyhow::Context as _;
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
+use leasefence::{JobInfo, Now, Status, Store as _};
+use serde_json::json;
+
+use crate::Ctx;
+use crate::cmd::{now_or_clock, queue};
+use crate::output::Outcome;
+
+/// How many characters of an error or result the table shows.
+const EXCERPT: usize = 40;
+
+/// Arguments of `list`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only jobs with this status at `--now`.
+    #[arg(long, value_name = "S", value_parser = status_parser())]
+    status: Option<Status>,
+    /// At most this many jobs (at least 1).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    limit: u32,
+    /// The clock reading the statuses are computed at, in seconds [default: the system clock,
+    /// seconds since the Unix epoch].
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    now: Option<f64>,
+}
+
+/// `--status`: one of the library's status names, listed in `--help` and in the error.
+fn status_parser() -> impl clap::builder::TypedValueParser<Value = Status> {
+    PossibleValuesParser::new(Status::ALL.map(Status::as_str))
+        .map(|name| Status::parse(&name).expect("a possible value is a status name"))
+}
+
+/// Prints up to `--limit` jobs (exit 0, also when there are none).
+pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
+    let now = now_or_clock(args.now);
+    let limit = args.limit as usize;
+    // One more than asked, to tell whether the table is cut off.
+    let mut jobs = Now::new(now)
+        .and_then(|now| queue::open(ctx)?.list(now, args.status, limit + 1))
+        .context("list")?;
+    let more = jobs.len() > limit;
+    jobs.truncate(limit);
+
+    for job in &jobs {
+        ctx.out.json(record(job, now));
+    }
+    if jobs.is_empty() {
+        let which = args.status.map_or(String::new(), |s| format!("{s} "));
+        ctx.out.text(format!("no {which}jobs"));
+        return Ok(Outcome::Done);
+    }
+    ctx.out.text(table(&jobs));
+    if more {
+        ctx.out.text(format!(
+            "… more jobs not shown (the first {limit}); raise --limit"
+        ));
+    }
+    Ok(Outcome::Done)
+}
+
+/// The JSON record of one job.
+fn record(job: &JobInfo, now: f64) -> serde_json::Value {
+    let s = &job.state;
+    let mut record = json!({
+        "op": "list",
+        "now": now,
+        "id": s.id,
+        "status": job.status.as_str(),
+        "owner": s.owner,
+        "fence": s.fence,
+        "until": s.until,
+        "done": s.done,
+        "priority": job.priority,
+        "not_before": job.not_before,
+        "max_attempts": job.max_attempts,
+        "error": job.error,
+        "result": s.result,
+        "finished_at": job.finished_at,
+        "ok": true,
+    });
+    queue::payload_fields(&mut record, job.payload.as_deref());
+    record
+}
+
+/// The readable table: a header and one aligned row per job.
+fn table(jobs: &[JobInfo]) -> String {
+    const HEADER: [&str; 9] = [
+        "ID",
+        "STATUS",
+        "OWNER",
+        "FENCE",
+        "UNTIL",
+        "PRIORITY",
+        "NOT_BEFORE",
+        "ATTEMPTS",
+        "ERROR/RESULT",
+    ];
+    let rows: Vec<[String; 9]> = jobs.iter().map(row).collect();
+    let mut widths = HEADER.map(|h| h.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String; 9]| {
+        let mut out = String::new();
+        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell); // the last column is not padded
+            } else {
+                out.push_str(cell);
+                let pad = width - cell.chars().count() + 2;
+                out.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.trim_end().to_owned()
+    };
+    let mut lines = vec![line(&HEADER.map(str::to_owned))];
+    lines.extend(rows.iter().map(line));
+    lines.join("\n")
+}
+
+/// The cells of one job.
+fn row(job: &JobInfo) -> [String; 9] {
+    let s = &job.state;
+    let dash = || "-".to_owned();
+    let attempts = match job.max_attempts {
+        0 => s.fence.to_string(),
+        max => format!("{}/{max}", s.fence),
+    };
+    let detail = match (&s.result, &job.error) {
+        (Some(result), _) if s.done => format!("result: {}", queue::excerpt(result, EXCERPT)),
+        (_, Some(error)) => format!("error: {}", queue::excerpt(error, EXCERPT)),
+        _ => String::new(),
+    };
+    [
+        queue::excerpt(&s.id, 60),
+        job.status.to_string(),
+        s.owner
+            .as_deref()
+            .map_or_else(dash, |o| queue::excerpt(o, 30)),
+        s.fence.to_string(),
+        if s.until == 0.0 {
+            dash()
+        } else {
+            queue::time(s.until)
+        },
+        job.priority.to_string(),
+        if job.not_before == 0.0 {
+            dash()
+        } else {
+            queue::time(job.not_before)
+        },
+        attempts,
+        detail,
+    ]
+}

@@ -1,0 +1,89 @@
+//! `leasefence purge (--finished-before T | --older-than SECONDS [--now T])`: delete old
+//! finished jobs, keeping their last fence as a floor.
+
+use anyhow::Context as _;
+use leasefence::{Now, Store as _};
+use serde_json::json;
+
+use crate::Ctx;
+use crate::cmd::{now_or_clock, queue};
+use crate::output::Outcome;
+
+/// Arguments of `purge`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Fence floor: the last fence of every purged id is kept in a separate \
+                        table, so enqueueing the same id again continues from it — a fence \
+                        number is never issued twice for the same id, even after a purge."
+)]
+pub struct Args {
+    /// The cutoff.
+    #[command(flatten)]
+    cutoff: Cutoff,
+    /// The clock reading `--older-than` counts back from, in seconds [default: the system
+    /// clock, seconds since the Unix epoch].
+    #[arg(
+        long,
+        value_name = "T",
+        allow_negative_numbers = true,
+        conflicts_with = "finished_before"
+    )]
+    now: Option<f64>,
+}
+
+/// Which finished jobs go: exactly one of an absolute or a relative cutoff.
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct Cutoff {
+    /// Delete jobs that finished (completed, dead or cancelled) before this clock reading.
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    finished_before: Option<f64>,
+    /// Delete jobs that finished more than this many seconds before `--now`.
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    older_than: Option<f64>,
+}
+
+/// Deletes the finished jobs before the cutoff and prints how many (exit 0, also for none).
+/// Unfinished jobs — ready, scheduled, leased, expired, retrying — are never purged.
+pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
+    let before = match (args.cutoff.finished_before, args.cutoff.older_than) {
+        (Some(t), _) if !t.is_finite() => {
+            return Err(queue::invalid(
+                "--finished-before",
+                format!("must be a finite number, got {t}"),
+            ));
+        }
+        (Some(t), _) => t,
+        (None, Some(age)) if !(age.is_finite() && age >= 0.0) => {
+            return Err(queue::invalid(
+                "--older-than",
+                format!("must be a finite number of seconds, 0 or more, got {age}"),
+            ));
+        }
+        (None, Some(age)) => {
+            let now = now_or_clock(args.now);
+            Now::new(now).context("purge")?;
+            let before = now - age;
+            if !before.is_finite() {
+                return Err(queue::invalid(
+                    "--older-than",
+                    format!("--now minus --older-than overflows ({now} - {age})"),
+                ));
+            }
+            before
+        }
+        (None, None) => unreachable!("clap requires --finished-before or --older-than"),
+    };
+    let purged = Now::new(before)
+        .and_then(|before| queue::open(ctx)?.purge(before))
+        .context("purge")?;
+    let jobs = if purged == 1 { "job" } else { "jobs" };
+    Ok(ctx.out.done(
+        format!(
+            "purged {purged} finished {jobs} (finished before {}); their last fences stay \
+             reserved, so a re-enqueued id never reuses one",
+            queue::time(before)
+        ),
+        json!({ "op": "purge", "finished_before": before, "purged": purged }),
+    ))
+}

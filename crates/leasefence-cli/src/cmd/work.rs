@@ -1,0 +1,398 @@
+//! `leasefence work --exec CMD [--concurrency N] [--ttl T] [--drain]`: run a shell command per
+//! job, from any language.
+//!
+//! Each claimed job runs `sh -c CMD` with the payload on stdin and `LEASEFENCE_JOB_ID`,
+//! `LEASEFENCE_FENCE` and `LEASEFENCE_ATTEMPT` in the environment. While it runs, the lease is
+//! renewed every third of the ttl. Exit status 0 stores its stdout as the result; any other
+//! exit is a failure, retried with exponential backoff (stderr's tail is the recorded error) or
+//! dead after the job's last attempt. When the lease is lost — the worker stalled past its ttl,
+//! or the job was cancelled — the command's process group is killed and nothing it produced is
+//! stored. Ctrl-C stops claiming, gives running commands `--shutdown-deadline` seconds, then
+//! kills them and releases their leases so another worker can take them at once.
+
+use std::io::{Read, Write as _};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use leasefence::{Backoff, JobContext, JobOutcome, Lease, SqliteOptions, Worker};
+use serde_json::json;
+
+use crate::Ctx;
+use crate::output::{Out, Outcome};
+
+/// How much of a failing command's stderr is kept as the job's error.
+const STDERR_TAIL: usize = 2000;
+
+/// Arguments of `work`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The shell command run for each job (`sh -c CMD`); the payload is on its stdin, its
+    /// stdout becomes the result.
+    #[arg(long, value_name = "CMD")]
+    exec: String,
+    /// Number of jobs run at the same time.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    concurrency: u32,
+    /// Lease duration in seconds; renewed every third of it while the command runs.
+    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
+    ttl: f64,
+    /// Stop once no job is ready and none is running, instead of waiting for more work until
+    /// Ctrl-C. Jobs whose retry or not-before time is still ahead are left for a later run.
+    #[arg(long)]
+    drain: bool,
+    /// Seconds before the first retry of a failed job; doubles with every attempt (±20 %
+    /// jitter), at most `--retry-max`. `0` retries at once.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    retry_delay: f64,
+    /// The longest delay between retries, in seconds.
+    #[arg(long, default_value_t = 3600.0, value_name = "SECS")]
+    retry_max: f64,
+    /// Seconds between looks at an empty queue.
+    #[arg(long, default_value_t = 0.5, value_name = "SECS")]
+    poll: f64,
+    /// On Ctrl-C, seconds running commands get to finish before they are killed and their
+    /// leases released.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    shutdown_deadline: f64,
+    /// Owner names are `PREFIX-N`, one per concurrent job [default: hostname-pid].
+    #[arg(long, value_name = "PREFIX")]
+    owner: Option<String>,
+}
+
+fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .with_context(|| format!("{flag} must be a finite number of seconds >= 0, got {value}"))
+}
+
+/// Runs the worker until the queue is drained (`--drain`) or Ctrl-C; exit 0 when it stopped
+/// cleanly, 2 on a database error or bad flags.
+pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
+    let out = ctx.out;
+    let poll = seconds("--poll", args.poll)?;
+    if poll.is_zero() {
+        bail!("--poll must be greater than 0");
+    }
+    let deadline = seconds("--shutdown-deadline", args.shutdown_deadline)?;
+    seconds("--retry-delay", args.retry_delay)?;
+    seconds("--retry-max", args.retry_max)?;
+    let backoff = Backoff {
+        base: args.retry_delay,
+        max: args.retry_max,
+        ..Backoff::default()
+    };
+
+    let db = ctx.db().to_path_buf();
+    let progress = Progress::new(args.concurrency)?;
+    let tally = progress.clone();
+    let mut builder = Worker::builder(move || SqliteOptions::new().init(false).open(&db))
+        .concurrency(args.concurrency as usize)
+        .ttl(args.ttl)
+        .drain(args.drain)
+        .poll_interval(poll)
+        .backoff(backoff)
+        .shutdown_deadline(deadline)
+        .on_outcome(move |lease, outcome| tally.report(out, lease, outcome));
+    if let Some(owner) = &args.owner {
+        builder = builder.owner_prefix(owner.as_str());
+    }
+    let exec = args.exec.clone();
+    let shown = progress.clone();
+    let worker = builder
+        .build(move |job| run_command(&exec, job, out, &shown))
+        .map_err(|e| match e.argument() {
+            Some(arg) => anyhow::anyhow!(e).context(format!("--{}", arg.replace('_', "-"))),
+            None => anyhow::anyhow!(e),
+        })?;
+
+    let handle = worker.shutdown_handle();
+    let bar = progress.bar.clone();
+    ctrlc::set_handler(move || {
+        if handle.is_shutdown() {
+            bar.suspend(|| eprintln!("leasefence: second interrupt: exiting at once"));
+            std::process::exit(130);
+        }
+        bar.suspend(|| {
+            eprintln!(
+                "leasefence: shutting down: no new jobs; running commands get {} s (Ctrl-C again \
+                 to exit at once)",
+                deadline.as_secs_f64()
+            )
+        });
+        handle.shutdown();
+    })
+    .context("installing the Ctrl-C handler")?;
+
+    let stats = worker.run()?;
+    progress.bar.finish_and_clear();
+    out.line(
+        format!(
+            "stopped: {} claimed, {} completed, {} retried, {} dead, {} leases lost, {} stale \
+             writes refused, {} released",
+            stats.claimed,
+            stats.completed,
+            stats.retried,
+            stats.dead,
+            stats.lost,
+            stats.stale_refused,
+            stats.released
+        ),
+        json!({
+            "op": "work",
+            "event": "stopped",
+            "ok": true,
+            "claimed": stats.claimed,
+            "renewed": stats.renewed,
+            "completed": stats.completed,
+            "retried": stats.retried,
+            "dead": stats.dead,
+            "lost": stats.lost,
+            "stale_refused": stats.stale_refused,
+            "released": stats.released,
+            "errors": stats.errors,
+        }),
+    );
+    Ok(Outcome::Done)
+}
+
+/// The spinner on stderr (hidden when stderr is not a terminal) and the counts it shows.
+#[derive(Clone)]
+struct Progress {
+    bar: ProgressBar,
+    counts: Arc<[AtomicU64; 5]>,
+}
+
+const RUNNING: usize = 0;
+const DONE: usize = 1;
+const RETRIED: usize = 2;
+const DEAD: usize = 3;
+const REFUSED: usize = 4;
+
+impl Progress {
+    fn new(concurrency: u32) -> anyhow::Result<Self> {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed}] {msg}")
+                .context("progress style")?,
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        let progress = Progress {
+            bar,
+            counts: Arc::default(),
+        };
+        progress
+            .bar
+            .set_message(format!("waiting for jobs ({concurrency} at a time)"));
+        Ok(progress)
+    }
+
+    fn add(&self, which: usize, delta: i64) {
+        if delta >= 0 {
+            self.counts[which].fetch_add(delta as u64, Ordering::Relaxed);
+        } else {
+            self.counts[which].fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
+        }
+        let n = |i: usize| self.counts[i].load(Ordering::Relaxed);
+        self.bar.set_message(format!(
+            "{} running, {} done, {} retried, {} dead, {} refused",
+            n(RUNNING),
+            n(DONE),
+            n(RETRIED),
+            n(DEAD),
+            n(REFUSED)
+        ));
+    }
+
+    /// Prints one line per finished job and updates the counts.
+    fn report(&self, out: Out, lease: &Lease, outcome: &JobOutcome) {
+        let (id, fence) = (&lease.job_id, lease.fence);
+        let mut record = json!({ "op": "work", "job_id": id, "fence": fence });
+        let (human, which) = match outcome {
+            JobOutcome::Completed => {
+                record["event"] = json!("completed");
+                (format!("done {id} (fence {fence})"), DONE)
+            }
+            JobOutcome::Retrying { at, error } => {
+                record["event"] = json!("retrying");
+                record["retry_at"] = json!(at);
+                record["error"] = json!(error);
+                (
+                    format!("retry {id} (fence {fence}) at {at:.3}: {error}"),
+                    RETRIED,
+                )
+            }
+            JobOutcome::Dead { error } => {
+                record["event"] = json!("dead");
+                record["error"] = json!(error);
+                (format!("dead {id} (fence {fence}): {error}"), DEAD)
+            }
+            JobOutcome::Refused => {
+                record["event"] = json!("refused");
+                (
+                    format!(
+                        "refused {id} (fence {fence}): the lease was no longer current; nothing \
+                         stored"
+                    ),
+                    REFUSED,
+                )
+            }
+            JobOutcome::StoreError(error) => {
+                record["event"] = json!("store_error");
+                record["error"] = json!(error);
+                (
+                    format!("error {id} (fence {fence}): could not record the outcome: {error}"),
+                    REFUSED,
+                )
+            }
+            other => {
+                record["event"] = json!("other");
+                (format!("{id} (fence {fence}): {other:?}"), REFUSED)
+            }
+        };
+        self.bar.suspend(|| out.line(human, record));
+        self.add(RUNNING, -1);
+        self.add(which, 1);
+    }
+}
+
+/// Runs the command for one job; `Ok(stdout)` on exit status 0.
+fn run_command(
+    exec: &str,
+    job: &JobContext<'_>,
+    out: Out,
+    progress: &Progress,
+) -> Result<String, String> {
+    progress.add(RUNNING, 1);
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(exec)
+        .env("LEASEFENCE_JOB_ID", job.job_id())
+        .env("LEASEFENCE_FENCE", job.fence().to_string())
+        .env("LEASEFENCE_ATTEMPT", job.attempt().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    #[cfg(unix)]
+    {
+        // Its own process group: killed as a whole, and not hit by the terminal's Ctrl-C (the
+        // worker decides when a running command stops).
+        use std::os::unix::process::CommandExt as _;
+        command.process_group(0);
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start `sh -c {exec}`: {e}"))?;
+
+    let payload = job.payload().unwrap_or_default().to_vec();
+    let stdin = child.stdin.take();
+    let writer = std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            // A command that does not read its stdin closes the pipe early: not an error.
+            let _ = stdin.write_all(&payload);
+        }
+    });
+    let stdout = reader(child.stdout.take());
+    let stderr = reader(child.stderr.take());
+
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) => {}
+            Err(e) => break Err(format!("waiting for the command: {e}")),
+        }
+        if job.token().wait_timeout(Duration::from_millis(20)) {
+            kill(&mut child);
+            let why = if job.is_lost() {
+                "lease lost"
+            } else {
+                "shutdown deadline passed"
+            };
+            progress.bar.suspend(|| {
+                out.line(
+                    format!(
+                        "killed {} (fence {}): {why}; its output is discarded",
+                        job.job_id(),
+                        job.fence()
+                    ),
+                    json!({
+                        "op": "work", "event": "killed", "job_id": job.job_id(),
+                        "fence": job.fence(), "reason": why,
+                    }),
+                )
+            });
+            break Err(format!("command killed: {why}"));
+        }
+    };
+    // Whatever the command left behind in its process group goes with it.
+    kill_group(&child);
+    let _ = writer.join();
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    let status = status?;
+    if status.success() {
+        Ok(String::from_utf8_lossy(&stdout).into_owned())
+    } else {
+        Err(failure(status, &stderr))
+    }
+}
+
+/// Reads a pipe to its end on a thread of its own.
+fn reader(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    })
+}
+
+/// The recorded error of a failed command: its exit status and the tail of its stderr.
+fn failure(status: ExitStatus, stderr: &[u8]) -> String {
+    let how = match status.code() {
+        Some(code) => format!("exit status {code}"),
+        None => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::process::ExitStatusExt as _;
+                format!("killed by signal {}", status.signal().unwrap_or(0))
+            }
+            #[cfg(not(unix))]
+            {
+                "terminated".to_string()
+            }
+        }
+    };
+    let start = stderr.len().saturating_sub(STDERR_TAIL);
+    let tail = String::from_utf8_lossy(&stderr[start..]);
+    let tail = tail.trim();
+    if tail.is_empty() {
+        how
+    } else {
+        format!("{how}: {tail}")
+    }
+}
+
+/// Kills the command and everything in its process group, then reaps it.
+fn kill(child: &mut Child) {
+    kill_group(child);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[cfg(unix)]
+fn kill_group(child: &Child) {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // ESRCH (the group is already gone) is the common case after a normal exit.
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+#[cfg(not(unix))]
+fn kill_group(_child: &Child) {}

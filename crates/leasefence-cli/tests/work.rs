@@ -1,0 +1,452 @@
+//! `leasefence work --exec CMD`, used as a newcomer would: jobs enqueued with the CLI, the
+//! worker run as a real process (stalled with SIGSTOP, interrupted with SIGINT), and the stored
+//! rows read back through an independent rusqlite connection.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags};
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// How long (real time) a case waits for the worker before failing.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+struct Sandbox {
+    dir: TempDir,
+}
+
+/// One stored row: the six contract columns plus the queue's error and outcome.
+#[derive(Debug, PartialEq)]
+struct Row {
+    owner: Option<String>,
+    until: f64,
+    fence: i64,
+    result: Option<String>,
+    done: i64,
+    error: Option<String>,
+    outcome: Option<String>,
+}
+
+impl Sandbox {
+    /// An initialised database.
+    fn new() -> Self {
+        let s = Sandbox {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        s.ok(&["init"]);
+        s
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("jobs.db")
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasefence"));
+        cmd.arg("--db")
+            .arg(self.db())
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("LEASEFENCE_DB")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Runs `leasefence --db DB ARGS` to the end and asserts exit status 0.
+    #[track_caller]
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.command(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", show(&out));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Starts `leasefence --db DB ARGS` in the background.
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args).spawn().unwrap()
+    }
+
+    fn row(&self, id: &str) -> Row {
+        let conn =
+            Connection::open_with_flags(self.db(), OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        conn.query_row(
+            "SELECT owner, until, fence, result, done, error, outcome FROM jobs WHERE id = ?1",
+            [id],
+            |r| {
+                Ok(Row {
+                    owner: r.get(0)?,
+                    until: r.get(1)?,
+                    fence: r.get(2)?,
+                    result: r.get(3)?,
+                    done: r.get(4)?,
+                    error: r.get(5)?,
+                    outcome: r.get(6)?,
+                })
+            },
+        )
+        .unwrap()
+    }
+
+    /// Stops the worker process (SIGSTOP) at a moment when it holds no write lock on the
+    /// database, so that others can still write while it is frozen.
+    fn freeze(&self, pid: u32) {
+        for _ in 0..100 {
+            signal(pid, "STOP");
+            let conn = Connection::open(self.db()).unwrap();
+            conn.busy_timeout(Duration::from_millis(50)).unwrap();
+            if conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK").is_ok() {
+                return;
+            }
+            signal(pid, "CONT");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the worker kept the database locked");
+    }
+
+    /// Waits until the command of a job has written its pid to `name`, and returns the pid.
+    #[track_caller]
+    fn wait_for_pid(&self, name: &str) -> u32 {
+        let path = self.file(name);
+        wait_until(&format!("{name} to be written"), || {
+            std::fs::read_to_string(&path).is_ok_and(|s| s.ends_with('\n'))
+        });
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[track_caller]
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits for a background worker to exit (killing it after `PATIENCE`) and returns its output.
+#[track_caller]
+fn finish(mut child: Child) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > PATIENCE {
+            child.kill().unwrap();
+            panic!(
+                "the worker did not stop: {}",
+                show(&child.wait_with_output().unwrap())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{sig} {pid}");
+}
+
+/// Whether a process is still there (a zombie counts as gone: it runs nothing).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn runs_the_command_per_job_with_the_payload_on_stdin_and_stores_its_stdout() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "a", "--payload", "hello "]);
+    s.ok(&["enqueue", "b", "--payload", "world "]);
+    s.ok(&["enqueue", "empty"]);
+    let out = s.ok(&[
+        "work",
+        "--exec",
+        "cat; echo -n done",
+        "--drain",
+        "--concurrency",
+        "2",
+    ]);
+    for (id, result) in [("a", "hello done"), ("b", "world done"), ("empty", "done")] {
+        let row = s.row(id);
+        assert_eq!(
+            (row.result.as_deref(), row.done, row.fence, row.error),
+            (Some(result), 1, 1, None),
+            "{id}"
+        );
+        assert!(out.contains(&format!("done {id} (fence 1)")), "{out}");
+    }
+    assert!(
+        out.contains("3 claimed, 3 completed, 0 retried, 0 dead"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_environment_names_the_job_its_fence_and_attempt_and_a_failure_is_retried() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "flaky", "--max-attempts", "3"]);
+    let script = r#"if [ "$LEASEFENCE_ATTEMPT" -lt 2 ]; then echo "not yet" >&2; exit 1; fi
+printf '%s/%s/%s' "$LEASEFENCE_JOB_ID" "$LEASEFENCE_FENCE" "$LEASEFENCE_ATTEMPT""#;
+    let out = s.ok(&[
+        "--json",
+        "work",
+        "--exec",
+        script,
+        "--drain",
+        "--retry-delay",
+        "0",
+    ]);
+    let row = s.row("flaky");
+    assert_eq!(
+        (row.result.as_deref(), row.fence, row.done),
+        (Some("flaky/2/2"), 2, 1)
+    );
+    let events = json_lines(&out);
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["retrying", "completed", "stopped"]);
+    assert_eq!(events[0]["error"], "exit status 1: not yet");
+    assert_eq!(events[2]["retried"], 1);
+    assert_eq!(events[2]["completed"], 1);
+}
+
+#[test]
+fn a_failing_command_is_retried_then_dead_with_the_tail_of_its_stderr() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "doomed", "--max-attempts", "3"]);
+    let out = s.ok(&[
+        "work",
+        "--exec",
+        "echo partial; echo 'disk on fire' >&2; exit 3",
+        "--drain",
+        "--retry-delay",
+        "0",
+    ]);
+    let row = s.row("doomed");
+    assert_eq!(
+        row,
+        Row {
+            owner: None,
+            until: 0.0,
+            fence: 3,
+            result: None,
+            done: 1,
+            error: Some("exit status 3: disk on fire".into()),
+            outcome: Some("dead".into()),
+        }
+    );
+    assert_eq!(out.matches("retry doomed").count(), 2, "{out}");
+    assert!(
+        out.contains("dead doomed (fence 3): exit status 3: disk on fire"),
+        "{out}"
+    );
+    assert!(
+        out.contains("3 claimed, 0 completed, 2 retried, 1 dead"),
+        "{out}"
+    );
+}
+
+/// The crate's story with a real process: the worker is frozen (SIGSTOP) past its ttl while its
+/// command runs, another owner takes over and finishes; when the worker wakes up its renew is
+/// refused, it kills the command, and nothing of its attempt is stored.
+#[test]
+fn a_worker_stalled_past_its_ttl_kills_its_command_and_stores_nothing() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "slow", "--payload", "x"]);
+    let worker = s.spawn(&[
+        "work",
+        "--exec",
+        "echo $$ > pid; exec sleep 30",
+        "--ttl",
+        "1",
+        "--poll",
+        "0.05",
+        "--drain",
+    ]);
+    let command = s.wait_for_pid("pid");
+    assert!(alive(command));
+    assert_eq!(s.row("slow").fence, 1);
+
+    s.freeze(worker.id());
+    std::thread::sleep(Duration::from_millis(1500)); // past the ttl: the lease runs out
+    s.ok(&["claim", "slow", "--owner", "B", "--ttl", "60"]);
+    s.ok(&[
+        "complete",
+        "slow",
+        "--owner",
+        "B",
+        "--fence",
+        "2",
+        "--result",
+        "B's result",
+    ]);
+    signal(worker.id(), "CONT");
+
+    let out = finish(worker);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("killed slow (fence 1): lease lost"),
+        "{}",
+        show(&out)
+    );
+    assert!(text.contains("refused slow (fence 1)"), "{text}");
+    assert!(
+        text.contains("1 leases lost, 1 stale writes refused"),
+        "{text}"
+    );
+    assert!(!alive(command), "the command was killed");
+    let row = s.row("slow");
+    assert_eq!(
+        (
+            row.owner.as_deref(),
+            row.fence,
+            row.result.as_deref(),
+            row.done
+        ),
+        (Some("B"), 2, Some("B's result"), 1)
+    );
+}
+
+#[test]
+fn cancelling_a_running_job_kills_its_command() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "unwanted"]);
+    let worker = s.spawn(&[
+        "work",
+        "--exec",
+        "echo $$ > pid; exec sleep 30",
+        "--ttl",
+        "0.6",
+        "--poll",
+        "0.05",
+        "--drain",
+    ]);
+    let command = s.wait_for_pid("pid");
+    s.ok(&["cancel", "unwanted"]);
+    let out = finish(worker);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stdout(&out).contains("killed unwanted (fence 1): lease lost"),
+        "{}",
+        show(&out)
+    );
+    assert!(!alive(command));
+    let row = s.row("unwanted");
+    assert_eq!(
+        (row.result, row.done, row.outcome.as_deref()),
+        (None, 1, Some("cancelled"))
+    );
+}
+
+#[test]
+fn ctrl_c_kills_a_command_past_the_deadline_and_releases_its_job_keeping_the_fence() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "long"]);
+    s.ok(&["enqueue", "later", "--priority", "-1"]);
+    let worker = s.spawn(&[
+        "--json",
+        "work",
+        "--exec",
+        "echo $$ > pid; exec sleep 30",
+        "--poll",
+        "0.05",
+        "--shutdown-deadline",
+        "0.3",
+    ]);
+    let command = s.wait_for_pid("pid");
+    signal(worker.id(), "INT");
+    let out = finish(worker);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(!alive(command));
+    let events = json_lines(&stdout(&out));
+    let last = events.last().unwrap();
+    assert_eq!(
+        (&last["event"], &last["released"], &last["claimed"]),
+        (&Value::from("stopped"), &Value::from(1), &Value::from(1))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "killed" && e["reason"] == "shutdown deadline passed"),
+        "{events:?}"
+    );
+    // Released: no owner, until 0, fence kept; the next claim gets fence 2 at once.
+    let row = s.row("long");
+    assert_eq!(
+        (row.owner, row.until, row.fence, row.done),
+        (None, 0.0, 1, 0)
+    );
+    assert_eq!(s.row("later").fence, 0, "nothing claimed after Ctrl-C");
+    let claimed = s.ok(&["claim", "long", "--owner", "next", "--ttl", "5"]);
+    assert!(claimed.contains("fence 2"), "{claimed}");
+}
+
+#[test]
+fn work_on_a_missing_database_is_an_error_that_says_how_to_create_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_leasefence"))
+        .args(["--db", "nope.db", "work", "--exec", "true", "--drain"])
+        .current_dir(dir.path())
+        .env_remove("LEASEFENCE_DB")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("leasefence: error: "), "{err}");
+    assert!(err.contains("nope.db init`"), "{err}");
+    assert!(!dir.path().join("nope.db").exists());
+}
+
+#[test]
+fn bad_flags_are_errors() {
+    let s = Sandbox::new();
+    for (flag, value) in [("--ttl", "0"), ("--poll", "0"), ("--retry-delay", "-1")] {
+        let out = s
+            .command(&["work", "--exec", "true", "--drain", flag, value])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {}", show(&out));
+    }
+}

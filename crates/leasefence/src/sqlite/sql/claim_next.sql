@@ -1,0 +1,13 @@
+-- ?1 owner, ?2 new until (now + ttl), ?3 now, ?4 how many. Runs inside BEGIN IMMEDIATE.
+-- The best ready jobs — highest priority, then earliest not_before, then oldest — walking the
+-- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now),
+-- attempts left.
+UPDATE jobs
+   SET owner = ?1, until = ?2, fence = fence + 1
+ WHERE rowid IN (
+        SELECT rowid FROM jobs
+         WHERE done = 0 AND until <= ?3 AND not_before <= ?3
+           AND (max_attempts = 0 OR fence < max_attempts)
+         ORDER BY priority DESC, not_before, rowid
+         LIMIT ?4)
+RETURNING id, fence, until, payload, priority, max_attempts, error, not_before, rowid

@@ -1,0 +1,845 @@
+//! The worker runtime on a manual clock: lost leases, refused stale writes, fenced side effects,
+//! retries, dead jobs, scheduling and graceful shutdown. Each case asserts what the worker
+//! returned, its counters, and the stored rows read back through an independent connection.
+//!
+//! No case sleeps on the lease clock: time moves only when a case moves the `ManualClock`. Real
+//! time is used only to wait (bounded) for the worker's threads to notice.
+
+use std::error::Error as StdError;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use leasefence::{
+    Backoff, Error, JobId, JobOutcome, ManualClock, NewJob, Now, Owner, ShutdownHandle,
+    SqliteOptions, SqliteStore, Status, Store, Ttl, Worker, WorkerBuilder, WorkerStats,
+};
+
+type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// How long a case waits (real time) for the worker to notice something before failing.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn job(id: &str) -> NewJob {
+    NewJob::new(id).unwrap()
+}
+
+fn open(db: &Db) -> SqliteStore {
+    SqliteStore::open(&db.path).unwrap()
+}
+
+/// A worker on `db` driven by `clock`, owners `{prefix}-{thread}`, polling every 2 ms.
+fn worker(db: &Db, clock: &ManualClock, prefix: &str) -> WorkerBuilder<SqliteStore> {
+    Worker::sqlite(&db.path)
+        .clock(clock.clone())
+        .owner_prefix(prefix)
+        .poll_interval(Duration::from_millis(2))
+        .shutdown_deadline(Duration::from_secs(5))
+}
+
+/// Runs a worker on its own thread.
+fn spawn(worker: Worker) -> (ShutdownHandle, JoinHandle<Result<WorkerStats, Error>>) {
+    let handle = worker.shutdown_handle();
+    (handle, std::thread::spawn(move || worker.run()))
+}
+
+/// Waits (real time, bounded) until `cond` holds.
+#[track_caller]
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Gives the worker's threads time to do something they must not do.
+fn settle() {
+    std::thread::sleep(Duration::from_millis(60));
+}
+
+#[track_caller]
+fn recv<T>(rx: &Receiver<T>) -> T {
+    rx.recv_timeout(PATIENCE).expect("message from the handler")
+}
+
+/// A one-shot gate the test opens for a blocked handler (a `Receiver` is not `Sync`).
+#[derive(Clone)]
+struct Gate(Arc<Mutex<Receiver<()>>>);
+
+impl Gate {
+    fn new() -> (Sender<()>, Gate) {
+        let (tx, rx) = channel();
+        (tx, Gate(Arc::new(Mutex::new(rx))))
+    }
+    fn wait(&self) {
+        self.0
+            .lock()
+            .unwrap()
+            .recv_timeout(PATIENCE)
+            .expect("the test opens the gate");
+    }
+}
+
+/// The queue columns the worker writes besides the six, read independently.
+fn failure(db: &Db, id: &str) -> (Option<String>, Option<String>, f64) {
+    db.raw()
+        .query_row(
+            "SELECT error, outcome, not_before FROM jobs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+}
+
+/// The side-effect ledger written by handlers, and the fence gate, read independently.
+fn ledger(db: &Db) -> Vec<(String, i64, String)> {
+    let conn = db.raw();
+    let mut stmt = conn
+        .prepare("SELECT job, fence, note FROM ledger ORDER BY rowid")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn gate(db: &Db, resource: &str) -> Option<i64> {
+    db.raw()
+        .query_row(
+            "SELECT fence FROM fence_gate WHERE resource = ?1",
+            [resource],
+            |r| r.get(0),
+        )
+        .ok()
+}
+
+fn done_row(id: &str, owner: &str, fence: i64, until: f64, result: &str) -> Row {
+    Row {
+        owner: Some(owner.into()),
+        until,
+        fence,
+        result: Some(result.into()),
+        done: 1,
+        ..Row::fresh(id)
+    }
+}
+
+mod lost_lease {
+    use super::*;
+
+    /// The story of the crate, with the runtime: A stalls past its lease, is told so, B finishes
+    /// the job with fenced side effects, and everything A tries afterwards is refused.
+    #[test]
+    fn a_stalled_handler_is_told_and_only_the_live_holders_result_and_side_effects_are_stored() {
+        let db = Db::new();
+        db.raw()
+            .execute_batch("CREATE TABLE ledger (job TEXT, fence INTEGER, note TEXT)")
+            .unwrap();
+        open(&db)
+            .enqueue_many(&[job("report").payload(b"q3".to_vec())])
+            .unwrap();
+        let clock = ManualClock::new(100.0);
+
+        let (started_tx, started) = channel();
+        let (told_tx, told) = channel();
+        let (go, a_gate) = Gate::new();
+        let (admitted_tx, admitted) = channel();
+        let a = worker(&db, &clock, "A")
+            .ttl(10.0)
+            .build(move |ctx| {
+                started_tx.send((ctx.fence(), ctx.payload().map(<[u8]>::to_vec)))?;
+                // The stall: A does not get to run again until the test says so.
+                let cancelled = ctx.token().wait_timeout(PATIENCE);
+                told_tx.send((cancelled, ctx.is_lost(), ctx.is_cancelled()))?;
+                a_gate.wait();
+                // A's side effect, through the fence gate: refused, B's generation got there.
+                let admitted = ctx.admit("ledger")?;
+                admitted_tx.send(admitted)?;
+                Ok::<_, BoxError>("A's stale result".to_string())
+            })
+            .unwrap();
+        let (a_handle, a_run) = spawn(a);
+
+        assert_eq!(recv(&started), (1, Some(b"q3".to_vec())));
+        assert_eq!(
+            db.row("report").unwrap(),
+            Row {
+                owner: Some("A-0".into()),
+                until: 110.0,
+                fence: 1,
+                ..Row::fresh("report")
+            }
+        );
+
+        // While A is alive its heartbeat renews at a third of the ttl.
+        clock.set(104.0);
+        wait_until("A's first renewal", || a_handle.stats().renewed == 1);
+        assert_eq!(db.row("report").unwrap().until, 114.0);
+
+        // A stalls past its lease: the next renew is refused and A is told.
+        clock.set(120.0);
+        assert_eq!(recv(&told), (true, true, true));
+        assert_eq!(a_handle.stats().lost, 1);
+        let after_loss = db.row("report").unwrap();
+        assert_eq!(
+            (
+                after_loss.owner.as_deref(),
+                after_loss.fence,
+                after_loss.until
+            ),
+            (Some("A-0"), 1, 114.0),
+            "a refused renew changes nothing"
+        );
+
+        // B claims the expired job and finishes it, its side effects in the same transaction.
+        let b_stats = worker(&db, &clock, "B")
+            .ttl(10.0)
+            .drain(true)
+            .build(|ctx| {
+                assert!(ctx.admit("ledger")?, "the live generation is admitted");
+                ctx.complete_with("B's result", |conn| {
+                    conn.execute(
+                        "INSERT INTO ledger VALUES (?1, ?2, 'B')",
+                        (ctx.job_id(), ctx.fence()),
+                    )?;
+                    Ok::<_, BoxError>(())
+                })?
+                .expect("B holds the live lease");
+                Ok::<_, BoxError>("not written again".to_string())
+            })
+            .unwrap()
+            .run()
+            .unwrap();
+        assert_eq!(
+            (b_stats.claimed, b_stats.completed, b_stats.stale_refused),
+            (1, 1, 0)
+        );
+
+        // A wakes up: its gate check and its completion are both refused.
+        go.send(()).unwrap();
+        assert!(!recv(&admitted));
+        wait_until("A's refused completion", || {
+            a_handle.stats().stale_refused == 1
+        });
+        a_handle.shutdown();
+        let a_stats = a_run.join().unwrap().unwrap();
+        assert_eq!(
+            (
+                a_stats.claimed,
+                a_stats.renewed,
+                a_stats.lost,
+                a_stats.stale_refused,
+                a_stats.completed,
+                a_stats.released
+            ),
+            (1, 1, 1, 1, 0, 0)
+        );
+
+        assert_eq!(
+            db.row("report").unwrap(),
+            done_row("report", "B-0", 2, 130.0, "B's result")
+        );
+        assert_eq!(ledger(&db), [("report".to_string(), 2, "B".to_string())]);
+        assert_eq!(gate(&db, "ledger"), Some(2));
+    }
+
+    #[test]
+    fn a_stale_complete_with_runs_none_of_the_handlers_writes() {
+        let db = Db::new();
+        db.raw()
+            .execute_batch("CREATE TABLE ledger (job TEXT, fence INTEGER, note TEXT)")
+            .unwrap();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let (told_tx, told) = channel();
+        let (go, a_gate) = Gate::new();
+        let (wrote_tx, wrote) = channel();
+        let a = worker(&db, &clock, "A")
+            .ttl(10.0)
+            .build(move |ctx| {
+                ctx.token().wait();
+                told_tx.send(ctx.is_lost())?;
+                a_gate.wait();
+                let stored = ctx.complete_with("A", |conn| {
+                    conn.execute("INSERT INTO ledger VALUES (?1, ?2, 'A')", (ctx.job_id(), 1))?;
+                    Ok::<_, BoxError>(())
+                })?;
+                wrote_tx.send(stored.is_some())?;
+                Ok::<_, BoxError>("ignored: complete_with settled the attempt".to_string())
+            })
+            .unwrap();
+        let (a_handle, a_run) = spawn(a);
+        wait_until("A's claim", || a_handle.stats().claimed == 1);
+
+        clock.set(10.0); // now == until: expired
+        assert!(recv(&told));
+        // Another holder takes and finishes the job by hand.
+        let s = open(&db);
+        let b = s
+            .claim_next(
+                Owner::new("B").unwrap(),
+                Now::new(10.0).unwrap(),
+                Ttl::new(5.0).unwrap(),
+            )
+            .unwrap()
+            .expect("the expired job is claimable");
+        assert_eq!(b.fence, 2);
+        assert!(s.complete_lease(&b, Now::new(11.0).unwrap(), "B").unwrap());
+
+        go.send(()).unwrap();
+        assert!(!recv(&wrote));
+        a_handle.shutdown();
+        let a_stats = a_run.join().unwrap().unwrap();
+        assert_eq!(
+            (a_stats.lost, a_stats.stale_refused, a_stats.completed),
+            (1, 1, 0)
+        );
+        assert_eq!(db.row("j").unwrap(), done_row("j", "B", 2, 15.0, "B"));
+        assert_eq!(ledger(&db), []);
+    }
+
+    #[test]
+    fn a_job_cancelled_while_it_runs_stops_its_handler_and_keeps_no_result() {
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let a = worker(&db, &clock, "A")
+            .ttl(30.0)
+            .build(|ctx| {
+                ctx.token().wait();
+                Ok::<_, String>(format!("lost={}", ctx.is_lost()))
+            })
+            .unwrap();
+        let (handle, run) = spawn(a);
+        wait_until("the claim", || handle.stats().claimed == 1);
+        assert!(
+            open(&db)
+                .cancel(JobId::new("j").unwrap(), Now::new(1.0).unwrap())
+                .unwrap()
+        );
+        clock.set(10.0); // the next heartbeat is due, and refused: the job is done
+        wait_until("the refused completion", || {
+            handle.stats().stale_refused == 1
+        });
+        handle.shutdown();
+        let stats = run.join().unwrap().unwrap();
+        assert_eq!((stats.lost, stats.completed, stats.renewed), (1, 0, 0));
+        let row = db.row("j").unwrap();
+        assert_eq!((row.result, row.done, row.fence), (None, 1, 1));
+        assert_eq!(failure(&db, "j").1.as_deref(), Some("cancelled"));
+    }
+}
+
+mod heartbeat {
+    use super::*;
+
+    #[test]
+    fn renews_every_third_of_the_ttl_on_the_clock_and_the_job_outlives_its_first_lease() {
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("long")]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let (go, g) = Gate::new();
+        let w = worker(&db, &clock, "w")
+            .ttl(30.0)
+            .build(move |ctx| {
+                g.wait();
+                Ok::<_, String>(format!(
+                    "finished at {} with until {}",
+                    ctx.now(),
+                    ctx.until()
+                ))
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        wait_until("the claim", || handle.stats().claimed == 1);
+
+        clock.set(9.99);
+        settle();
+        assert_eq!(handle.stats().renewed, 0, "not due before ttl/3");
+        assert_eq!(db.row("long").unwrap().until, 30.0);
+
+        clock.set(10.0);
+        wait_until("the first renewal", || handle.stats().renewed == 1);
+        assert_eq!(db.row("long").unwrap().until, 40.0);
+
+        clock.set(35.0); // past the first lease, inside the renewed one
+        wait_until("the second renewal", || handle.stats().renewed == 2);
+        assert_eq!(db.row("long").unwrap().until, 65.0);
+
+        go.send(()).unwrap();
+        wait_until("the completion", || handle.stats().completed == 1);
+        handle.shutdown();
+        let stats = run.join().unwrap().unwrap();
+        assert_eq!((stats.renewed, stats.lost, stats.completed), (2, 0, 1));
+        assert_eq!(
+            db.row("long").unwrap(),
+            done_row("long", "w-0", 1, 65.0, "finished at 35 with until 65")
+        );
+    }
+}
+
+mod failures {
+    use super::*;
+
+    #[test]
+    fn a_failing_handler_is_retried_with_backoff_then_succeeds() {
+        let db = Db::new();
+        open(&db)
+            .enqueue_many(&[job("flaky").max_attempts(5)])
+            .unwrap();
+        let clock = ManualClock::new(0.0);
+        let seen = Arc::new(Mutex::new(vec![]));
+        let log = seen.clone();
+        let w = worker(&db, &clock, "w")
+            .backoff(Backoff {
+                base: 10.0,
+                factor: 2.0,
+                max: 100.0,
+                jitter: 0.0,
+            })
+            .build(move |ctx| {
+                log.lock()
+                    .unwrap()
+                    .push((ctx.attempt(), ctx.lease().last_error.clone()));
+                match ctx.attempt() {
+                    n @ (1 | 2) => Err(format!("boom {n}")),
+                    _ => Ok("third time lucky".to_string()),
+                }
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+
+        wait_until("the first failure", || handle.stats().retried == 1);
+        assert_eq!(failure(&db, "flaky"), (Some("boom 1".into()), None, 10.0));
+        let row = db.row("flaky").unwrap();
+        assert_eq!(
+            (row.owner, row.until, row.fence, row.done),
+            (None, 0.0, 1, 0)
+        );
+        let listed = open(&db)
+            .list(Now::new(0.0).unwrap(), Some(Status::Retrying), 10)
+            .unwrap();
+        assert_eq!(listed.len(), 1);
+
+        clock.set(9.5);
+        settle();
+        assert_eq!(
+            handle.stats().claimed,
+            1,
+            "not claimed before its retry time"
+        );
+
+        clock.set(10.0);
+        wait_until("the second failure", || handle.stats().retried == 2);
+        assert_eq!(
+            failure(&db, "flaky"),
+            (Some("boom 2".into()), None, 30.0),
+            "the second delay doubles"
+        );
+
+        clock.set(30.0);
+        wait_until("the success", || handle.stats().completed == 1);
+        handle.shutdown();
+        let stats = run.join().unwrap().unwrap();
+        assert_eq!(
+            (stats.claimed, stats.retried, stats.dead, stats.completed),
+            (3, 2, 0, 1)
+        );
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                (1, None),
+                (2, Some("boom 1".to_string())),
+                (3, Some("boom 2".to_string()))
+            ]
+        );
+        assert_eq!(
+            db.row("flaky").unwrap(),
+            done_row("flaky", "w-0", 3, 60.0, "third time lucky")
+        );
+    }
+
+    #[test]
+    fn a_job_that_keeps_failing_is_dead_after_its_last_attempt() {
+        let db = Db::new();
+        open(&db)
+            .enqueue_many(&[job("doomed").max_attempts(3)])
+            .unwrap();
+        let clock = ManualClock::new(0.0);
+        let outcomes = Arc::new(Mutex::new(vec![]));
+        let log = outcomes.clone();
+        let stats = worker(&db, &clock, "w")
+            .drain(true)
+            .backoff(Backoff {
+                base: 0.0,
+                factor: 2.0,
+                max: 0.0,
+                jitter: 0.0,
+            })
+            .on_outcome(move |lease, outcome| {
+                log.lock().unwrap().push((lease.fence, outcome.clone()))
+            })
+            .build(|ctx| Err(format!("attempt {} failed", ctx.attempt())))
+            .unwrap()
+            .run()
+            .unwrap();
+        assert_eq!(
+            (stats.claimed, stats.retried, stats.dead, stats.completed),
+            (3, 2, 1, 0)
+        );
+        assert_eq!(stats.failed(), 3);
+        let retry = |n: i64| JobOutcome::Retrying {
+            at: 0.0,
+            error: format!("attempt {n} failed"),
+        };
+        assert_eq!(
+            *outcomes.lock().unwrap(),
+            [
+                (1, retry(1)),
+                (2, retry(2)),
+                (
+                    3,
+                    JobOutcome::Dead {
+                        error: "attempt 3 failed".into()
+                    }
+                )
+            ]
+        );
+        let row = db.row("doomed").unwrap();
+        assert_eq!((row.fence, row.done, row.result), (3, 1, None));
+        let (error, outcome, _) = failure(&db, "doomed");
+        assert_eq!(
+            (error.as_deref(), outcome.as_deref()),
+            (Some("attempt 3 failed"), Some("dead"))
+        );
+        assert_eq!(open(&db).stats(Now::new(0.0).unwrap()).unwrap().dead, 1);
+    }
+
+    #[test]
+    fn a_panicking_handler_becomes_a_failure_and_the_thread_goes_on() {
+        let db = Db::new();
+        open(&db)
+            .enqueue_many(&[job("fragile").max_attempts(2), job("next").priority(-1)])
+            .unwrap();
+        let clock = ManualClock::new(0.0);
+        let errors = Arc::new(Mutex::new(vec![]));
+        let log = errors.clone();
+        let stats = worker(&db, &clock, "w")
+            .drain(true)
+            .backoff(Backoff {
+                base: 0.0,
+                factor: 1.0,
+                max: 0.0,
+                jitter: 0.0,
+            })
+            .build(move |ctx| {
+                log.lock().unwrap().push(ctx.lease().last_error.clone());
+                if ctx.job_id() == "fragile" && ctx.attempt() == 1 {
+                    panic!("kaboom");
+                }
+                Ok::<_, String>(format!("{} ok", ctx.job_id()))
+            })
+            .unwrap()
+            .run()
+            .unwrap();
+        assert_eq!(
+            (stats.claimed, stats.retried, stats.completed, stats.dead),
+            (3, 1, 2, 0)
+        );
+        assert_eq!(
+            *errors.lock().unwrap(),
+            [None, Some("handler panicked: kaboom".to_string()), None]
+        );
+        assert_eq!(
+            db.row("fragile").unwrap(),
+            done_row("fragile", "w-0", 2, 30.0, "fragile ok")
+        );
+        assert_eq!(db.row("next").unwrap().result.as_deref(), Some("next ok"));
+    }
+
+    #[test]
+    fn any_display_error_is_stored_with_its_message() {
+        #[derive(Debug)]
+        struct Quota(u32);
+        impl std::fmt::Display for Quota {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "quota exceeded by {}", self.0)
+            }
+        }
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j").max_attempts(1)]).unwrap();
+        let stats = worker(&db, &ManualClock::new(0.0), "w")
+            .drain(true)
+            .build(|_ctx| Err::<String, _>(Quota(7)))
+            .unwrap()
+            .run()
+            .unwrap();
+        assert_eq!(stats.dead, 1);
+        assert_eq!(failure(&db, "j").0.as_deref(), Some("quota exceeded by 7"));
+    }
+}
+
+mod scheduling {
+    use super::*;
+
+    #[test]
+    fn the_worker_takes_jobs_by_priority_then_not_before_and_waits_for_not_before() {
+        let db = Db::new();
+        open(&db)
+            .enqueue_many(&[
+                job("low"),
+                job("high-later").priority(5).not_before(5.0).unwrap(),
+                job("future").priority(9).not_before(50.0).unwrap(),
+                job("high").priority(5),
+            ])
+            .unwrap();
+        let clock = ManualClock::new(10.0);
+        let order = Arc::new(Mutex::new(vec![]));
+        let run_once = |clock: &ManualClock| {
+            let log = order.clone();
+            worker(&db, clock, "w")
+                .drain(true)
+                .build(move |ctx| {
+                    log.lock().unwrap().push(ctx.job_id().to_string());
+                    Ok::<_, String>(ctx.job_id().to_uppercase())
+                })
+                .unwrap()
+                .run()
+                .unwrap()
+        };
+
+        assert_eq!(run_once(&clock).completed, 3);
+        assert_eq!(*order.lock().unwrap(), ["high", "high-later", "low"]);
+        assert_eq!(db.row("future").unwrap(), Row::fresh("future"));
+
+        clock.set(50.0);
+        assert_eq!(run_once(&clock).completed, 1);
+        assert_eq!(
+            *order.lock().unwrap(),
+            ["high", "high-later", "low", "future"]
+        );
+        assert_eq!(
+            db.row("future").unwrap(),
+            done_row("future", "w-0", 1, 80.0, "FUTURE")
+        );
+    }
+
+    #[test]
+    fn many_threads_finish_every_job_exactly_once_each_under_its_own_owner() {
+        let db = Db::new();
+        let ids: Vec<String> = (0..40).map(|i| format!("job-{i:02}")).collect();
+        open(&db)
+            .enqueue_many(&ids.iter().map(|id| job(id)).collect::<Vec<_>>())
+            .unwrap();
+        let seen = Arc::new(Mutex::new(vec![]));
+        let log = seen.clone();
+        let stats = worker(&db, &ManualClock::new(0.0), "pool")
+            .concurrency(4)
+            .drain(true)
+            .build(move |ctx| {
+                log.lock()
+                    .unwrap()
+                    .push((ctx.job_id().to_string(), ctx.fence()));
+                Ok::<_, String>(ctx.owner().to_string())
+            })
+            .unwrap()
+            .run()
+            .unwrap();
+        assert_eq!((stats.claimed, stats.completed), (40, 40));
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort();
+        let expected: Vec<(String, i64)> = ids.iter().map(|id| (id.clone(), 1)).collect();
+        assert_eq!(seen, expected);
+        for row in db.rows() {
+            assert_eq!((row.done, row.fence), (1, 1), "{row:?}");
+            let owner = row.owner.unwrap();
+            assert!(owner.starts_with("pool-"), "{owner}");
+            assert_eq!(row.result.as_deref(), Some(owner.as_str()));
+        }
+    }
+}
+
+mod shutdown {
+    use super::*;
+
+    #[test]
+    fn waits_for_in_flight_jobs_then_releases_the_rest_keeping_the_fence() {
+        let db = Db::new();
+        open(&db)
+            .enqueue_many(&[
+                job("quick").priority(2),
+                job("stuck").priority(1),
+                job("never"),
+            ])
+            .unwrap();
+        let clock = ManualClock::new(0.0);
+        let (started_tx, started) = channel();
+        let (told_tx, told) = channel();
+        let w = worker(&db, &clock, "w")
+            .concurrency(2)
+            .ttl(30.0)
+            .shutdown_deadline(Duration::from_secs(1))
+            .build(move |ctx| {
+                started_tx.send(ctx.job_id().to_string())?;
+                if ctx.job_id() == "quick" {
+                    // In flight when shutdown begins, finished well inside the deadline.
+                    while !ctx.is_shutting_down() {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    return Ok("quick done".to_string());
+                }
+                let cancelled = ctx.token().wait_timeout(PATIENCE);
+                told_tx.send((cancelled, ctx.is_lost(), ctx.is_shutting_down()))?;
+                Ok::<_, BoxError>("too late".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        let mut first = vec![recv(&started), recv(&started)];
+        first.sort();
+        assert_eq!(first, ["quick", "stuck"]);
+
+        handle.shutdown(); // quick finishes inside the deadline; stuck does not
+        let stats = run.join().unwrap().unwrap();
+        assert_eq!(
+            recv(&told),
+            (true, false, true),
+            "cancelled at the deadline, not lost"
+        );
+        assert_eq!(
+            (
+                stats.claimed,
+                stats.completed,
+                stats.released,
+                stats.stale_refused,
+                stats.lost
+            ),
+            (2, 1, 1, 1, 0)
+        );
+        assert_eq!(
+            db.row("quick").unwrap(),
+            done_row("quick", "w-0", 1, 30.0, "quick done").with_any_owner(&db)
+        );
+        assert_eq!(
+            db.row("stuck").unwrap(),
+            Row {
+                fence: 1,
+                ..Row::fresh("stuck")
+            },
+            "released: no owner, until 0, fence kept"
+        );
+        assert_eq!(
+            db.row("never").unwrap(),
+            Row::fresh("never"),
+            "no claim after shutdown"
+        );
+
+        // Claimable at once, on the same clock reading, with the next fence.
+        let next = open(&db)
+            .claim_next(
+                Owner::new("C").unwrap(),
+                Now::new(0.0).unwrap(),
+                Ttl::new(30.0).unwrap(),
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!((next.job_id.as_str(), next.fence), ("stuck", 2));
+    }
+
+    #[test]
+    fn a_shutdown_before_any_claim_claims_nothing() {
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        let w = worker(&db, &ManualClock::new(0.0), "w")
+            .build(|_ctx| Ok::<_, String>("x".into()))
+            .unwrap();
+        let handle = w.shutdown_handle();
+        handle.shutdown();
+        let stats = w.run().unwrap();
+        assert_eq!(stats, WorkerStats::default());
+        assert_eq!(db.row("j").unwrap(), Row::fresh("j"));
+    }
+}
+
+mod setup {
+    use super::*;
+
+    #[test]
+    fn bad_settings_are_rejected_by_name() {
+        let db = Db::new();
+        let clock = ManualClock::new(0.0);
+        let ok = |_: &leasefence::JobContext<'_>| Ok::<_, String>(String::new());
+        assert_invalid(
+            worker(&db, &clock, "w").concurrency(0).build(ok),
+            "concurrency",
+        );
+        for ttl in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_invalid(worker(&db, &clock, "w").ttl(ttl).build(ok), "ttl");
+        }
+        for fraction in [0.0, 1.0, 1.5, f64::NAN] {
+            assert_invalid(
+                worker(&db, &clock, "w")
+                    .heartbeat_fraction(fraction)
+                    .build(ok),
+                "heartbeat_fraction",
+            );
+        }
+        assert_invalid(
+            worker(&db, &clock, "w")
+                .poll_interval(Duration::ZERO)
+                .build(ok),
+            "poll_interval",
+        );
+        assert_invalid(worker(&db, &clock, "").build(ok), "owner");
+    }
+
+    #[test]
+    fn a_store_that_cannot_be_opened_fails_the_run_before_any_claim() {
+        let db = Db::empty();
+        let path = db.path.clone();
+        let w = Worker::builder(move || SqliteOptions::new().init(false).open(&path))
+            .build(|_ctx| Ok::<_, String>(String::new()))
+            .unwrap();
+        let err = w.run().unwrap_err();
+        assert!(matches!(err, Error::CannotOpen { .. }), "{err:?}");
+        assert!(!db.path.exists());
+    }
+
+    #[test]
+    fn the_default_owner_names_carry_the_process_id() {
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        Worker::sqlite(&db.path)
+            .clock(ManualClock::new(0.0))
+            .drain(true)
+            .build(|ctx| Ok::<_, String>(ctx.owner().to_string()))
+            .unwrap()
+            .run()
+            .unwrap();
+        let owner = db.row("j").unwrap().owner.unwrap();
+        assert!(
+            owner.ends_with(&format!("-{}-0", std::process::id())),
+            "{owner}"
+        );
+    }
+}
+
+trait AnyOwner {
+    fn with_any_owner(self, db: &Db) -> Self;
+}
+
+impl AnyOwner for Row {
+    /// The same row with the owner actually stored (which of two threads took a job is not
+    /// deterministic).
+    fn with_any_owner(mut self, db: &Db) -> Self {
+        let stored = db.row(&self.id).unwrap().owner;
+        assert!(
+            stored.as_deref().is_some_and(|o| o.starts_with("w-")),
+            "{stored:?}"
+        );
+        self.owner = stored;
+        self
+    }
+}
