@@ -111,6 +111,29 @@ mod enqueue_many {
     }
 
     #[test]
+    fn a_failure_midway_inserts_none_of_the_batch() {
+        let db = Db::new();
+        let s = open(&db);
+        // A user's trigger refuses one id: the batch fails on its second job, after the first
+        // was inserted inside the transaction.
+        db.raw()
+            .execute_batch(
+                "CREATE TRIGGER refuse_bad BEFORE INSERT ON jobs WHEN NEW.id = 'bad' \
+                 BEGIN SELECT RAISE(ABORT, 'bad refused'); END;",
+            )
+            .unwrap();
+        let err = s
+            .enqueue_many(&[job("a"), job("bad"), job("c")])
+            .unwrap_err();
+        assert!(matches!(err, Error::Backend(_)), "{err:?}");
+        assert!(err.to_string().contains("bad refused"), "{err}");
+        assert_eq!(db.rows(), vec![]);
+        // No transaction is left open: the same store enqueues normally afterwards.
+        assert_eq!(s.enqueue_many(&[job("a"), job("c")]).unwrap(), [true, true]);
+        assert_eq!(db.rows(), vec![Row::fresh("a"), Row::fresh("c")]);
+    }
+
+    #[test]
     fn is_all_or_nothing_when_the_database_is_busy() {
         let db = Db::new();
         let s = leasefence::SqliteOptions::new()
@@ -145,6 +168,10 @@ mod claim_next {
         let mut order = vec![];
         while let Some(lease) = s.claim_next(owner("w"), now(10.0), ttl(5.0)).unwrap() {
             order.push(lease.job_id);
+            assert!(
+                order.len() <= 6,
+                "a leased job was handed out again: {order:?}"
+            );
         }
         assert_eq!(
             order,
@@ -253,6 +280,53 @@ mod claim_next {
     }
 
     #[test]
+    fn a_lease_is_renewed_completed_and_released_through_its_own_methods() {
+        let db = Db::new();
+        let s = open(&db);
+        s.enqueue_many(&[job("a"), job("b")]).unwrap();
+        let mut a = s
+            .claim_next(owner("w"), now(0.0), ttl(10.0))
+            .unwrap()
+            .unwrap();
+        assert!(s.renew_lease(&mut a, now(5.0), ttl(10.0)).unwrap());
+        assert_eq!(a.until, 15.0);
+        assert_eq!(db.row("a").unwrap().until, 15.0);
+        // a refused renew changes neither the lease nor the row
+        let mut stale = Lease {
+            fence: 0,
+            ..a.clone()
+        };
+        assert!(!s.renew_lease(&mut stale, now(6.0), ttl(100.0)).unwrap());
+        assert_eq!(stale.until, 15.0);
+        assert_eq!(db.row("a").unwrap().until, 15.0);
+        // live at 12 only thanks to the renewal
+        assert!(s.complete_lease(&a, now(12.0), "a done").unwrap());
+        assert_eq!(
+            db.row("a").unwrap(),
+            Row {
+                owner: Some("w".into()),
+                until: 15.0,
+                fence: 1,
+                result: Some("a done".into()),
+                done: 1,
+                ..Row::fresh("a")
+            }
+        );
+        let b = s
+            .claim_next(owner("w"), now(12.0), ttl(10.0))
+            .unwrap()
+            .unwrap();
+        assert!(s.release_lease(&b).unwrap());
+        assert_eq!(
+            db.row("b").unwrap(),
+            Row {
+                fence: 1,
+                ..Row::fresh("b")
+            }
+        );
+    }
+
+    #[test]
     fn claim_batch_takes_the_best_n_in_one_go() {
         let db = Db::new();
         let s = open(&db);
@@ -297,6 +371,7 @@ mod claim_next {
                                 break got;
                             }
                             got.extend(batch.into_iter().map(|l| (l.job_id, l.fence)));
+                            assert!(got.len() <= 300, "a leased job was handed out again");
                         }
                     })
                 })
@@ -621,6 +696,64 @@ mod purge {
         assert!(leasefence::complete(p, "j", "u", 6, 11.5, "third life").unwrap());
     }
 
+    fn floor(db: &Db, id: &str) -> Option<i64> {
+        db.raw()
+            .query_row("SELECT fence FROM fence_floor WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .ok()
+    }
+
+    #[test]
+    fn the_fence_floor_never_goes_down() {
+        let db = Db::new();
+        let s = open(&db);
+        let p = &db.path;
+        leasefence::enqueue(p, "j").unwrap();
+        for t in 0..2 {
+            let f = leasefence::claim(p, "j", "w", t as f64, 10.0)
+                .unwrap()
+                .unwrap();
+            assert!(leasefence::release(p, "j", "w", f).unwrap());
+        }
+        let f = leasefence::claim(p, "j", "w", 2.0, 10.0).unwrap().unwrap();
+        assert!(leasefence::complete(p, "j", "w", f, 3.0, "first life").unwrap());
+        assert_eq!(s.purge(now(4.0)).unwrap(), 1);
+        assert_eq!(floor(&db, "j"), Some(3));
+
+        // A row for the same id written behind the library's back (by hand in the sqlite3
+        // shell, say) and finished under a lower fence: purging it keeps the higher floor.
+        db.put(&Row {
+            owner: Some("shell".into()),
+            until: 5.0,
+            fence: 1,
+            result: Some("by hand".into()),
+            done: 1,
+            ..Row::fresh("j")
+        });
+        db.raw()
+            .execute("UPDATE jobs SET finished_at = 5.0 WHERE id = 'j'", [])
+            .unwrap();
+        assert_eq!(s.purge(now(6.0)).unwrap(), 1);
+        assert_eq!(floor(&db, "j"), Some(3));
+        assert_eq!(db.rows(), vec![]);
+
+        // Enqueued again, the id continues above every fence the library handed out for it.
+        assert_eq!(s.enqueue_many(&[job("j")]).unwrap(), [true]);
+        assert_eq!(
+            db.row("j").unwrap(),
+            Row {
+                fence: 3,
+                ..Row::fresh("j")
+            }
+        );
+        let lease = s
+            .claim_next(owner("v"), now(7.0), ttl(1.0))
+            .unwrap()
+            .unwrap();
+        assert_eq!(lease.fence, 4);
+    }
+
     #[test]
     fn dead_jobs_are_purged_too() {
         let db = Db::new();
@@ -741,6 +874,10 @@ mod list_and_stats {
                 ("exhausted", Status::Dead),
             ]
         );
+        // each listed row is the stored one
+        for j in &all {
+            assert_eq!(j.state, db.row(&j.state.id).unwrap().as_state());
+        }
         // list agrees with stats, status by status
         let stats = s.stats(now(10.0)).unwrap();
         for status in Status::ALL {
@@ -758,6 +895,126 @@ mod list_and_stats {
         );
         assert_eq!(s.list(now(10.0), None, 3).unwrap().len(), 3);
         assert!(s.list(now(10.0), None, 0).unwrap().is_empty());
+    }
+
+    fn statuses(s: &SqliteStore, at: f64) -> Vec<(String, Status)> {
+        s.list(now(at), None, 100)
+            .unwrap()
+            .into_iter()
+            .map(|j| (j.state.id, j.status))
+            .collect()
+    }
+
+    fn named(pairs: &[(&str, Status)]) -> Vec<(String, Status)> {
+        pairs.iter().map(|(id, st)| (id.to_string(), *st)).collect()
+    }
+
+    #[test]
+    fn the_most_final_fact_decides_a_status() {
+        let db = Db::new();
+        let s = open(&db);
+        s.enqueue_many(&[
+            job("done"),
+            job("cancelled"),
+            job("last-attempt").max_attempts(1),
+            job("failed-then-expired"),
+        ])
+        .unwrap();
+        let p = &db.path;
+        // Finished while their leases would still run until 100: done and cancelled, not leased.
+        let f = leasefence::claim(p, "done", "w", 0.0, 100.0)
+            .unwrap()
+            .unwrap();
+        assert!(leasefence::complete(p, "done", "w", f, 1.0, "r").unwrap());
+        leasefence::claim(p, "cancelled", "w", 0.0, 100.0)
+            .unwrap()
+            .unwrap();
+        assert!(
+            s.cancel(JobId::new("cancelled").unwrap(), now(1.0))
+                .unwrap()
+        );
+        // Its last attempt, still running: leased, not dead (yet).
+        leasefence::claim(p, "last-attempt", "w", 0.0, 100.0)
+            .unwrap()
+            .unwrap();
+        // Failed once, claimed again, and that lease ran out: expired (claimable at once), not
+        // retrying.
+        let fence = leasefence::claim(p, "failed-then-expired", "w", 0.0, 5.0)
+            .unwrap()
+            .unwrap();
+        let first = Lease {
+            job_id: "failed-then-expired".into(),
+            owner: "w".into(),
+            fence,
+            until: 5.0,
+            payload: None,
+            priority: 0,
+            max_attempts: 0,
+            last_error: None,
+        };
+        assert_eq!(
+            s.fail(&first, now(1.0), "e", Some(now(2.0))).unwrap(),
+            Some(Failed::Retrying { at: 2.0 })
+        );
+        leasefence::claim(p, "failed-then-expired", "w", 2.0, 3.0)
+            .unwrap()
+            .unwrap();
+
+        assert_eq!(
+            statuses(&s, 10.0),
+            named(&[
+                ("done", Status::Done),
+                ("cancelled", Status::Cancelled),
+                ("last-attempt", Status::Leased),
+                ("failed-then-expired", Status::Expired),
+            ])
+        );
+        assert_eq!(
+            s.stats(now(10.0)).unwrap(),
+            Stats {
+                done: 1,
+                cancelled: 1,
+                leased: 1,
+                expired: 1,
+                ..Stats::default()
+            }
+        );
+        // Once the last attempt's lease has run out, it is dead.
+        assert_eq!(s.stats(now(100.0)).unwrap().dead, 1);
+    }
+
+    #[test]
+    fn at_now_equal_to_until_a_lease_has_expired_and_at_not_before_a_job_is_ready() {
+        let db = Db::new();
+        let s = open(&db);
+        s.enqueue_many(&[job("due").not_before(10.0).unwrap(), job("ending")])
+            .unwrap();
+        leasefence::claim(&db.path, "ending", "w", 5.0, 5.0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            statuses(&s, 9.5),
+            named(&[("due", Status::Scheduled), ("ending", Status::Leased)])
+        );
+        assert_eq!(
+            statuses(&s, 10.0),
+            named(&[("due", Status::Ready), ("ending", Status::Expired)])
+        );
+        assert_eq!(
+            s.stats(now(10.0)).unwrap(),
+            Stats {
+                ready: 1,
+                expired: 1,
+                ..Stats::default()
+            }
+        );
+        // and claim_next agrees: both are claimable at 10
+        assert_eq!(
+            s.claim_batch(owner("v"), now(10.0), ttl(1.0), 10)
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]
@@ -980,6 +1237,31 @@ mod migration {
                 .fence,
             8
         );
+    }
+
+    #[test]
+    fn an_up_to_date_file_is_opened_and_read_while_another_connection_holds_the_write_lock() {
+        let db = Db::new();
+        leasefence::enqueue(&db.path, "j").unwrap();
+        let blocker = db.raw();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        // Nothing to migrate, so opening takes no write lock: a reader (`leasefence list`
+        // beside running workers) is never blocked by a writer.
+        let s = leasefence::SqliteOptions::new()
+            .busy_timeout(std::time::Duration::from_millis(100))
+            .open(&db.path)
+            .unwrap();
+        assert_eq!(
+            s.state(JobId::new("j").unwrap()).unwrap(),
+            Some(Row::fresh("j").as_state())
+        );
+        assert_eq!(s.stats(now(0.0)).unwrap().ready, 1);
+        assert_eq!(
+            leasefence::state(&db.path, "j").unwrap(),
+            Some(Row::fresh("j").as_state())
+        );
+        blocker.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "2");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! time is used only to wait (bounded) for the worker's threads to notice.
 
 use std::error::Error as StdError;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -43,6 +44,33 @@ fn worker(db: &Db, clock: &ManualClock, prefix: &str) -> WorkerBuilder<SqliteSto
 fn spawn(worker: Worker) -> (ShutdownHandle, JoinHandle<Result<WorkerStats, Error>>) {
     let handle = worker.shutdown_handle();
     (handle, std::thread::spawn(move || worker.run()))
+}
+
+/// Runs a draining worker (`.drain(true)`) to its end.
+trait RunDrained {
+    fn run_drained(self) -> WorkerStats;
+}
+
+impl RunDrained for Worker {
+    /// Fails the case if the worker has not drained within `PATIENCE` — a job handed out again
+    /// and again would otherwise keep it running forever — after shutting it down.
+    #[track_caller]
+    fn run_drained(self) -> WorkerStats {
+        let (handle, run) = spawn(self);
+        let start = Instant::now();
+        while !run.is_finished() {
+            if start.elapsed() > PATIENCE {
+                handle.shutdown();
+                let _ = run.join();
+                panic!(
+                    "the worker did not drain within {PATIENCE:?}: {:?}",
+                    handle.stats()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        run.join().unwrap().unwrap()
+    }
 }
 
 /// Waits (real time, bounded) until `cond` holds.
@@ -211,8 +239,7 @@ mod lost_lease {
                 Ok::<_, BoxError>("not written again".to_string())
             })
             .unwrap()
-            .run()
-            .unwrap();
+            .run_drained();
         assert_eq!(
             (b_stats.claimed, b_stats.completed, b_stats.stale_refused),
             (1, 1, 0)
@@ -299,6 +326,81 @@ mod lost_lease {
         );
         assert_eq!(db.row("j").unwrap(), done_row("j", "B", 2, 15.0, "B"));
         assert_eq!(ledger(&db), []);
+    }
+
+    /// A stalls past its lease and is told; B claims the job and is still working when A's
+    /// handler returns `outcome`. A's late completion or failure is refused by the fence and
+    /// leaves B's lease exactly as it was; then B finishes.
+    fn a_late_outcome_is_refused_while_the_new_holder_works(
+        outcome: Result<&'static str, &'static str>,
+    ) {
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let (told_tx, told) = channel();
+        let (go, a_gate) = Gate::new();
+        let a = worker(&db, &clock, "A")
+            .ttl(10.0)
+            .build(move |ctx| {
+                ctx.token().wait();
+                told_tx.send(ctx.is_lost()).map_err(|e| e.to_string())?;
+                a_gate.wait();
+                outcome.map(str::to_string).map_err(str::to_string)
+            })
+            .unwrap();
+        let (a_handle, a_run) = spawn(a);
+        wait_until("A's claim", || a_handle.stats().claimed == 1);
+
+        clock.set(10.0); // now == until: expired, A's next renew is refused
+        assert!(recv(&told));
+        let s = open(&db);
+        let b = s
+            .claim_next(
+                Owner::new("B").unwrap(),
+                Now::new(10.0).unwrap(),
+                Ttl::new(30.0).unwrap(),
+            )
+            .unwrap()
+            .expect("the expired job is claimable");
+        assert_eq!(b.fence, 2);
+        let b_holds = Row {
+            owner: Some("B".into()),
+            until: 40.0,
+            fence: 2,
+            ..Row::fresh("j")
+        };
+        assert_eq!(db.row("j").unwrap(), b_holds);
+
+        go.send(()).unwrap(); // A returns while B's lease is live
+        wait_until("A's refused outcome", || {
+            a_handle.stats().stale_refused == 1
+        });
+        a_handle.shutdown();
+        let a_stats = a_run.join().unwrap().unwrap();
+        assert_eq!(
+            (
+                a_stats.lost,
+                a_stats.stale_refused,
+                a_stats.completed,
+                a_stats.failed()
+            ),
+            (1, 1, 0, 0)
+        );
+        assert_eq!(db.row("j").unwrap(), b_holds, "B's lease is untouched");
+        assert_eq!(failure(&db, "j"), (None, None, 0.0));
+
+        assert!(s.complete_lease(&b, Now::new(11.0).unwrap(), "B").unwrap());
+        assert_eq!(db.row("j").unwrap(), done_row("j", "B", 2, 40.0, "B"));
+    }
+
+    #[test]
+    fn a_late_result_from_a_stalled_handler_is_refused_while_the_new_holder_works() {
+        a_late_outcome_is_refused_while_the_new_holder_works(Ok("A's late result"));
+    }
+
+    #[test]
+    fn a_late_failure_from_a_stalled_handler_is_refused_while_the_new_holder_works() {
+        a_late_outcome_is_refused_while_the_new_holder_works(Err("A's late error"));
     }
 
     #[test]
@@ -471,6 +573,7 @@ mod failures {
         let clock = ManualClock::new(0.0);
         let outcomes = Arc::new(Mutex::new(vec![]));
         let log = outcomes.clone();
+        let calls = AtomicUsize::new(0);
         let stats = worker(&db, &clock, "w")
             .drain(true)
             .backoff(Backoff {
@@ -482,10 +585,17 @@ mod failures {
             .on_outcome(move |lease, outcome| {
                 log.lock().unwrap().push((lease.fence, outcome.clone()))
             })
-            .build(|ctx| Err(format!("attempt {} failed", ctx.attempt())))
+            .build(move |ctx| {
+                // Bounded: were the job handed out beyond its three attempts, the fourth
+                // completes it, so the run ends (and the assertions below fail) instead of
+                // retrying forever.
+                if calls.fetch_add(1, Ordering::SeqCst) >= 3 {
+                    return Ok(format!("attempt {} should never have run", ctx.attempt()));
+                }
+                Err(format!("attempt {} failed", ctx.attempt()))
+            })
             .unwrap()
-            .run()
-            .unwrap();
+            .run_drained();
         assert_eq!(
             (stats.claimed, stats.retried, stats.dead, stats.completed),
             (3, 2, 1, 0)
@@ -543,8 +653,7 @@ mod failures {
                 Ok::<_, String>(format!("{} ok", ctx.job_id()))
             })
             .unwrap()
-            .run()
-            .unwrap();
+            .run_drained();
         assert_eq!(
             (stats.claimed, stats.retried, stats.completed, stats.dead),
             (3, 1, 2, 0)
@@ -575,8 +684,7 @@ mod failures {
             .drain(true)
             .build(|_ctx| Err::<String, _>(Quota(7)))
             .unwrap()
-            .run()
-            .unwrap();
+            .run_drained();
         assert_eq!(stats.dead, 1);
         assert_eq!(failure(&db, "j").0.as_deref(), Some("quota exceeded by 7"));
     }
@@ -607,8 +715,7 @@ mod scheduling {
                     Ok::<_, String>(ctx.job_id().to_uppercase())
                 })
                 .unwrap()
-                .run()
-                .unwrap()
+                .run_drained()
         };
 
         assert_eq!(run_once(&clock).completed, 3);
@@ -646,8 +753,7 @@ mod scheduling {
                 Ok::<_, String>(ctx.owner().to_string())
             })
             .unwrap()
-            .run()
-            .unwrap();
+            .run_drained();
         assert_eq!((stats.claimed, stats.completed), (40, 40));
         let mut seen = seen.lock().unwrap().clone();
         seen.sort();
@@ -799,7 +905,9 @@ mod setup {
     fn a_store_that_cannot_be_opened_fails_the_run_before_any_claim() {
         let db = Db::empty();
         let path = db.path.clone();
+        // drain: were the store opened after all, the run would end instead of running on
         let w = Worker::builder(move || SqliteOptions::new().init(false).open(&path))
+            .drain(true)
             .build(|_ctx| Ok::<_, String>(String::new()))
             .unwrap();
         let err = w.run().unwrap_err();
@@ -816,8 +924,7 @@ mod setup {
             .drain(true)
             .build(|ctx| Ok::<_, String>(ctx.owner().to_string()))
             .unwrap()
-            .run()
-            .unwrap();
+            .run_drained();
         let owner = db.row("j").unwrap().owner.unwrap();
         assert!(
             owner.ends_with(&format!("-{}-0", std::process::id())),
