@@ -210,7 +210,8 @@ mod lost_lease {
         // A stalls past its lease: the next renew is refused and A is told.
         clock.set(120.0);
         assert_eq!(recv(&told), (true, true, true));
-        assert_eq!(a_handle.stats().lost, 1);
+        // counted right after the token fired, on the heartbeat's thread
+        wait_until("the lost lease counted", || a_handle.stats().lost == 1);
         let after_loss = db.row("report").unwrap();
         assert_eq!(
             (
