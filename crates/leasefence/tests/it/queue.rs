@@ -288,6 +288,10 @@ mod claim_next {
             .claim_next(owner("w"), now(0.0), ttl(10.0))
             .unwrap()
             .unwrap();
+        assert!(
+            !a.is_last_attempt(),
+            "without a budget no attempt is the last"
+        );
         assert!(s.renew_lease(&mut a, now(5.0), ttl(10.0)).unwrap());
         assert_eq!(a.until, 15.0);
         assert_eq!(db.row("a").unwrap().until, 15.0);
@@ -576,6 +580,67 @@ mod fail {
             .map(|i| Backoff::default().delay(&format!("job{i}"), 3).to_bits())
             .collect();
         assert!(d.len() > 40, "jitter spreads jobs apart");
+    }
+
+    /// The jitter factor is derived from the job id and fence: reproducible for one lease,
+    /// spread across jobs, and within `[1 - jitter, 1 + jitter]` of the capped delay.
+    #[test]
+    fn the_jitter_is_reproducible_per_lease_and_within_its_bounds() {
+        use std::hash::{Hash, Hasher};
+        // where in [0, 1) the hash of (job id, fence) falls
+        fn unit(job_id: &str, fence: i64) -> f64 {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            (job_id, fence).hash(&mut hasher);
+            (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+        }
+        let b = Backoff {
+            base: 10.0,
+            factor: 2.0,
+            max: 1000.0,
+            jitter: 0.5,
+        };
+        let (mut low, mut high) = (0, 0);
+        for i in 0..200 {
+            let id = format!("job{i}");
+            for fence in 1..=3 {
+                let capped = 10.0 * 2f64.powi(fence as i32 - 1);
+                let d = b.delay(&id, fence);
+                assert!(
+                    d >= 0.5 * capped && d < 1.5 * capped,
+                    "{id}@{fence}: {d} for {capped}"
+                );
+                let expected = capped * (1.0 + 0.5 * (2.0 * unit(&id, fence) - 1.0));
+                assert!(
+                    (d - expected).abs() < 1e-9,
+                    "{id}@{fence}: {d} != {expected}"
+                );
+                assert_eq!(b.delay(&id, fence), d, "reproducible");
+                if d < capped {
+                    low += 1;
+                } else {
+                    high += 1;
+                }
+            }
+        }
+        assert!(
+            low > 200 && high > 200,
+            "spread both ways: {low} below, {high} above"
+        );
+        // and retry_at is the failure time plus that delay
+        let lease = Lease {
+            job_id: "job7".into(),
+            owner: "w".into(),
+            fence: 2,
+            until: 0.0,
+            payload: None,
+            priority: 0,
+            max_attempts: 0,
+            last_error: None,
+        };
+        assert_eq!(
+            b.retry_at(&lease, now(100.0)).seconds(),
+            100.0 + b.delay("job7", 2)
+        );
     }
 }
 
@@ -1021,6 +1086,7 @@ mod list_and_stats {
     fn status_names_round_trip() {
         for status in Status::ALL {
             assert_eq!(Status::parse(status.as_str()).unwrap(), status);
+            assert_eq!(status.to_string(), status.as_str());
         }
         assert_invalid(Status::parse("finished"), "status");
     }

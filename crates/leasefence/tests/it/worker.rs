@@ -8,7 +8,7 @@
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -52,25 +52,52 @@ trait RunDrained {
 }
 
 impl RunDrained for Worker {
-    /// Fails the case if the worker has not drained within `PATIENCE` — a job handed out again
-    /// and again would otherwise keep it running forever — after shutting it down.
     #[track_caller]
     fn run_drained(self) -> WorkerStats {
-        let (handle, run) = spawn(self);
-        let start = Instant::now();
-        while !run.is_finished() {
-            if start.elapsed() > PATIENCE {
-                handle.shutdown();
-                let _ = run.join();
-                panic!(
-                    "the worker did not drain within {PATIENCE:?}: {:?}",
-                    handle.stats()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        run.join().unwrap().unwrap()
+        run_to_end(self).unwrap()
     }
+}
+
+/// Runs a worker that must end by itself (it drains, or meets a fatal error) and returns what
+/// `run` returned. Fails the case if it has not ended within `PATIENCE` — a job handed out again
+/// and again would otherwise keep it running forever — after shutting it down.
+#[track_caller]
+fn run_to_end(worker: Worker) -> Result<WorkerStats, Error> {
+    let (handle, run) = spawn(worker);
+    if !ends_within(&run, PATIENCE) {
+        handle.shutdown();
+        panic!(
+            "the worker did not end by itself within {PATIENCE:?}: {:?}",
+            handle.stats()
+        );
+    }
+    run.join().unwrap()
+}
+
+/// Shuts a worker down and returns its final counters. Fails the case, instead of hanging, if
+/// `run` has not returned within twice `PATIENCE` (the shutdown deadline of `worker` is half of
+/// it).
+#[track_caller]
+fn stop(handle: &ShutdownHandle, run: JoinHandle<Result<WorkerStats, Error>>) -> WorkerStats {
+    handle.shutdown();
+    assert!(
+        ends_within(&run, 2 * PATIENCE),
+        "the worker did not stop after shutdown: {:?}",
+        handle.stats()
+    );
+    run.join().unwrap().unwrap()
+}
+
+/// Whether `run` returns within `limit` (real time).
+fn ends_within(run: &JoinHandle<Result<WorkerStats, Error>>, limit: Duration) -> bool {
+    let start = Instant::now();
+    while !run.is_finished() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
 }
 
 /// Waits (real time, bounded) until `cond` holds.
@@ -252,8 +279,7 @@ mod lost_lease {
         wait_until("A's refused completion", || {
             a_handle.stats().stale_refused == 1
         });
-        a_handle.shutdown();
-        let a_stats = a_run.join().unwrap().unwrap();
+        let a_stats = stop(&a_handle, a_run);
         assert_eq!(
             (
                 a_stats.claimed,
@@ -319,8 +345,7 @@ mod lost_lease {
 
         go.send(()).unwrap();
         assert!(!recv(&wrote));
-        a_handle.shutdown();
-        let a_stats = a_run.join().unwrap().unwrap();
+        let a_stats = stop(&a_handle, a_run);
         assert_eq!(
             (a_stats.lost, a_stats.stale_refused, a_stats.completed),
             (1, 1, 0)
@@ -376,8 +401,7 @@ mod lost_lease {
         wait_until("A's refused outcome", || {
             a_handle.stats().stale_refused == 1
         });
-        a_handle.shutdown();
-        let a_stats = a_run.join().unwrap().unwrap();
+        let a_stats = stop(&a_handle, a_run);
         assert_eq!(
             (
                 a_stats.lost,
@@ -427,8 +451,7 @@ mod lost_lease {
         wait_until("the refused completion", || {
             handle.stats().stale_refused == 1
         });
-        handle.shutdown();
-        let stats = run.join().unwrap().unwrap();
+        let stats = stop(&handle, run);
         assert_eq!((stats.lost, stats.completed, stats.renewed), (1, 0, 0));
         let row = db.row("j").unwrap();
         assert_eq!((row.result, row.done, row.fence), (None, 1, 1));
@@ -474,13 +497,278 @@ mod heartbeat {
 
         go.send(()).unwrap();
         wait_until("the completion", || handle.stats().completed == 1);
-        handle.shutdown();
-        let stats = run.join().unwrap().unwrap();
+        let stats = stop(&handle, run);
         assert_eq!((stats.renewed, stats.lost, stats.completed), (2, 0, 1));
         assert_eq!(
             db.row("long").unwrap(),
             done_row("long", "w-0", 1, 65.0, "finished at 35 with until 65")
         );
+    }
+}
+
+mod complete_with {
+    use super::*;
+
+    /// While `complete_with` holds its transaction open the heartbeat stays away from the job (a
+    /// renew would wait for the lock and then be refused: the job is done by then); when the
+    /// caller's write fails, everything is rolled back and the heartbeat takes the job up again.
+    #[test]
+    fn the_heartbeat_pauses_while_the_writes_run_and_resumes_when_they_fail() {
+        let db = Db::new();
+        db.raw()
+            .execute_batch("CREATE TABLE ledger (job TEXT, fence INTEGER, note TEXT)")
+            .unwrap();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let handler_clock = clock.clone();
+        let (failed_tx, failed) = channel();
+        let (go, g) = Gate::new();
+        let (done_tx, done) = channel();
+        let w = worker(&db, &clock, "w")
+            .ttl(30.0)
+            .build(move |ctx| {
+                // 1. The caller's write fails: nothing is stored, the lease stays current.
+                let first = ctx.complete_with("first", |conn| {
+                    conn.execute("INSERT INTO ledger VALUES ('j', 1, 'half')", [])?;
+                    Err::<(), BoxError>("downstream refused".into())
+                });
+                failed_tx.send(first.err().map(|e| e.to_string()))?;
+                g.wait(); // meanwhile the test sees the heartbeat renew again
+                // 2. A slow write, during which a renewal falls due.
+                let stored = ctx.complete_with("second", |conn| {
+                    handler_clock.set(25.0); // renewal due (every 10 s); the lease runs to 40
+                    std::thread::sleep(Duration::from_millis(100)); // the heartbeat ticks every 10 ms
+                    conn.execute(
+                        "INSERT INTO ledger VALUES (?1, ?2, 'w')",
+                        (ctx.job_id(), ctx.fence()),
+                    )?;
+                    Ok::<_, BoxError>(())
+                })?;
+                done_tx.send((stored.is_some(), ctx.is_lost(), ctx.is_cancelled()))?;
+                Ok::<_, BoxError>("not written again".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+
+        assert_eq!(recv(&failed), Some("downstream refused".to_string()));
+        let leased = Row {
+            owner: Some("w-0".into()),
+            until: 30.0,
+            fence: 1,
+            ..Row::fresh("j")
+        };
+        assert_eq!(db.row("j").unwrap(), leased);
+        assert_eq!(ledger(&db), []);
+        clock.set(10.0);
+        wait_until("the renewal after the failed write", || {
+            handle.stats().renewed == 1
+        });
+        assert_eq!(db.row("j").unwrap().until, 40.0);
+
+        go.send(()).unwrap();
+        assert_eq!(recv(&done), (true, false, false));
+        wait_until("the job to leave the worker", || {
+            handle.stats().completed == 1
+        });
+        settle();
+        let stats = stop(&handle, run);
+        assert_eq!(
+            (
+                stats.renewed,
+                stats.lost,
+                stats.completed,
+                stats.stale_refused
+            ),
+            (1, 0, 1, 0)
+        );
+        assert_eq!(
+            db.row("j").unwrap(),
+            done_row("j", "w-0", 1, 40.0, "second")
+        );
+        assert_eq!(ledger(&db), [("j".to_string(), 1, "w".to_string())]);
+    }
+}
+
+mod store_errors {
+    use super::*;
+
+    /// A worker whose stores give up on a held lock after 1 ms.
+    fn impatient(db: &Db, clock: &ManualClock) -> WorkerBuilder<SqliteStore> {
+        let path = db.path.clone();
+        Worker::builder(move || {
+            SqliteOptions::new()
+                .busy_timeout(Duration::from_millis(1))
+                .open(&path)
+        })
+        .clock(clock.clone())
+        .owner_prefix("w")
+        .poll_interval(Duration::from_millis(2))
+        .shutdown_deadline(Duration::from_secs(5))
+    }
+
+    /// What the `on_outcome` hook saw: the outcome, the error counter at that moment, and when.
+    type Seen = (JobOutcome, u64, Instant);
+
+    /// A hook reporting to `tx` through the worker's own handle, set once it is built.
+    fn report(
+        tx: Sender<Seen>,
+        handle: Arc<OnceLock<ShutdownHandle>>,
+    ) -> impl Fn(&leasefence::Lease, &JobOutcome) + Send + Sync + 'static {
+        let tx = Mutex::new(tx);
+        move |_lease, outcome| {
+            let errors = handle.get().map_or(u64::MAX, |h| h.stats().errors);
+            let _ = tx
+                .lock()
+                .unwrap()
+                .send((outcome.clone(), errors, Instant::now()));
+        }
+    }
+
+    #[test]
+    fn a_busy_database_while_claiming_is_waited_out_and_counted() {
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        let blocker = db.raw();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let w = impatient(&db, &ManualClock::new(0.0))
+            .build(|ctx| Ok::<_, String>(format!("{} done", ctx.job_id())))
+            .unwrap();
+        let (handle, run) = spawn(w);
+        wait_until("busy claims", || handle.stats().errors >= 2);
+        assert_eq!(handle.stats().claimed, 0);
+        assert!(!handle.is_shutdown(), "busy is not fatal");
+        blocker.execute_batch("ROLLBACK").unwrap();
+        wait_until("the completion", || handle.stats().completed == 1);
+        let stats = stop(&handle, run);
+        assert_eq!((stats.claimed, stats.completed), (1, 1));
+        assert!(stats.errors >= 2, "{stats:?}");
+        assert_eq!(
+            db.row("j").unwrap(),
+            done_row("j", "w-0", 1, 30.0, "j done")
+        );
+    }
+
+    #[test]
+    fn a_store_error_while_claiming_stops_the_worker_and_run_returns_it() {
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        db.raw()
+            .execute_batch(
+                "CREATE TRIGGER no_claims BEFORE UPDATE ON jobs WHEN NEW.owner IS NOT NULL \
+                 BEGIN SELECT RAISE(ABORT, 'claims refused'); END;",
+            )
+            .unwrap();
+        let w = worker(&db, &ManualClock::new(0.0), "w")
+            .build(|_ctx| Ok::<_, String>("never".into()))
+            .unwrap();
+        let handle = w.shutdown_handle();
+        let err = run_to_end(w).unwrap_err();
+        assert!(matches!(err, Error::Backend(_)), "{err:?}");
+        assert!(err.to_string().contains("claims refused"), "{err}");
+        assert!(handle.is_shutdown());
+        let stats = handle.stats();
+        assert_eq!((stats.claimed, stats.errors), (0, 1));
+        assert_eq!(db.row("j").unwrap(), Row::fresh("j"));
+    }
+
+    #[test]
+    fn a_clock_reading_that_is_not_a_number_stops_the_worker() {
+        struct Broken;
+        impl leasefence::Clock for Broken {
+            fn now(&self) -> f64 {
+                f64::NAN
+            }
+        }
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        let w = worker(&db, &ManualClock::new(0.0), "w")
+            .clock(Broken)
+            .build(|_ctx| Ok::<_, String>("never".into()))
+            .unwrap();
+        assert_invalid(run_to_end(w), "now");
+        assert_eq!(db.row("j").unwrap(), Row::fresh("j"));
+    }
+
+    /// A write that stays busy is tried again three times, 10, 20 and 30 ms apart, then given up
+    /// as a store error; the lease is left to expire.
+    #[test]
+    fn an_outcome_that_stays_busy_is_tried_three_more_times_then_given_up() {
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        let path = db.path.clone();
+        let (blocker_tx, blocker) = channel();
+        let returned_at = Arc::new(Mutex::new(None));
+        let returned = returned_at.clone();
+        let (seen_tx, seen) = channel();
+        let handle_slot: Arc<OnceLock<ShutdownHandle>> = Arc::default();
+        let w = impatient(&db, &ManualClock::new(0.0))
+            .on_outcome(report(seen_tx, handle_slot.clone()))
+            .build(move |_ctx| {
+                // Another connection takes the write lock and keeps it until the test lets go.
+                let conn = leasefence::rusqlite::Connection::open(&path)?;
+                conn.execute_batch("BEGIN IMMEDIATE")?;
+                blocker_tx.send(conn).map_err(|_| "the test is gone")?;
+                *returned.lock().unwrap() = Some(Instant::now());
+                Ok::<_, BoxError>("r".to_string())
+            })
+            .unwrap();
+        handle_slot.set(w.shutdown_handle()).unwrap();
+        let (handle, run) = spawn(w);
+        let held = recv(&blocker);
+        let (outcome, errors, at) = recv(&seen);
+        drop(held);
+        let JobOutcome::StoreError(message) = &outcome else {
+            panic!("expected a store error, got {outcome:?}")
+        };
+        assert!(message.contains("retry"), "a busy database: {message}");
+        assert_eq!(errors, 4, "three busy retries and the give-up");
+        let started = returned_at.lock().unwrap().unwrap();
+        assert!(
+            at.duration_since(started) >= Duration::from_millis(60),
+            "the retries wait 10 + 20 + 30 ms: {:?}",
+            at.duration_since(started)
+        );
+        let stats = stop(&handle, run);
+        assert_eq!((stats.completed, stats.stale_refused), (0, 0));
+        assert_eq!(
+            db.row("j").unwrap(),
+            Row {
+                owner: Some("w-0".into()),
+                until: 30.0,
+                fence: 1,
+                ..Row::fresh("j")
+            },
+            "left to expire"
+        );
+    }
+
+    #[test]
+    fn an_outcome_the_database_refuses_is_not_tried_again() {
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        db.raw()
+            .execute_batch(
+                "CREATE TRIGGER no_results BEFORE UPDATE ON jobs WHEN NEW.done = 1 \
+                 BEGIN SELECT RAISE(ABORT, 'results refused'); END;",
+            )
+            .unwrap();
+        let (seen_tx, seen) = channel();
+        let handle_slot: Arc<OnceLock<ShutdownHandle>> = Arc::default();
+        let w = impatient(&db, &ManualClock::new(0.0))
+            .drain(true)
+            .on_outcome(report(seen_tx, handle_slot.clone()))
+            .build(|_ctx| Ok::<_, String>("r".into()))
+            .unwrap();
+        handle_slot.set(w.shutdown_handle()).unwrap();
+        let stats = w.run_drained();
+        let (outcome, errors, _) = recv(&seen);
+        assert!(
+            matches!(&outcome, JobOutcome::StoreError(m) if m.contains("results refused")),
+            "{outcome:?}"
+        );
+        assert_eq!(errors, 1, "not retried");
+        assert_eq!((stats.claimed, stats.completed, stats.errors), (1, 0, 1));
+        assert_eq!(db.row("j").unwrap().result, None);
     }
 }
 
@@ -545,8 +833,7 @@ mod failures {
 
         clock.set(30.0);
         wait_until("the success", || handle.stats().completed == 1);
-        handle.shutdown();
-        let stats = run.join().unwrap().unwrap();
+        let stats = stop(&handle, run);
         assert_eq!(
             (stats.claimed, stats.retried, stats.dead, stats.completed),
             (3, 2, 0, 1)
@@ -808,8 +1095,8 @@ mod shutdown {
         first.sort();
         assert_eq!(first, ["quick", "stuck"]);
 
-        handle.shutdown(); // quick finishes inside the deadline; stuck does not
-        let stats = run.join().unwrap().unwrap();
+        // quick finishes inside the deadline; stuck does not
+        let stats = stop(&handle, run);
         assert_eq!(
             recv(&told),
             (true, false, true),
@@ -931,6 +1218,75 @@ mod setup {
             owner.ends_with(&format!("-{}-0", std::process::id())),
             "{owner}"
         );
+        // {hostname}-{pid}-{thread}: the host name as the environment or the kernel tells it
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "worker".to_owned());
+        assert_eq!(owner, format!("{host}-{}-0", std::process::id()));
+    }
+
+    #[test]
+    fn the_system_clock_reads_seconds_since_the_unix_epoch() {
+        use leasefence::{Clock, SystemClock};
+        let epoch = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        };
+        let before = epoch(std::time::SystemTime::now());
+        let read = SystemClock.now();
+        let after = epoch(std::time::SystemTime::now());
+        assert!(
+            before <= read && read <= after,
+            "{before} <= {read} <= {after}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(SystemClock.now() >= read + 0.015, "it moves with real time");
+    }
+
+    #[test]
+    fn debug_output_shows_what_matters() {
+        let db = Db::new();
+        let clock = ManualClock::new(0.0);
+        let builder = worker(&db, &clock, "dbg").concurrency(3).ttl(12.0);
+        let text = format!("{builder:?}");
+        for part in ["concurrency: 3", "ttl: 12.0", "owner_prefix: Some(\"dbg\")"] {
+            assert!(text.contains(part), "{part} in {text}");
+        }
+        let w = builder
+            .drain(true)
+            .build(|ctx| Ok::<_, String>(format!("{ctx:?}")))
+            .unwrap();
+        let text = format!("{w:?}");
+        for part in ["threads: 3", "owner_prefix: \"dbg\"", "claimed: 0"] {
+            assert!(text.contains(part), "{part} in {text}");
+        }
+        let handle = w.shutdown_handle();
+        assert!(
+            format!("{handle:?}").contains("shutdown: false"),
+            "{handle:?}"
+        );
+
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        w.run_drained();
+        let text = format!("{handle:?}");
+        for part in ["shutdown: true", "completed: 1"] {
+            assert!(text.contains(part), "{part} in {text}");
+        }
+        // the handler's context, as the handler printed it into the result
+        let context = db.row("j").unwrap().result.unwrap();
+        for part in ["JobContext", "job_id: \"j\"", "fence: 1", "lost: false"] {
+            assert!(context.contains(part), "{part} in {context}");
+        }
+
+        let token = leasefence::CancelToken::new();
+        assert_eq!(format!("{token:?}"), "CancelToken { cancelled: false }");
+        token.cancel();
+        assert_eq!(format!("{token:?}"), "CancelToken { cancelled: true }");
     }
 }
 
