@@ -14,6 +14,10 @@ pub const CATALOG: &str = "mutants/catalog.toml";
 pub struct Catalog {
     /// The contract's eight steps, in order.
     pub step: Vec<Step>,
+    /// The queue's operations beyond the eight steps (issue 4): each write path with its own
+    /// id prefix.
+    #[serde(default)]
+    pub operation: Vec<Operation>,
     /// Operating conditions the store does not guarantee.
     pub not_guaranteed: Vec<NotGuaranteed>,
     /// The mutants.
@@ -34,6 +38,22 @@ pub struct Step {
     pub rule: String,
     /// Why the tests of the earlier steps still hold once this operation exists: the invariant
     /// it preserves.
+    pub preserves: String,
+}
+
+/// A queue operation beyond the eight steps (`claim_next`, `fail`, the worker, …). Its mutants
+/// have no `step`; their ids start with its prefix.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Operation {
+    /// The operation's name (`claim_next`).
+    pub name: String,
+    /// The id prefix of its mutants (`claim_next-`).
+    pub prefix: String,
+    /// The rule, in one or two sentences.
+    pub rule: String,
+    /// Why the eight steps' tests still hold once this operation exists: the invariant of the
+    /// contract it must preserve.
     pub preserves: String,
 }
 
@@ -89,6 +109,14 @@ impl Catalog {
         toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
+    /// The queue operation whose prefix starts `id` (the longest one), if any.
+    pub fn operation_of(&self, id: &str) -> Option<&Operation> {
+        self.operation
+            .iter()
+            .filter(|o| id.starts_with(&o.prefix))
+            .max_by_key(|o| o.prefix.len())
+    }
+
     /// The step with this number.
     pub fn step(&self, number: u8) -> Option<&Step> {
         self.step.iter().find(|s| s.number == number)
@@ -127,9 +155,14 @@ impl Catalog {
                     }
                 }
                 None => {
-                    if !CROSS_CUTTING_PREFIXES.iter().any(|p| m.id.starts_with(p)) {
+                    if !CROSS_CUTTING_PREFIXES.iter().any(|p| m.id.starts_with(p))
+                        && self.operation_of(&m.id).is_none()
+                    {
+                        let operations: Vec<&str> =
+                            self.operation.iter().map(|o| o.prefix.as_str()).collect();
                         problems.push(format!(
-                            "{}: a mutant without a step must start with one of {:?}",
+                            "{}: a mutant without a step must start with a queue operation's \
+                             prefix {operations:?} or a cross-cutting one {:?}",
                             m.id, CROSS_CUTTING_PREFIXES
                         ));
                     }
@@ -160,6 +193,24 @@ impl Catalog {
                         m.id, m.file
                     )),
                 },
+            }
+        }
+        let mut prefixes = BTreeSet::new();
+        for o in &self.operation {
+            if !prefixes.insert(o.prefix.as_str()) {
+                problems.push(format!("[[operation]] {}: duplicate prefix", o.name));
+            }
+            if self.step.iter().any(|s| s.prefix == o.prefix) {
+                problems.push(format!(
+                    "[[operation]] {}: prefix `{}` is a step's",
+                    o.name, o.prefix
+                ));
+            }
+            if o.rule.trim().is_empty() || o.preserves.trim().is_empty() {
+                problems.push(format!("[[operation]] {}: empty rule or preserves", o.name));
+            }
+            if !self.mutant.iter().any(|m| m.id.starts_with(&o.prefix)) {
+                problems.push(format!("[[operation]] {}: has no mutant", o.name));
             }
         }
         for n in 1..=8 {

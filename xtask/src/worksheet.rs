@@ -49,6 +49,13 @@ pub fn check(root: &Path, catalog: &Catalog) -> Result<Vec<String>, String> {
             cell(&step.preserves),
         );
     }
+    for op in &catalog.operation {
+        expect(format!("the rule of `{}`", op.name), cell(&op.rule));
+        expect(
+            format!("the invariant of `{}`", op.name),
+            cell(&op.preserves),
+        );
+    }
     for ng in &catalog.not_guaranteed {
         expect(format!("\"{}\"", ng.condition.trim()), cell(&ng.what_to_do));
     }
@@ -104,14 +111,20 @@ pub fn render(catalog: &Catalog, results: &Results) -> String {
         w,
         &format!(
             "Last observed: **{killed} of {total}** catalog mutants killed as predicted \
-             ({} entries in all: the eight below, {} more per step, {} cross-cutting).",
+             ({} entries in all: the eight below, {} more per step, {} for the queue's \
+             operations, {} cross-cutting).",
             total,
             catalog
                 .mutant
                 .iter()
                 .filter(|m| m.step.is_some() && !m.seed)
                 .count(),
-            catalog.mutant.iter().filter(|m| m.step.is_none()).count()
+            catalog
+                .mutant
+                .iter()
+                .filter(|m| m.step.is_none() && catalog.operation_of(&m.id).is_some())
+                .count(),
+            cross_cutting(catalog).len()
         ),
     );
     line(w, "");
@@ -198,7 +211,49 @@ pub fn render(catalog: &Catalog, results: &Results) -> String {
         }
     }
 
-    let cross: Vec<&Mutant> = catalog.mutant.iter().filter(|m| m.step.is_none()).collect();
+    if !catalog.operation.is_empty() {
+        line(w, "## The queue: every new write path");
+        line(w, "");
+        line(
+            w,
+            "The queue (issue 4) adds write paths beyond the eight operations: next-job claims, \
+             fenced failure and retry, cancel, purge with a fence floor, the fence gate, \
+             completion with the caller's own writes, schema migrations, and the worker runtime \
+             that drives them. Each is checked like the eight: its guards and boundaries broken \
+             one at a time, each break predicted and observed. And each must keep the eight \
+             steps' invariants — the fence of a job only ever grows, and only the current \
+             holder's writes are stored.",
+        );
+        line(w, "");
+        for op in &catalog.operation {
+            line(w, &format!("### `{}`", op.name));
+            line(w, "");
+            line(w, &format!("**Rule.** {}", cell(&op.rule)));
+            line(w, "");
+            line(
+                w,
+                &format!(
+                    "**Why the eight steps' tests still hold.** {}",
+                    cell(&op.preserves)
+                ),
+            );
+            line(w, "");
+            let mutants: Vec<&Mutant> = catalog
+                .mutant
+                .iter()
+                .filter(|m| {
+                    m.step.is_none()
+                        && catalog
+                            .operation_of(&m.id)
+                            .is_some_and(|o| o.name == op.name)
+                })
+                .collect();
+            mutant_table(w, &mutants, results);
+            line(w, "");
+        }
+    }
+
+    let cross = cross_cutting(catalog);
     if !cross.is_empty() {
         line(w, "## Cross-cutting rules");
         line(w, "");
@@ -256,6 +311,15 @@ pub fn render(catalog: &Catalog, results: &Results) -> String {
 fn line(w: &mut String, text: &str) {
     w.push_str(text);
     w.push('\n');
+}
+
+/// The mutants of no step and no queue operation.
+fn cross_cutting(catalog: &Catalog) -> Vec<&Mutant> {
+    catalog
+        .mutant
+        .iter()
+        .filter(|m| m.step.is_none() && catalog.operation_of(&m.id).is_none())
+        .collect()
 }
 
 fn seed_of(catalog: &Catalog, step: u8) -> Option<&Mutant> {
