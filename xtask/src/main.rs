@@ -1,14 +1,17 @@
 //! Project automation for leasefence, run as `cargo xtask <command>` (see `.cargo/config.toml`).
 //!
-//! - `cargo xtask mutants [--list] [--check] [--only ID]… [--target-dir DIR] [--keep-scratch]`:
+//! - `cargo xtask mutants [--list] [--check] [--only ID]… [--target-dir DIR] [--test-threads N]
+//!   [--keep-scratch]`:
 //!   the hand-written mutation catalog `mutants/catalog.toml`, each entry applied to a scratch
 //!   copy of the tree and judged by the integration tests; a full run rewrites
 //!   `docs/worksheet.md`.
 //! - `cargo xtask worksheet [--check]`: rewrites `docs/worksheet.md` from the catalog and the
 //!   last observations, without running anything; `--check` verifies that the committed one is
 //!   in sync with the catalog.
-//! - `cargo xtask cargo-mutants [--in-diff REV] [--jobs N] [-- ARGS…]`: cargo-mutants over the
-//!   library's Rust code with `.cargo/mutants.toml`, judged by its output files.
+//! - `cargo xtask cargo-mutants [--in-diff REV | --since-base | --record-base] [--jobs N]
+//!   [-- ARGS…]`: cargo-mutants over the library's Rust code with `.cargo/mutants.toml`, judged
+//!   by its output files; `--since-base` mutates only the lines changed since the commit recorded
+//!   in `mutants/cargo-mutants.base` (the last clean full run), `--record-base` records it.
 //!
 //! Exit status: 0 all well; 1 a mutant not killed as predicted (or missed by cargo-mutants);
 //! 2 an error (catalog stale, unknown test name, failing baseline, bad usage); 130 Ctrl-C.
@@ -26,17 +29,22 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  mutants [--list] [--check] [--only ID]... [--target-dir DIR] [--keep-scratch]
+  mutants [--list] [--check] [--only ID]... [--target-dir DIR] [--test-threads N] [--keep-scratch]
       Apply every entry of mutants/catalog.toml in a scratch copy, run the tests, compare
       with the predictions. --only takes an id or a prefix ending in `*` (repeatable).
       --check only verifies that entries apply and predicted tests exist.
+      --test-threads: threads of the test binary (default 8: the tests mostly wait).
       A full run rewrites docs/worksheet.md.
   worksheet [--check]
       Rewrite docs/worksheet.md from the catalog and the last observations. --check only
       verifies that it shows every entry and prediction of the catalog, as they are now.
-  cargo-mutants [--in-diff REV] [--jobs N] [-- ARGS...]
+  cargo-mutants [--in-diff REV | --since-base | --record-base] [--jobs N] [-- ARGS...]
       Run cargo-mutants over crates/leasefence/src (config: .cargo/mutants.toml); fail on
       any missed or timed-out mutant. --in-diff REV: only lines changed since REV.
+      --since-base: only lines changed since the commit in mutants/cargo-mutants.base (the
+      last clean full run); the whole library if that commit is unknown (e.g. a shallow clone).
+      --record-base: a full run that, when clean, records HEAD in mutants/cargo-mutants.base
+      (the library and the config must be committed).
 ";
 
 fn main() -> ExitCode {
@@ -82,6 +90,13 @@ fn run(args: &[String]) -> Result<bool, String> {
                     "--target-dir" => {
                         options.target_dir = Some(value("--target-dir", rest.next())?.into())
                     }
+                    "--test-threads" => {
+                        options.test_threads = Some(
+                            value("--test-threads", rest.next())?
+                                .parse()
+                                .map_err(|e| format!("--test-threads: {e}"))?,
+                        )
+                    }
                     other => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
                 }
             }
@@ -126,6 +141,8 @@ fn run(args: &[String]) -> Result<bool, String> {
             while let Some(arg) = rest.next() {
                 match arg.as_str() {
                     "--in-diff" => options.in_diff = Some(value("--in-diff", rest.next())?),
+                    "--since-base" => options.since_base = true,
+                    "--record-base" => options.record_base = true,
                     "--jobs" => {
                         options.jobs = value("--jobs", rest.next())?
                             .parse()
