@@ -587,13 +587,68 @@ mod complete_with {
         );
         assert_eq!(ledger(&db), [("j".to_string(), 1, "w".to_string())]);
     }
+
+    /// Once `complete_with` has settled the attempt, a second call changes nothing — not even
+    /// when it fails (here: busy) — and the heartbeat stays away from the finished job.
+    #[test]
+    fn a_second_complete_with_after_the_attempt_is_settled_changes_nothing() {
+        let db = Db::new();
+        open(&db).enqueue_many(&[job("j")]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let handler_clock = clock.clone();
+        let path = db.path.clone();
+        let (seen_tx, seen) = channel();
+        let w = store_errors::impatient(&db, &clock)
+            .build(move |ctx| {
+                let first = ctx.complete_with("first", |_conn| Ok::<_, BoxError>(1))?;
+                // Another connection holds the write lock: the second call fails busy.
+                let blocker = leasefence::rusqlite::Connection::open(&path)?;
+                blocker.execute_batch("BEGIN IMMEDIATE")?;
+                let second = ctx.complete_with("second", |_conn| Ok::<_, BoxError>(2));
+                drop(blocker);
+                // A renewal falls due: the heartbeat must leave the finished job alone.
+                handler_clock.set(20.0);
+                std::thread::sleep(Duration::from_millis(100)); // the heartbeat ticks every 10 ms
+                seen_tx.send((
+                    first,
+                    second.map_err(|e| e.to_string()),
+                    ctx.is_lost(),
+                    ctx.is_cancelled(),
+                ))?;
+                Ok::<_, BoxError>("not written".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        let (first, second, lost, cancelled) = recv(&seen);
+        assert_eq!(first, Some(1));
+        assert!(
+            matches!(&second, Err(e) if e.contains("retry")),
+            "{second:?}"
+        );
+        assert_eq!((lost, cancelled), (false, false));
+        wait_until("the job to leave the worker", || {
+            handle.stats().completed == 1
+        });
+        settle();
+        let stats = stop(&handle, run);
+        assert_eq!(
+            (
+                stats.completed,
+                stats.renewed,
+                stats.lost,
+                stats.stale_refused
+            ),
+            (1, 0, 0, 0)
+        );
+        assert_eq!(db.row("j").unwrap(), done_row("j", "w-0", 1, 30.0, "first"));
+    }
 }
 
 mod store_errors {
     use super::*;
 
     /// A worker whose stores give up on a held lock after 1 ms.
-    fn impatient(db: &Db, clock: &ManualClock) -> WorkerBuilder<SqliteStore> {
+    pub(super) fn impatient(db: &Db, clock: &ManualClock) -> WorkerBuilder<SqliteStore> {
         let path = db.path.clone();
         Worker::builder(move || {
             SqliteOptions::new()
@@ -1077,7 +1132,7 @@ mod shutdown {
             .ttl(30.0)
             .shutdown_deadline(Duration::from_secs(1))
             .build(move |ctx| {
-                started_tx.send(ctx.job_id().to_string())?;
+                started_tx.send((ctx.job_id().to_string(), ctx.is_shutting_down()))?;
                 if ctx.job_id() == "quick" {
                     // In flight when shutdown begins, finished well inside the deadline.
                     while !ctx.is_shutting_down() {
@@ -1087,13 +1142,20 @@ mod shutdown {
                 }
                 let cancelled = ctx.token().wait_timeout(PATIENCE);
                 told_tx.send((cancelled, ctx.is_lost(), ctx.is_shutting_down()))?;
+                // Winding down takes a moment: run waits for it (a grace period after the
+                // deadline), so this attempt's refused completion is in the final counters.
+                std::thread::sleep(Duration::from_millis(50));
                 Ok::<_, BoxError>("too late".to_string())
             })
             .unwrap();
         let (handle, run) = spawn(w);
         let mut first = vec![recv(&started), recv(&started)];
         first.sort();
-        assert_eq!(first, ["quick", "stuck"]);
+        assert_eq!(
+            first,
+            [("quick".to_string(), false), ("stuck".to_string(), false)],
+            "both started before any shutdown"
+        );
 
         // quick finishes inside the deadline; stuck does not
         let stats = stop(&handle, run);
@@ -1151,9 +1213,62 @@ mod shutdown {
             .unwrap();
         let handle = w.shutdown_handle();
         handle.shutdown();
-        let stats = w.run().unwrap();
+        let run = std::thread::spawn(move || w.run());
+        assert!(ends_within(&run, PATIENCE), "run ignored the shutdown");
+        let stats = run.join().unwrap().unwrap();
         assert_eq!(stats, WorkerStats::default());
         assert_eq!(db.row("j").unwrap(), Row::fresh("j"));
+    }
+
+    /// `shutdown` is idempotent: the request is logged once, however often it is made.
+    #[test]
+    fn a_shutdown_request_is_logged_once() {
+        let db = Db::new();
+        let w = worker(&db, &ManualClock::new(0.0), "w")
+            .build(|_ctx| Ok::<_, String>("x".into()))
+            .unwrap();
+        let handle = w.shutdown_handle();
+        let events = Arc::new(Events::default());
+        tracing::subscriber::with_default(events.clone(), || {
+            handle.shutdown();
+            handle.shutdown();
+        });
+        assert!(handle.is_shutdown());
+        assert_eq!(events.messages(), ["shutdown requested"]);
+    }
+
+    /// A tracing subscriber that keeps the message of every event.
+    #[derive(Default)]
+    struct Events(Mutex<Vec<String>>);
+
+    impl Events {
+        fn messages(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    impl tracing::field::Visit for &Events {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.0.lock().unwrap().push(format!("{value:?}"));
+            }
+        }
+    }
+
+    impl tracing::Subscriber for Events {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            event.record(&mut &*self);
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
     }
 }
 
