@@ -94,6 +94,22 @@ fn covered_commit(root: &Path) -> Result<String, String> {
     }
 }
 
+/// Whether the library and the configuration are still exactly as in `commit` (other paths,
+/// and commits touching only them, do not matter).
+fn unchanged_since(root: &Path, commit: &str) -> Result<(), String> {
+    let mut args = vec!["diff", "--name-only", commit, "--"];
+    args.extend(COVERED);
+    let changed = git(root, &args)?;
+    let mut args = vec!["status", "--porcelain", "--untracked-files=all", "--"];
+    args.extend(COVERED);
+    let untracked = git(root, &args)?;
+    if changed.trim().is_empty() && untracked.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(format!("these changed meanwhile:\n{changed}{untracked}"))
+    }
+}
+
 /// Writes `commit` to [`BASE_FILE`], with a comment saying what it means.
 fn record_base(root: &Path, commit: &str, summary: &str) -> Result<(), String> {
     let path = root.join(BASE_FILE);
@@ -211,10 +227,9 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
     if let Some(commit) = covered {
         if !clean {
             println!("cargo-mutants: not clean; {BASE_FILE} left as it was");
-        } else if covered_commit(root)? != commit {
+        } else if let Err(why) = unchanged_since(root, &commit) {
             return Err(format!(
-                "HEAD or the library changed during the run (it started at {commit}); \
-                 {BASE_FILE} left as it was"
+                "the run started at {commit}, but {why}; {BASE_FILE} left as it was"
             ));
         } else {
             let summary = format!(
