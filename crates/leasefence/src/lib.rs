@@ -76,12 +76,19 @@ use std::path::Path;
 use std::sync::Barrier;
 
 mod error;
+/// The PostgreSQL backend; the folder is `postgres/` like `sqlite/`, the module is `pg` so that
+/// the crate root can re-export the driver as `leasefence::postgres`.
+#[cfg(feature = "postgres")]
+#[path = "postgres/mod.rs"]
+mod pg;
 mod sqlite;
 mod store;
 mod types;
 pub mod worker;
 
 pub use error::{BackendError, Error, Result};
+#[cfg(feature = "postgres")]
+pub use pg::{PgOptions, PgStore};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::Store;
 pub use types::{
@@ -95,6 +102,11 @@ pub use worker::{
 /// The SQLite driver, re-exported for [`SqliteStore::complete_with`], whose closure writes
 /// through it inside the store's transaction. Nothing else in the API exposes it.
 pub use rusqlite;
+
+/// The PostgreSQL driver, re-exported for [`PgStore::complete_with`], whose closure writes
+/// through its transaction. Nothing else in the API exposes it.
+#[cfg(feature = "postgres")]
+pub use postgres;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
