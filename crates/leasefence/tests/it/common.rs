@@ -272,6 +272,25 @@ impl PgDb {
         self.options().open(&self.url).expect("open PgStore")
     }
 
+    /// The first column of every row `sql` returns, as `i64`.
+    pub fn query_i64(&self, sql: &str) -> Vec<i64> {
+        let rows = self.raw.lock().unwrap().query(sql, &[]).expect("query");
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// The plan of `sql`, with sequential scans discouraged so that the chosen index shows on
+    /// an almost empty table.
+    pub fn explain(&self, sql: &str) -> String {
+        let mut raw = self.raw.lock().unwrap();
+        let mut tx = raw.transaction().unwrap();
+        tx.batch_execute("SET LOCAL enable_seqscan = off").unwrap();
+        let rows = tx.query(&format!("EXPLAIN {sql}"), &[]).expect("explain");
+        rows.iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     fn read(
         &self,
         sql: &str,
