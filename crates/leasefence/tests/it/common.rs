@@ -171,6 +171,10 @@ pub trait Probe {
     /// Whether the backend's text type can store a NUL byte (SQLite: yes; PostgreSQL: no, and
     /// `PgStore` refuses such a value as an invalid argument).
     fn text_holds_nul(&self) -> bool;
+    /// The queue columns of the row of `id`.
+    fn queue_row(&self, id: &str) -> QueueRow;
+    /// The highest fence admitted for `resource` by the fence gate.
+    fn fence_gate(&self, resource: &str) -> Option<i64>;
 
     /// A job leased by `owner` under `fence` until `until`, arranged directly in the store.
     fn leased(&self, id: &str, owner: &str, fence: i64, until: f64) -> Row {
@@ -208,6 +212,47 @@ impl Probe for Db {
     fn text_holds_nul(&self) -> bool {
         true
     }
+    fn queue_row(&self, id: &str) -> QueueRow {
+        self.raw()
+            .query_row(
+                "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at \
+                 FROM jobs WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok(QueueRow {
+                        payload: r.get(0)?,
+                        priority: r.get(1)?,
+                        not_before: r.get(2)?,
+                        max_attempts: r.get(3)?,
+                        error: r.get(4)?,
+                        outcome: r.get(5)?,
+                        finished_at: r.get(6)?,
+                    })
+                },
+            )
+            .unwrap()
+    }
+    fn fence_gate(&self, resource: &str) -> Option<i64> {
+        self.raw()
+            .query_row(
+                "SELECT fence FROM fence_gate WHERE resource = ?1",
+                [resource],
+                |r| r.get(0),
+            )
+            .ok()
+    }
+}
+
+/// The queue columns of one row, read independently.
+#[derive(Debug, PartialEq)]
+pub struct QueueRow {
+    pub payload: Option<Vec<u8>>,
+    pub priority: i64,
+    pub not_before: f64,
+    pub max_attempts: i64,
+    pub error: Option<String>,
+    pub outcome: Option<String>,
+    pub finished_at: Option<f64>,
 }
 
 /// The PostgreSQL database the `pg` configuration runs against: `LEASEFENCE_TEST_PG`
@@ -372,6 +417,38 @@ impl Probe for PgDb {
     }
     fn text_holds_nul(&self) -> bool {
         false
+    }
+    fn queue_row(&self, id: &str) -> QueueRow {
+        let r = self
+            .raw
+            .lock()
+            .unwrap()
+            .query_one(
+                "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at \
+                 FROM jobs WHERE id = $1",
+                &[&id],
+            )
+            .expect("queue row");
+        QueueRow {
+            payload: r.get(0),
+            priority: r.get(1),
+            not_before: r.get(2),
+            max_attempts: r.get(3),
+            error: r.get(4),
+            outcome: r.get(5),
+            finished_at: r.get(6),
+        }
+    }
+    fn fence_gate(&self, resource: &str) -> Option<i64> {
+        self.raw
+            .lock()
+            .unwrap()
+            .query_opt(
+                "SELECT fence FROM fence_gate WHERE resource = $1",
+                &[&resource],
+            )
+            .expect("fence gate")
+            .map(|r| r.get(0))
     }
 }
 
