@@ -40,6 +40,16 @@ const CANCEL: &str = include_str!("sql/cancel.sql");
 const PURGE: &str = include_str!("sql/purge.sql");
 const ADMIT: &str = include_str!("sql/admit.sql");
 const STATUS: &str = include_str!("sql/status.sql");
+/// Serialises `enqueue` and `purge` per job id (PostgreSQL-only; SQLite serialises all writers).
+/// Without it, under READ COMMITTED an enqueue whose snapshot predates a concurrent purge's
+/// commit would read no fence floor, wait for the purge to delete the old row, and insert the
+/// id from an older floor: a fence handed out again. Taking the id's lock first, in its own
+/// statement, makes the insert's snapshot see the purge's floor. Keys in a fixed order: no
+/// deadlocks between batches.
+const LOCK_IDS: &str = "SELECT pg_advisory_xact_lock(hashtext($1), k) \
+     FROM (SELECT DISTINCT hashtext(id) AS k FROM unnest($2::text[]) AS id ORDER BY 1) AS keys";
+/// The ids a purge would delete, to lock before deleting them.
+const PURGEABLE: &str = "SELECT id FROM jobs WHERE done = 1 AND finished_at < $1";
 static LIST: LazyLock<String> =
     LazyLock::new(|| include_str!("sql/list.sql").replace("{status}", STATUS));
 static STATS: LazyLock<String> =
@@ -316,6 +326,14 @@ impl PgStore {
         tx.commit().map_err(|e| self.err(e))
     }
 
+    /// Takes the transaction-scoped per-id locks of [`LOCK_IDS`].
+    fn lock_ids(&self, tx: &mut postgres::Transaction<'_>, ids: &[&str]) -> Result<()> {
+        let space = format!("leasefence.ids.{}", self.schema);
+        tx.execute(LOCK_IDS, &[&space, &ids])
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
     /// Runs one guarded write statement and reports whether it changed exactly one row.
     fn write_one(
         &self,
@@ -406,9 +424,8 @@ fn job_state(r: &postgres::Row) -> JobState {
 
 impl Store for PgStore {
     fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
-        let none: Option<&[u8]> = None;
-        let job_id = text("job_id", job_id.as_str())?;
-        self.write_one(ENQUEUE, &[&job_id, &none, &0i64, &0.0f64, &0i64])
+        let inserted = self.enqueue_many(&[NewJob::new(job_id.as_str())?])?;
+        Ok(inserted == [true])
     }
 
     fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
@@ -500,6 +517,8 @@ impl Store for PgStore {
         }
         let mut conn = self.conn()?;
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        let ids: Vec<&str> = jobs.iter().map(NewJob::id).collect();
+        self.lock_ids(&mut tx, &ids)?;
         let stmt = tx.prepare(ENQUEUE).map_err(|e| self.err(e))?;
         let mut inserted = Vec::with_capacity(jobs.len());
         for job in jobs {
@@ -590,11 +609,25 @@ impl Store for PgStore {
     }
 
     fn purge(&self, finished_before: Now) -> Result<u64> {
+        let before = finished_before.seconds();
         let mut conn = self.conn()?;
-        let deleted: i64 = conn
-            .query_one(PURGE, &[&finished_before.seconds()])
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        let ids: Vec<String> = tx
+            .query(PURGEABLE, &[&before])
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.lock_ids(&mut tx, &refs)?;
+        let deleted: i64 = tx
+            .query_one(PURGE, &[&before, &refs])
             .map_err(|e| self.err(e))?
             .get(0);
+        tx.commit().map_err(|e| self.err(e))?;
         Ok(deleted.max(0) as u64)
     }
 

@@ -301,3 +301,33 @@ fn a_row_lock_held_past_the_lock_timeout_is_busy_and_changes_nothing() {
     commit();
     assert_eq!(db.row("job").unwrap().until, 200.0);
 }
+
+#[test]
+fn a_purge_racing_an_enqueue_of_the_same_id_never_lets_a_fence_be_issued_again() {
+    // Under READ COMMITTED an enqueue whose snapshot predates the purge's commit could insert
+    // the id afresh with fence 0; the per-id lock makes it see the fence floor.
+    let Some(db) = PgDb::new() else { return };
+    let (a, b) = (db.store(), db.store());
+    let j = JobId::new("j").unwrap();
+    let w = Owner::new("w").unwrap();
+    let mut highest = 0;
+    for round in 0..150 {
+        let t = f64::from(round) * 10.0;
+        a.enqueue(j).unwrap();
+        let f = a.claim(j, w, now(t), ttl(5.0)).unwrap().unwrap();
+        assert!(f > highest, "round {round}: fence {f} after {highest}");
+        highest = f;
+        assert!(a.complete(j, w, f, now(t + 1.0), "r").unwrap());
+        let barrier = Barrier::new(2);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                barrier.wait();
+                a.purge(now(t + 2.0)).unwrap()
+            });
+            scope.spawn(|| {
+                barrier.wait();
+                b.enqueue(j).unwrap()
+            });
+        });
+    }
+}
