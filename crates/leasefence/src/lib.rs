@@ -50,6 +50,18 @@
 //! (result, or failure with backoff) only through the fence. See the [`worker`] module and the
 //! guide (`docs/guide.md`) for retries and fenced side effects.
 //!
+//! # Backends
+//!
+//! - [`SqliteStore`]: one file on one machine, WAL, `synchronous = FULL`. Always built.
+//! - `PgStore` (cargo feature `postgres`): the same [`Store`] contract on PostgreSQL, for
+//!   workers on many hosts, through a connection pool. Every guarded write is one statement
+//!   whose `WHERE` carries owner, fence, `done` and the lease check; `claim_next` takes rows
+//!   with `FOR UPDATE SKIP LOCKED`; sessions run with `synchronous_commit = on`. Tables live in
+//!   a configurable schema (default `leasefence`), created by numbered migrations under an
+//!   advisory lock. `now` is still the caller's clock on PostgreSQL (a database-clock option
+//!   is planned). PostgreSQL `text` cannot hold NUL bytes, so `PgStore` refuses ids, owners
+//!   and results containing one as invalid arguments.
+//!
 //! # Guarantees
 //!
 //! - `claim` checks and writes in one `BEGIN IMMEDIATE` transaction: of any number of
