@@ -317,6 +317,22 @@ impl PgDb {
         self.options().open(&self.url).expect("open PgStore")
     }
 
+    /// `Probe::hold`, also returning the backend pid of the holding connection.
+    pub fn hold_with_pid(&self, sql: &str) -> (i32, Box<dyn FnOnce() + Send>) {
+        let mut holder =
+            leasefence::postgres::Client::connect(&self.url, leasefence::postgres::NoTls)
+                .expect("holder connection");
+        holder
+            .batch_execute(&format!("SET search_path TO {}; BEGIN; {sql}", self.schema))
+            .expect("hold");
+        let pid: i32 = holder
+            .query_one("SELECT pg_backend_pid()", &[])
+            .expect("pid")
+            .get(0);
+        let commit = Box::new(move || holder.batch_execute("COMMIT").expect("commit"));
+        (pid, commit)
+    }
+
     /// The first column of every row `sql` returns, as `i64`.
     pub fn query_i64(&self, sql: &str) -> Vec<i64> {
         let rows = self.raw.lock().unwrap().query(sql, &[]).expect("query");
@@ -407,13 +423,7 @@ impl Probe for PgDb {
         self.raw.lock().unwrap().batch_execute(sql).expect("exec")
     }
     fn hold(&self, sql: &str) -> Box<dyn FnOnce() + Send> {
-        let mut holder =
-            leasefence::postgres::Client::connect(&self.url, leasefence::postgres::NoTls)
-                .expect("holder connection");
-        holder
-            .batch_execute(&format!("SET search_path TO {}; BEGIN; {sql}", self.schema))
-            .expect("hold");
-        Box::new(move || holder.batch_execute("COMMIT").expect("commit"))
+        self.hold_with_pid(sql).1
     }
     fn text_holds_nul(&self) -> bool {
         false

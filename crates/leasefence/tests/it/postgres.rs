@@ -331,3 +331,61 @@ fn a_purge_racing_an_enqueue_of_the_same_id_never_lets_a_fence_be_issued_again()
         });
     }
 }
+
+#[test]
+fn a_connection_killed_mid_statement_is_a_clear_error_changes_nothing_and_the_next_call_works() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db
+        .options()
+        .pool_size(1)
+        .lock_timeout(Duration::from_secs(30))
+        .open(&db.url)
+        .unwrap();
+    db.leased("job", "w", 1, 100.0);
+    let (holder, commit) = db.hold_with_pid("UPDATE jobs SET result = 'held' WHERE id = 'job'");
+    let renew = || {
+        store.renew(
+            JobId::new("job").unwrap(),
+            Owner::new("w").unwrap(),
+            1,
+            now(0.0),
+            ttl(10.0),
+        )
+    };
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(renew);
+        // the renew waits for the holder's row lock: kill its backend there
+        let mut waiter = vec![];
+        for _ in 0..200 {
+            waiter = db.query_i64(&format!(
+                "SELECT pid::bigint FROM pg_stat_activity \
+                 WHERE {holder} = ANY(pg_blocking_pids(pid))"
+            ));
+            if !waiter.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        assert_eq!(waiter.len(), 1, "the renew never waited for the lock");
+        let killed = db.query_i64(&format!(
+            "SELECT {}::bigint WHERE pg_terminate_backend({})",
+            waiter[0], waiter[0]
+        ));
+        assert_eq!(killed, [waiter[0]], "pg_terminate_backend refused");
+        let err = waiting.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::ConnectionLost { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("lost the connection to PostgreSQL"),
+            "{err}"
+        );
+        assert!(!err.is_retryable());
+    });
+    commit();
+    // no partial state: the killed renew did not extend the lease
+    let row = db.row("job").unwrap();
+    assert_eq!((row.until, row.result.as_deref()), (100.0, Some("held")));
+    // the pool replaced the dead connection: the next call succeeds
+    assert!(renew().unwrap());
+    assert_eq!(db.row("job").unwrap().until, 10.0);
+}
