@@ -58,9 +58,10 @@
 //!   whose `WHERE` carries owner, fence, `done` and the lease check; `claim_next` takes rows
 //!   with `FOR UPDATE SKIP LOCKED`; sessions run with `synchronous_commit = on`. Tables live in
 //!   a configurable schema (default `leasefence`), created by numbered migrations under an
-//!   advisory lock. `now` is still the caller's clock on PostgreSQL (a database-clock option
-//!   is planned). PostgreSQL `text` cannot hold NUL bytes, so `PgStore` refuses ids, owners
-//!   and results containing one as invalid arguments.
+//!   advisory lock. `now` is the caller's clock by default; `PgOptions::database_clock` makes
+//!   every operation read the database's clock instead, so workers on hosts whose clocks
+//!   disagree still agree on when a lease expires. PostgreSQL `text` cannot hold NUL bytes, so
+//!   `PgStore` refuses ids, owners and results containing one as invalid arguments.
 //!
 //! # Guarantees
 //!

@@ -78,6 +78,7 @@ pub struct PgOptions {
     pool_size: u32,
     connect_timeout: Duration,
     lock_timeout: Duration,
+    database_clock: bool,
 }
 
 impl Default for PgOptions {
@@ -87,6 +88,7 @@ impl Default for PgOptions {
             pool_size: 8,
             connect_timeout: Duration::from_secs(5),
             lock_timeout: Duration::from_secs(5),
+            database_clock: false,
         }
     }
 }
@@ -123,6 +125,21 @@ impl PgOptions {
     /// with [`Error::Busy`] (PostgreSQL's `lock_timeout`; default 5 s).
     pub fn lock_timeout(mut self, timeout: Duration) -> Self {
         self.lock_timeout = timeout;
+        self
+    }
+
+    /// Whether operations take `now` from the database instead of the caller (default `false`:
+    /// the caller's clock, as on SQLite).
+    ///
+    /// With the database clock, every operation that judges a lease (`claim`, `renew`,
+    /// `complete`, `claim_next`/`claim_batch`, `fail`, `cancel`, `list`, `stats`) ignores its
+    /// `now` argument and reads PostgreSQL's `extract(epoch from clock_timestamp())` — seconds
+    /// since the Unix epoch on the server's clock — at the start of the call, so workers on
+    /// hosts whose clocks disagree still agree on when a lease expires. Absolute times the
+    /// caller passes (`retry_at`, `not_before`, `purge`'s cutoff) must then be on that clock
+    /// too; [`PgStore::now`] reads it.
+    pub fn database_clock(mut self, on: bool) -> Self {
+        self.database_clock = on;
         self
     }
 
@@ -163,6 +180,7 @@ impl PgOptions {
             pool,
             schema: schema.to_owned(),
             target,
+            database_clock: self.database_clock,
         };
         store.migrate()?;
         Ok(store)
@@ -200,6 +218,7 @@ pub struct PgStore {
     pool: Pool<Manager>,
     schema: String,
     target: String,
+    database_clock: bool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -207,6 +226,7 @@ impl std::fmt::Debug for PgStore {
         f.debug_struct("PgStore")
             .field("target", &self.target)
             .field("schema", &self.schema)
+            .field("database_clock", &self.database_clock)
             .finish_non_exhaustive()
     }
 }
@@ -224,6 +244,35 @@ impl PgStore {
     /// The schema that holds this store's tables.
     pub fn schema(&self) -> &str {
         &self.schema
+    }
+
+    /// The database's clock: `extract(epoch from clock_timestamp())`, seconds since the Unix
+    /// epoch on the server. The clock every operation uses when the store was opened with
+    /// [`PgOptions::database_clock`].
+    ///
+    /// # Errors
+    /// Connection or backend failures.
+    pub fn now(&self) -> Result<Now> {
+        let mut conn = self.conn()?;
+        let seconds: f64 = conn
+            .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+            .map_err(|e| self.err(e))?
+            .get(0);
+        Now::new(seconds)
+    }
+
+    /// Whether operations read `now` from the database (see [`PgOptions::database_clock`]).
+    pub fn uses_database_clock(&self) -> bool {
+        self.database_clock
+    }
+
+    /// The clock reading an operation judges by: the caller's, or the database's.
+    fn clock(&self, given: Now) -> Result<Now> {
+        if self.database_clock {
+            self.now()
+        } else {
+            Ok(given)
+        }
     }
 
     /// Completes `lease` and runs the caller's own writes in the **same transaction** as the
@@ -251,6 +300,7 @@ impl PgStore {
         E: From<Error>,
     {
         text("result", result)?;
+        let now = self.clock(now)?;
         let mut conn = self.conn()?;
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
         let changed = tx
@@ -324,6 +374,28 @@ impl PgStore {
             .map_err(|e| self.err(e))?;
         }
         tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// `renew` at a clock reading already resolved by [`PgStore::clock`].
+    fn renew_at(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<bool> {
+        let until = ttl.until(now)?;
+        self.write_one(
+            RENEW,
+            &[
+                &text("job_id", job_id.as_str())?,
+                &text("owner", owner.as_str())?,
+                &fence,
+                &now.seconds(),
+                &until,
+            ],
+        )
     }
 
     /// Takes the transaction-scoped per-id locks of [`LOCK_IDS`].
@@ -443,6 +515,7 @@ impl Store for PgStore {
         now: Now,
         ttl: Ttl,
     ) -> Result<Option<Fence>> {
+        let now = self.clock(now)?;
         let until = ttl.until(now)?;
         let mut conn = self.conn()?;
         let row = conn
@@ -467,17 +540,8 @@ impl Store for PgStore {
         now: Now,
         ttl: Ttl,
     ) -> Result<bool> {
-        let until = ttl.until(now)?;
-        self.write_one(
-            RENEW,
-            &[
-                &text("job_id", job_id.as_str())?,
-                &text("owner", owner.as_str())?,
-                &fence,
-                &now.seconds(),
-                &until,
-            ],
-        )
+        let now = self.clock(now)?;
+        self.renew_at(job_id, owner, fence, now, ttl)
     }
 
     fn complete(
@@ -488,6 +552,7 @@ impl Store for PgStore {
         now: Now,
         result: &str,
     ) -> Result<bool> {
+        let now = self.clock(now)?;
         self.write_one(
             COMPLETE,
             &[
@@ -542,6 +607,7 @@ impl Store for PgStore {
 
     fn claim_batch(&self, owner: Owner<'_>, now: Now, ttl: Ttl, n: usize) -> Result<Vec<Lease>> {
         let n = batch_size(n)?;
+        let now = self.clock(now)?;
         let until = ttl.until(now)?;
         let limit = i64::try_from(n).unwrap_or(i64::MAX);
         text("owner", owner.as_str())?;
@@ -585,6 +651,7 @@ impl Store for PgStore {
         error: &str,
         retry_at: Option<Now>,
     ) -> Result<Option<Failed>> {
+        let now = self.clock(now)?;
         let retry_at = retry_at.unwrap_or_else(|| Backoff::default().retry_at(lease, now));
         let (now, at) = (now.seconds(), retry_at.seconds());
         text("error", error)?;
@@ -605,6 +672,7 @@ impl Store for PgStore {
     }
 
     fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
+        let now = self.clock(now)?;
         self.write_one(CANCEL, &[&text("job_id", job_id.as_str())?, &now.seconds()])
     }
 
@@ -633,6 +701,7 @@ impl Store for PgStore {
 
     fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let now = self.clock(now)?;
         let mut conn = self.conn()?;
         let rows = conn
             .query(
@@ -657,6 +726,7 @@ impl Store for PgStore {
     }
 
     fn stats(&self, now: Now) -> Result<Stats> {
+        let now = self.clock(now)?;
         let mut conn = self.conn()?;
         let rows = conn
             .query(STATS.as_str(), &[&now.seconds()])
@@ -667,6 +737,17 @@ impl Store for PgStore {
             *stats.slot(status) += r.get::<_, i64>(1).max(0) as u64;
         }
         Ok(stats)
+    }
+
+    /// As the trait's, but `lease.until` is computed from the clock the renew was judged by
+    /// (the database's, with [`PgOptions::database_clock`]).
+    fn renew_lease(&self, lease: &mut Lease, now: Now, ttl: Ttl) -> Result<bool> {
+        let now = self.clock(now)?;
+        let renewed = self.renew_at(lease.job(), lease.holder(), lease.fence, now, ttl)?;
+        if renewed {
+            lease.until = ttl.until(now)?;
+        }
+        Ok(renewed)
     }
 
     fn admit(&self, resource_name: &str, fence: Fence) -> Result<bool> {

@@ -389,3 +389,72 @@ fn a_connection_killed_mid_statement_is_a_clear_error_changes_nothing_and_the_ne
     assert!(renew().unwrap());
     assert_eq!(db.row("job").unwrap().until, 10.0);
 }
+
+#[test]
+fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_lease() {
+    let Some(db) = PgDb::new() else { return };
+    let behind = db.options().database_clock(true).open(&db.url).unwrap();
+    let ahead = db.options().database_clock(true).open(&db.url).unwrap();
+    assert!(behind.uses_database_clock() && !db.store().uses_database_clock());
+    let (j, a, b) = (
+        JobId::new("job").unwrap(),
+        Owner::new("A").unwrap(),
+        Owner::new("B").unwrap(),
+    );
+    behind.enqueue(j).unwrap();
+    let real = behind.now().unwrap().seconds();
+    // A's local clock runs 1000 s behind, B's 1000 s ahead: far more than the 30 s ttl.
+    let fence = behind
+        .claim(j, a, now(real - 1000.0), ttl(30.0))
+        .unwrap()
+        .unwrap();
+    let until = db.row("job").unwrap().until;
+    assert!(
+        until >= real + 30.0 && until < real + 40.0,
+        "{until} vs {real}"
+    );
+    assert_eq!(
+        ahead.claim(j, b, now(real + 1000.0), ttl(30.0)).unwrap(),
+        None
+    );
+    assert!(
+        behind
+            .renew(j, a, fence, now(real - 1000.0), ttl(30.0))
+            .unwrap()
+    );
+    assert!(
+        behind
+            .complete(j, a, fence, now(real - 1000.0), "A's")
+            .unwrap()
+    );
+    assert_eq!(db.row("job").unwrap().result.as_deref(), Some("A's"));
+
+    // The contrast: on the callers' clocks, B's fast clock takes A's live lease.
+    let caller = db.store();
+    caller.enqueue(JobId::new("other").unwrap()).unwrap();
+    let o = JobId::new("other").unwrap();
+    caller
+        .claim(o, a, now(real - 1000.0), ttl(30.0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        caller.claim(o, b, now(real + 1000.0), ttl(30.0)).unwrap(),
+        Some(2)
+    );
+
+    // Leases handed out and renewed on the database clock carry the stored `until`.
+    behind
+        .enqueue_many(&[NewJob::new("queued").unwrap()])
+        .unwrap();
+    let mut lease = behind.claim_next(a, now(0.0), ttl(60.0)).unwrap().unwrap();
+    assert_eq!(db.row("queued").unwrap().until, lease.until);
+    assert!(lease.until >= real + 60.0, "{lease:?}");
+    let first = lease.until;
+    assert!(
+        behind
+            .renew_lease(&mut lease, now(0.0), ttl(120.0))
+            .unwrap()
+    );
+    assert_eq!(db.row("queued").unwrap().until, lease.until);
+    assert!(lease.until > first);
+}
