@@ -458,3 +458,34 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
     assert_eq!(db.row("queued").unwrap().until, lease.until);
     assert!(lease.until > first);
 }
+
+#[test]
+fn the_worker_runtime_drains_a_postgresql_queue() {
+    let Some(db) = PgDb::new() else { return };
+    let jobs: Vec<NewJob> = (0..40)
+        .map(|i| NewJob::new(format!("job-{i:02}")).unwrap())
+        .collect();
+    db.store().enqueue_many(&jobs).unwrap();
+    let options = db.options().pool_size(1);
+    let url = db.url.clone();
+    let stats = leasefence::Worker::builder(move || options.open(&url))
+        .concurrency(4)
+        .ttl(30.0)
+        .poll_interval(Duration::from_millis(20))
+        .drain(true)
+        .build(|ctx| Ok::<_, String>(format!("{} by {}", ctx.job_id(), ctx.owner())))
+        .unwrap()
+        .run()
+        .unwrap();
+    assert_eq!(
+        (stats.claimed, stats.completed, stats.failed()),
+        (40, 40, 0)
+    );
+    let rows = db.rows();
+    assert_eq!(rows.len(), 40);
+    for row in rows {
+        assert_eq!((row.done, row.fence), (1, 1), "{row:?}");
+        let owner = row.owner.unwrap();
+        assert_eq!(row.result, Some(format!("{} by {owner}", row.id)));
+    }
+}
