@@ -396,6 +396,13 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
     let behind = db.options().database_clock(true).open(&db.url).unwrap();
     let ahead = db.options().database_clock(true).open(&db.url).unwrap();
     assert!(behind.uses_database_clock() && !db.store().uses_database_clock());
+    let debug = format!("{behind:?}");
+    assert!(
+        debug.starts_with("PgStore")
+            && debug.contains(&db.schema)
+            && debug.contains("database_clock: true"),
+        "{debug}"
+    );
     let (j, a, b) = (
         JobId::new("job").unwrap(),
         Owner::new("A").unwrap(),
