@@ -104,6 +104,15 @@ fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
     let Some(db) = PgDb::new() else { return };
     // a second, brand-new schema, initialised by eight stores at once
     let schema = format!("{}_x", db.schema);
+    // dropped even when an assertion below fails
+    struct DropSchema<'a>(&'a PgDb, String);
+    impl Drop for DropSchema<'_> {
+        fn drop(&mut self) {
+            self.0
+                .exec(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.1));
+        }
+    }
+    let _cleanup = DropSchema(&db, schema.clone());
     let barrier = Barrier::new(8);
     let opened: Vec<Result<PgStore, Error>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..8)
@@ -117,7 +126,6 @@ fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let drop_schema = format!("DROP SCHEMA {schema} CASCADE");
     for store in &opened {
         assert!(store.is_ok(), "{store:?}");
     }
@@ -146,7 +154,6 @@ fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
             .fence,
         1
     );
-    db.exec(&drop_schema);
 }
 
 #[test]
