@@ -61,6 +61,30 @@ pub enum Error {
         source: BackendError,
     },
 
+    /// No connection to the PostgreSQL server could be made within the connect timeout
+    /// (server down, wrong host or credentials, pool exhausted). Nothing was read or written.
+    #[error("cannot connect to PostgreSQL ({target})")]
+    CannotConnect {
+        /// Where the store connects to: host, port, user and database (never the password).
+        target: String,
+        /// Why the connection failed.
+        #[source]
+        source: BackendError,
+    },
+
+    /// The connection to the PostgreSQL server broke during the call (server restart,
+    /// `pg_terminate_backend`, network failure). A transaction left open was rolled back by
+    /// the server; a single statement whose commit was under way may or may not have taken
+    /// effect, so read the state before repeating a write. The next call gets a new connection.
+    #[error("lost the connection to PostgreSQL ({target})")]
+    ConnectionLost {
+        /// Where the store connects to: host, port, user and database (never the password).
+        target: String,
+        /// What the driver reported.
+        #[source]
+        source: BackendError,
+    },
+
     /// Any other failure reported by the database engine (disk full, read-only file, I/O error,
     /// corruption, …).
     #[error(transparent)]

@@ -50,6 +50,19 @@
 //! (result, or failure with backoff) only through the fence. See the [`worker`] module and the
 //! guide (`docs/guide.md`) for retries and fenced side effects.
 //!
+//! # Backends
+//!
+//! - [`SqliteStore`]: one file on one machine, WAL, `synchronous = FULL`. Always built.
+//! - `PgStore` (cargo feature `postgres`): the same [`Store`] contract on PostgreSQL, for
+//!   workers on many hosts, through a connection pool. Every guarded write is one statement
+//!   whose `WHERE` carries owner, fence, `done` and the lease check; `claim_next` takes rows
+//!   with `FOR UPDATE SKIP LOCKED`; sessions run with `synchronous_commit = on`. Tables live in
+//!   a configurable schema (default `leasefence`), created by numbered migrations under an
+//!   advisory lock. `now` is the caller's clock by default; `PgOptions::database_clock` makes
+//!   every operation read the database's clock instead, so workers on hosts whose clocks
+//!   disagree still agree on when a lease expires. PostgreSQL `text` cannot hold NUL bytes, so
+//!   `PgStore` refuses ids, owners and results containing one as invalid arguments.
+//!
 //! # Guarantees
 //!
 //! - `claim` checks and writes in one `BEGIN IMMEDIATE` transaction: of any number of
@@ -76,12 +89,19 @@ use std::path::Path;
 use std::sync::Barrier;
 
 mod error;
+/// The PostgreSQL backend; the folder is `postgres/` like `sqlite/`, the module is `pg` so that
+/// the crate root can re-export the driver as `leasefence::postgres`.
+#[cfg(feature = "postgres")]
+#[path = "postgres/mod.rs"]
+mod pg;
 mod sqlite;
 mod store;
 mod types;
 pub mod worker;
 
 pub use error::{BackendError, Error, Result};
+#[cfg(feature = "postgres")]
+pub use pg::{PgOptions, PgStore};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::Store;
 pub use types::{
@@ -95,6 +115,11 @@ pub use worker::{
 /// The SQLite driver, re-exported for [`SqliteStore::complete_with`], whose closure writes
 /// through it inside the store's transaction. Nothing else in the API exposes it.
 pub use rusqlite;
+
+/// The PostgreSQL driver, re-exported for [`PgStore::complete_with`], whose closure writes
+/// through its transaction. Nothing else in the API exposes it.
+#[cfg(feature = "postgres")]
+pub use postgres;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

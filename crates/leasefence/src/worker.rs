@@ -1332,8 +1332,9 @@ fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
             Ok(false) => {
                 beat.phase = Phase::Lost;
                 job.lost.store(true, Ordering::SeqCst);
-                job.token.cancel();
+                // Count before cancelling: whoever the token wakes must see the loss counted.
                 bump(&shared.counters.lost);
+                job.token.cancel();
                 tracing::warn!(
                     job_id = %lease.job_id, fence = lease.fence, owner = %lease.owner, now,
                     until = beat.until,

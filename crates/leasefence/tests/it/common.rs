@@ -1,10 +1,13 @@
-//! Fixtures shared by every test: a fresh database per test, an independent reader of the
-//! stored rows, and one `Api` over which each contract case runs per configuration.
+//! Fixtures shared by every test: a fresh database per test (an SQLite file, or a PostgreSQL
+//! schema), an independent reader of the stored rows (`Probe`), and one `Api` over which each
+//! contract case runs per configuration.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use leasefence::{Error, JobId, JobState, Now, Owner, SqliteStore, Store, Ttl};
+use leasefence::{Error, JobId, JobState, Now, Owner, PgOptions, PgStore, Store, Ttl};
 use rusqlite::{Connection, OpenFlags, params};
 
 /// A stored row, read straight from the file by a connection the code under test never saw.
@@ -151,6 +154,331 @@ impl Db {
     }
 }
 
+/// The stored state of one backend, read and arranged through a connection of its own that the
+/// code under test never saw. One contract case body runs against every backend through this.
+pub trait Probe {
+    /// The stored row of `id`.
+    fn row(&self, id: &str) -> Option<Row>;
+    /// Every stored row, ordered by id: the whole observable state.
+    fn rows(&self) -> Vec<Row>;
+    /// Writes a row exactly as given (insert or overwrite), bypassing the code under test.
+    fn put(&self, row: &Row);
+    /// Runs SQL that both dialects understand (e.g. a `DELETE`), bypassing the code under test.
+    fn exec(&self, sql: &str);
+    /// Opens a write transaction on another connection, runs `sql` in it and keeps it open;
+    /// the returned function commits it.
+    fn hold(&self, sql: &str) -> Box<dyn FnOnce() + Send>;
+    /// Whether the backend's text type can store a NUL byte (SQLite: yes; PostgreSQL: no, and
+    /// `PgStore` refuses such a value as an invalid argument).
+    fn text_holds_nul(&self) -> bool;
+    /// The queue columns of the row of `id`.
+    fn queue_row(&self, id: &str) -> QueueRow;
+    /// The highest fence admitted for `resource` by the fence gate.
+    fn fence_gate(&self, resource: &str) -> Option<i64>;
+    /// The fence floor kept for a purged `id`: the highest fence ever handed out for it.
+    fn fence_floor(&self, id: &str) -> Option<i64>;
+
+    /// A job leased by `owner` under `fence` until `until`, arranged directly in the store.
+    fn leased(&self, id: &str, owner: &str, fence: i64, until: f64) -> Row {
+        let row = Row {
+            owner: Some(owner.into()),
+            until,
+            fence,
+            ..Row::fresh(id)
+        };
+        self.put(&row);
+        row
+    }
+}
+
+impl Probe for Db {
+    fn row(&self, id: &str) -> Option<Row> {
+        Db::row(self, id)
+    }
+    fn rows(&self) -> Vec<Row> {
+        Db::rows(self)
+    }
+    fn put(&self, row: &Row) {
+        Db::put(self, row)
+    }
+    fn exec(&self, sql: &str) {
+        self.raw().execute_batch(sql).expect("exec")
+    }
+    fn hold(&self, sql: &str) -> Box<dyn FnOnce() + Send> {
+        let holder = self.raw();
+        holder
+            .execute_batch(&format!("BEGIN IMMEDIATE; {sql}"))
+            .expect("hold");
+        Box::new(move || holder.execute_batch("COMMIT").expect("commit"))
+    }
+    fn text_holds_nul(&self) -> bool {
+        true
+    }
+    fn queue_row(&self, id: &str) -> QueueRow {
+        self.raw()
+            .query_row(
+                "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at \
+                 FROM jobs WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok(QueueRow {
+                        payload: r.get(0)?,
+                        priority: r.get(1)?,
+                        not_before: r.get(2)?,
+                        max_attempts: r.get(3)?,
+                        error: r.get(4)?,
+                        outcome: r.get(5)?,
+                        finished_at: r.get(6)?,
+                    })
+                },
+            )
+            .unwrap()
+    }
+    fn fence_gate(&self, resource: &str) -> Option<i64> {
+        self.raw()
+            .query_row(
+                "SELECT fence FROM fence_gate WHERE resource = ?1",
+                [resource],
+                |r| r.get(0),
+            )
+            .ok()
+    }
+    fn fence_floor(&self, id: &str) -> Option<i64> {
+        self.raw()
+            .query_row("SELECT fence FROM fence_floor WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .ok()
+    }
+}
+
+/// The queue columns of one row, read independently.
+#[derive(Debug, PartialEq)]
+pub struct QueueRow {
+    pub payload: Option<Vec<u8>>,
+    pub priority: i64,
+    pub not_before: f64,
+    pub max_attempts: i64,
+    pub error: Option<String>,
+    pub outcome: Option<String>,
+    pub finished_at: Option<f64>,
+}
+
+/// The PostgreSQL database the `pg` configuration runs against: `LEASEFENCE_TEST_PG`
+/// (`host=127.0.0.1 user=postgres dbname=test`, or a `postgres://` URL). Unset, the pg cases
+/// print why and pass without running — except in CI (`CI` set), where that is a failure.
+pub fn pg_url() -> Option<String> {
+    match std::env::var("LEASEFENCE_TEST_PG") {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "CI is set but LEASEFENCE_TEST_PG is not: the PostgreSQL cases must run in CI, \
+             never skip (e.g. LEASEFENCE_TEST_PG='host=127.0.0.1 user=postgres dbname=test')"
+        ),
+        _ => {
+            eprintln!("skipped: LEASEFENCE_TEST_PG is not set, so the PostgreSQL case did not run");
+            None
+        }
+    }
+}
+
+/// A fresh, uniquely named schema in the test database, dropped afterwards; the PostgreSQL
+/// counterpart of `Db`. `raw` is an independent connection.
+pub struct PgDb {
+    pub url: String,
+    pub schema: String,
+    raw: Mutex<leasefence::postgres::Client>,
+}
+
+impl PgDb {
+    /// A fresh initialised schema, or `None` (with the reason printed) when no database is
+    /// configured. A configured database that cannot be reached is a failure, never a skip.
+    pub fn new() -> Option<PgDb> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let url = pg_url()?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let schema = format!(
+            "lf_test_{}_{}_{nanos}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let raw = leasefence::postgres::Client::connect(&url, leasefence::postgres::NoTls)
+            .unwrap_or_else(|e| panic!("LEASEFENCE_TEST_PG={url:?} is set but unreachable: {e}"));
+        let db = PgDb {
+            url,
+            schema,
+            raw: Mutex::new(raw),
+        };
+        drop(db.store());
+        db.exec(&format!("SET search_path TO {}", db.schema));
+        Some(db)
+    }
+
+    /// Options for a store on this schema.
+    pub fn options(&self) -> PgOptions {
+        PgOptions::new().schema(&self.schema).pool_size(4)
+    }
+
+    /// A store on this schema.
+    pub fn store(&self) -> PgStore {
+        self.options().open(&self.url).expect("open PgStore")
+    }
+
+    /// `Probe::hold`, also returning the backend pid of the holding connection.
+    pub fn hold_with_pid(&self, sql: &str) -> (i32, Box<dyn FnOnce() + Send>) {
+        let mut holder =
+            leasefence::postgres::Client::connect(&self.url, leasefence::postgres::NoTls)
+                .expect("holder connection");
+        holder
+            .batch_execute(&format!("SET search_path TO {}; BEGIN; {sql}", self.schema))
+            .expect("hold");
+        let pid: i32 = holder
+            .query_one("SELECT pg_backend_pid()", &[])
+            .expect("pid")
+            .get(0);
+        let commit = Box::new(move || holder.batch_execute("COMMIT").expect("commit"));
+        (pid, commit)
+    }
+
+    /// The first column of every row `sql` returns, as `i64`.
+    pub fn query_i64(&self, sql: &str) -> Vec<i64> {
+        let rows = self.raw.lock().unwrap().query(sql, &[]).expect("query");
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// The plan of `sql`, with sequential scans discouraged so that the chosen index shows on
+    /// an almost empty table.
+    pub fn explain(&self, sql: &str) -> String {
+        let mut raw = self.raw.lock().unwrap();
+        let mut tx = raw.transaction().unwrap();
+        tx.batch_execute("SET LOCAL enable_seqscan = off").unwrap();
+        let rows = tx.query(&format!("EXPLAIN {sql}"), &[]).expect("explain");
+        rows.iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn read(
+        &self,
+        sql: &str,
+        params: &[&(dyn leasefence::postgres::types::ToSql + Sync)],
+    ) -> Vec<Row> {
+        let rows = self
+            .raw
+            .lock()
+            .unwrap()
+            .query(sql, params)
+            .expect("read rows");
+        rows.iter()
+            .map(|r| Row {
+                id: r.get(0),
+                owner: r.get(1),
+                until: r.get(2),
+                fence: r.get(3),
+                result: r.get(4),
+                done: i64::from(r.get::<_, i32>(5)),
+            })
+            .collect()
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        if let Ok(mut raw) = self.raw.lock() {
+            let _ = raw.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
+        }
+    }
+}
+
+impl Probe for PgDb {
+    fn row(&self, id: &str) -> Option<Row> {
+        self.read(
+            "SELECT id, owner, until, fence, result, done FROM jobs WHERE id = $1",
+            &[&id],
+        )
+        .pop()
+    }
+    fn rows(&self) -> Vec<Row> {
+        self.read(
+            "SELECT id, owner, until, fence, result, done FROM jobs ORDER BY id COLLATE \"C\"",
+            &[],
+        )
+    }
+    fn put(&self, row: &Row) {
+        let done = i32::try_from(row.done).unwrap();
+        self.raw
+            .lock()
+            .unwrap()
+            .execute(
+                "INSERT INTO jobs (id, owner, until, fence, result, done) \
+                 VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (id) DO UPDATE SET owner = $2, until = $3, fence = $4, \
+                 result = $5, done = $6",
+                &[
+                    &row.id,
+                    &row.owner,
+                    &row.until,
+                    &row.fence,
+                    &row.result,
+                    &done,
+                ],
+            )
+            .expect("arrange row");
+    }
+    fn exec(&self, sql: &str) {
+        self.raw.lock().unwrap().batch_execute(sql).expect("exec")
+    }
+    fn hold(&self, sql: &str) -> Box<dyn FnOnce() + Send> {
+        self.hold_with_pid(sql).1
+    }
+    fn text_holds_nul(&self) -> bool {
+        false
+    }
+    fn queue_row(&self, id: &str) -> QueueRow {
+        let r = self
+            .raw
+            .lock()
+            .unwrap()
+            .query_one(
+                "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at \
+                 FROM jobs WHERE id = $1",
+                &[&id],
+            )
+            .expect("queue row");
+        QueueRow {
+            payload: r.get(0),
+            priority: r.get(1),
+            not_before: r.get(2),
+            max_attempts: r.get(3),
+            error: r.get(4),
+            outcome: r.get(5),
+            finished_at: r.get(6),
+        }
+    }
+    fn fence_gate(&self, resource: &str) -> Option<i64> {
+        self.raw
+            .lock()
+            .unwrap()
+            .query_opt(
+                "SELECT fence FROM fence_gate WHERE resource = $1",
+                &[&resource],
+            )
+            .expect("fence gate")
+            .map(|r| r.get(0))
+    }
+    fn fence_floor(&self, id: &str) -> Option<i64> {
+        self.raw
+            .lock()
+            .unwrap()
+            .query_opt("SELECT fence FROM fence_floor WHERE id = $1", &[&id])
+            .expect("fence floor")
+            .map(|r| r.get(0))
+    }
+}
+
 /// Runs the stock `sqlite3` shell on `path` and returns its standard output.
 pub fn sqlite3(path: &Path, sql: &str) -> String {
     let out = Command::new("sqlite3")
@@ -232,10 +560,11 @@ impl Api for Seed {
     }
 }
 
-/// A kept `SqliteStore` (one connection, cached statements), as a long-running worker uses it.
-pub struct Kept(pub SqliteStore);
+/// A kept store — an `SqliteStore` (one connection, cached statements) or a `PgStore` (a
+/// pool) — as a long-running worker uses it.
+pub struct Kept<S: Store>(pub S);
 
-impl Api for Kept {
+impl<S: Store> Api for Kept<S> {
     fn enqueue(&self, id: &str) -> Result<bool, Error> {
         self.0.enqueue(JobId::new(id)?)
     }
@@ -281,13 +610,49 @@ impl Api for Kept {
 }
 
 /// Defines a contract case once and runs it per configuration: `seed` (free functions, a
-/// connection per call) and `kept` (one `SqliteStore` kept across calls).
+/// connection per call), `kept` (one `SqliteStore` kept across calls) and `pg` (one `PgStore`
+/// on a fresh schema; skipped with a printed reason when `LEASEFENCE_TEST_PG` is unset, a
+/// failure in CI). The body sees the stored state only through `Probe`.
+///
+/// A case that needs SQLite itself (its file, a trigger) is marked `sqlite_only`; its body
+/// gets the `Db` and runs as `seed` and `kept`.
 ///
 /// ```ignore
 /// contract!(fn refuses_a_stale_fence(api, db) { ... });
+/// contract!(sqlite_only fn rolls_back_on_a_trigger_error(api, db) { ... });
 /// ```
 macro_rules! contract {
     ($(#[$meta:meta])* fn $name:ident($api:ident, $db:ident) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[allow(unused_imports)]
+            use crate::common::*;
+
+            fn case($api: &dyn Api, $db: &dyn Probe) $body
+
+            #[test]
+            fn seed() {
+                let db = Db::new();
+                case(&Seed(db.path.clone()), &db);
+            }
+
+            #[test]
+            fn kept() {
+                let db = Db::new();
+                let store = leasefence::SqliteStore::open(&db.path).expect("open store");
+                case(&Kept(store), &db);
+            }
+
+            #[test]
+            fn pg() {
+                let Some(db) = PgDb::new() else { return };
+                case(&Kept(db.store()), &db);
+            }
+        }
+    };
+    (sqlite_only $(#[$meta:meta])* fn $name:ident($api:ident, $db:ident) $body:block) => {
         $(#[$meta])*
         mod $name {
             #[allow(unused_imports)]

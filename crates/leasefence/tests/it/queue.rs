@@ -29,78 +29,72 @@ fn ids(leases: &[Lease]) -> Vec<&str> {
     leases.iter().map(|l| l.job_id.as_str()).collect()
 }
 
-/// The queue columns of one row, read independently.
-#[derive(Debug, PartialEq)]
-struct QueueRow {
-    payload: Option<Vec<u8>>,
-    priority: i64,
-    not_before: f64,
-    max_attempts: i64,
-    error: Option<String>,
-    outcome: Option<String>,
-    finished_at: Option<f64>,
-}
+/// Defines a queue case once and runs it on both backends: `sqlite` (the seed's free functions
+/// as `api`, a kept `SqliteStore` as `s`) and `pg` (a `PgStore` on a fresh schema as both;
+/// skipped with a printed reason without `LEASEFENCE_TEST_PG`, a failure in CI).
+macro_rules! queue_case {
+    (fn $name:ident($api:ident, $db:ident, $s:ident) $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
 
-fn queue_row(db: &Db, id: &str) -> QueueRow {
-    db.raw()
-        .query_row(
-            "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at \
-             FROM jobs WHERE id = ?1",
-            [id],
-            |r| {
-                Ok(QueueRow {
-                    payload: r.get(0)?,
-                    priority: r.get(1)?,
-                    not_before: r.get(2)?,
-                    max_attempts: r.get(3)?,
-                    error: r.get(4)?,
-                    outcome: r.get(5)?,
-                    finished_at: r.get(6)?,
-                })
-            },
-        )
-        .unwrap()
+            #[allow(unused_variables)]
+            fn case($api: &dyn Api, $db: &dyn Probe, $s: &dyn Store) $body
+
+            #[test]
+            fn sqlite() {
+                let db = Db::new();
+                let s = open(&db);
+                case(&Seed(db.path.clone()), &db, &s);
+            }
+
+            #[test]
+            fn pg() {
+                let Some(db) = PgDb::new() else { return };
+                let s = db.store();
+                case(&Kept(db.store()), &db, &s);
+            }
+        }
+    };
 }
 
 mod enqueue_many {
     use super::*;
 
-    #[test]
-    fn inserts_every_new_job_with_its_settings_and_leaves_known_ids_alone() {
-        let db = Db::new();
-        let s = open(&db);
-        let running = db.leased("known", "w", 3, 100.0);
-        let inserted = s
-            .enqueue_many(&[
-                job("a").payload(b"\x00\xffbytes".to_vec()).priority(7),
-                job("known").priority(99),
-                job("b").not_before(50.5).unwrap().max_attempts(3),
-            ])
-            .unwrap();
-        assert_eq!(inserted, [true, false, true]);
-        assert_eq!(db.row("known").unwrap(), running);
-        assert_eq!(db.row("a").unwrap(), Row::fresh("a"));
-        let a = queue_row(&db, "a");
-        assert_eq!(a.payload.as_deref(), Some(&b"\x00\xffbytes"[..]));
-        assert_eq!((a.priority, a.not_before, a.max_attempts), (7, 0.0, 0));
-        let b = queue_row(&db, "b");
-        assert_eq!(
-            (b.payload, b.priority, b.not_before, b.max_attempts),
-            (None, 0, 50.5, 3)
-        );
-        assert_eq!(queue_row(&db, "known").priority, 0);
-    }
+    queue_case!(
+        fn inserts_every_new_job_with_its_settings_and_leaves_known_ids_alone(api, db, s) {
+            let running = db.leased("known", "w", 3, 100.0);
+            let inserted = s
+                .enqueue_many(&[
+                    job("a").payload(b"\x00\xffbytes".to_vec()).priority(7),
+                    job("known").priority(99),
+                    job("b").not_before(50.5).unwrap().max_attempts(3),
+                ])
+                .unwrap();
+            assert_eq!(inserted, [true, false, true]);
+            assert_eq!(db.row("known").unwrap(), running);
+            assert_eq!(db.row("a").unwrap(), Row::fresh("a"));
+            let a = db.queue_row("a");
+            assert_eq!(a.payload.as_deref(), Some(&b"\x00\xffbytes"[..]));
+            assert_eq!((a.priority, a.not_before, a.max_attempts), (7, 0.0, 0));
+            let b = db.queue_row("b");
+            assert_eq!(
+                (b.payload, b.priority, b.not_before, b.max_attempts),
+                (None, 0, 50.5, 3)
+            );
+            assert_eq!(db.queue_row("known").priority, 0);
+        }
+    );
 
-    #[test]
-    fn a_duplicate_inside_one_batch_is_inserted_once() {
-        let db = Db::new();
-        let s = open(&db);
-        let inserted = s
-            .enqueue_many(&[job("x").priority(1), job("x").priority(2)])
-            .unwrap();
-        assert_eq!(inserted, [true, false]);
-        assert_eq!(queue_row(&db, "x").priority, 1);
-    }
+    queue_case!(
+        fn a_duplicate_inside_one_batch_is_inserted_once(api, db, s) {
+            let inserted = s
+                .enqueue_many(&[job("x").priority(1), job("x").priority(2)])
+                .unwrap();
+            assert_eq!(inserted, [true, false]);
+            assert_eq!(db.queue_row("x").priority, 1);
+        }
+    );
 
     #[test]
     fn bad_settings_are_rejected_before_anything_is_written() {
@@ -152,207 +146,198 @@ mod enqueue_many {
 mod claim_next {
     use super::*;
 
-    #[test]
-    fn hands_out_by_priority_then_not_before_then_age() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[
-            job("old-low"),
-            job("late-high").priority(5).not_before(3.0).unwrap(),
-            job("early-high").priority(5).not_before(1.0).unwrap(),
-            job("young-low"),
-            job("old-high").priority(5).not_before(1.0).unwrap(),
-            job("negative").priority(-1),
-        ])
-        .unwrap();
-        let mut order = vec![];
-        while let Some(lease) = s.claim_next(owner("w"), now(10.0), ttl(5.0)).unwrap() {
-            order.push(lease.job_id);
-            assert!(
-                order.len() <= 6,
-                "a leased job was handed out again: {order:?}"
+    queue_case!(
+        fn hands_out_by_priority_then_not_before_then_age(api, db, s) {
+            s.enqueue_many(&[
+                job("old-low"),
+                job("late-high").priority(5).not_before(3.0).unwrap(),
+                job("early-high").priority(5).not_before(1.0).unwrap(),
+                job("young-low"),
+                job("old-high").priority(5).not_before(1.0).unwrap(),
+                job("negative").priority(-1),
+            ])
+            .unwrap();
+            let mut order = vec![];
+            while let Some(lease) = s.claim_next(owner("w"), now(10.0), ttl(5.0)).unwrap() {
+                order.push(lease.job_id);
+                assert!(
+                    order.len() <= 6,
+                    "a leased job was handed out again: {order:?}"
+                );
+            }
+            assert_eq!(
+                order,
+                [
+                    "early-high",
+                    "old-high",
+                    "late-high",
+                    "old-low",
+                    "young-low",
+                    "negative"
+                ]
             );
         }
-        assert_eq!(
-            order,
-            [
-                "early-high",
-                "old-high",
-                "late-high",
-                "old-low",
-                "young-low",
-                "negative"
-            ]
-        );
-    }
+    );
 
-    #[test]
-    fn returns_the_lease_and_stores_it() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[job("j").payload(b"p".to_vec()).priority(2).max_attempts(4)])
-            .unwrap();
-        let lease = s
-            .claim_next(owner("w"), now(10.0), ttl(5.0))
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            lease,
-            Lease {
-                job_id: "j".into(),
-                owner: "w".into(),
-                fence: 1,
-                until: 15.0,
-                payload: Some(b"p".to_vec()),
-                priority: 2,
-                max_attempts: 4,
-                last_error: None,
-            }
-        );
-        let row = db.row("j").unwrap();
-        assert_eq!(
-            (row.owner.as_deref(), row.until, row.fence),
-            (Some("w"), 15.0, 1)
-        );
-    }
-
-    #[test]
-    fn skips_leased_done_not_yet_due_and_exhausted_jobs() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[
-            job("due-later").not_before(10.001).unwrap(),
-            job("exhausted").max_attempts(2),
-        ])
-        .unwrap();
-        db.raw()
-            .execute("UPDATE jobs SET fence = 2 WHERE id = 'exhausted'", [])
-            .unwrap();
-        db.leased("leased", "x", 1, 10.5);
-        db.put(&Row {
-            done: 1,
-            result: Some("r".into()),
-            ..Row::fresh("done")
-        });
-        let before = db.rows();
-        assert_eq!(s.claim_next(owner("w"), now(10.0), ttl(5.0)).unwrap(), None);
-        assert_eq!(db.rows(), before);
-    }
-
-    #[test]
-    fn boundaries_not_before_equal_now_is_due_and_until_equal_now_is_expired() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[job("due").not_before(10.0).unwrap()])
-            .unwrap();
-        db.leased("expiring", "x", 4, 10.0);
-        let got: BTreeSet<String> = s
-            .claim_batch(owner("w"), now(10.0), ttl(5.0), 10)
-            .unwrap()
-            .into_iter()
-            .map(|l| format!("{}@{}", l.job_id, l.fence))
-            .collect();
-        assert_eq!(
-            got,
-            BTreeSet::from(["due@1".to_string(), "expiring@5".to_string()])
-        );
-    }
-
-    #[test]
-    fn the_last_allowed_attempt_is_handed_out_and_no_more() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[job("j").max_attempts(2)]).unwrap();
-        let first = s
-            .claim_next(owner("w"), now(0.0), ttl(1.0))
-            .unwrap()
-            .unwrap();
-        assert!(!first.is_last_attempt());
-        // the lease expires without a word from the worker: that attempt is used up
-        let second = s
-            .claim_next(owner("w"), now(1.0), ttl(1.0))
-            .unwrap()
-            .unwrap();
-        assert_eq!(second.fence, 2);
-        assert!(second.is_last_attempt());
-        assert_eq!(s.claim_next(owner("w"), now(2.0), ttl(1.0)).unwrap(), None);
-        assert_eq!(s.stats(now(2.0)).unwrap().dead, 1);
-    }
-
-    #[test]
-    fn a_lease_is_renewed_completed_and_released_through_its_own_methods() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[job("a"), job("b")]).unwrap();
-        let mut a = s
-            .claim_next(owner("w"), now(0.0), ttl(10.0))
-            .unwrap()
-            .unwrap();
-        assert!(
-            !a.is_last_attempt(),
-            "without a budget no attempt is the last"
-        );
-        assert!(s.renew_lease(&mut a, now(5.0), ttl(10.0)).unwrap());
-        assert_eq!(a.until, 15.0);
-        assert_eq!(db.row("a").unwrap().until, 15.0);
-        // a refused renew changes neither the lease nor the row
-        let mut stale = Lease {
-            fence: 0,
-            ..a.clone()
-        };
-        assert!(!s.renew_lease(&mut stale, now(6.0), ttl(100.0)).unwrap());
-        assert_eq!(stale.until, 15.0);
-        assert_eq!(db.row("a").unwrap().until, 15.0);
-        // live at 12 only thanks to the renewal
-        assert!(s.complete_lease(&a, now(12.0), "a done").unwrap());
-        assert_eq!(
-            db.row("a").unwrap(),
-            Row {
-                owner: Some("w".into()),
-                until: 15.0,
-                fence: 1,
-                result: Some("a done".into()),
-                done: 1,
-                ..Row::fresh("a")
-            }
-        );
-        let b = s
-            .claim_next(owner("w"), now(12.0), ttl(10.0))
-            .unwrap()
-            .unwrap();
-        assert!(s.release_lease(&b).unwrap());
-        assert_eq!(
-            db.row("b").unwrap(),
-            Row {
-                fence: 1,
-                ..Row::fresh("b")
-            }
-        );
-    }
-
-    #[test]
-    fn claim_batch_takes_the_best_n_in_one_go() {
-        let db = Db::new();
-        let s = open(&db);
-        let jobs: Vec<NewJob> = (0..10)
-            .map(|i| job(&format!("j{i}")).priority(i % 3))
-            .collect();
-        s.enqueue_many(&jobs).unwrap();
-        let batch = s.claim_batch(owner("w"), now(0.0), ttl(9.0), 4).unwrap();
-        assert_eq!(ids(&batch), ["j2", "j5", "j8", "j1"]);
-        for lease in &batch {
-            assert_eq!((lease.fence, lease.until), (1, 9.0));
-            assert_eq!(db.row(&lease.job_id).unwrap().owner.as_deref(), Some("w"));
-        }
-        let rest = s.claim_batch(owner("v"), now(0.0), ttl(9.0), 100).unwrap();
-        assert_eq!(rest.len(), 6);
-        assert!(
-            s.claim_batch(owner("v"), now(0.0), ttl(9.0), 100)
+    queue_case!(
+        fn returns_the_lease_and_stores_it(api, db, s) {
+            s.enqueue_many(&[job("j").payload(b"p".to_vec()).priority(2).max_attempts(4)])
+                .unwrap();
+            let lease = s
+                .claim_next(owner("w"), now(10.0), ttl(5.0))
                 .unwrap()
-                .is_empty()
-        );
-        assert_invalid(s.claim_batch(owner("v"), now(0.0), ttl(9.0), 0), "n");
-    }
+                .unwrap();
+            assert_eq!(
+                lease,
+                Lease {
+                    job_id: "j".into(),
+                    owner: "w".into(),
+                    fence: 1,
+                    until: 15.0,
+                    payload: Some(b"p".to_vec()),
+                    priority: 2,
+                    max_attempts: 4,
+                    last_error: None,
+                }
+            );
+            let row = db.row("j").unwrap();
+            assert_eq!(
+                (row.owner.as_deref(), row.until, row.fence),
+                (Some("w"), 15.0, 1)
+            );
+        }
+    );
+
+    queue_case!(
+        fn skips_leased_done_not_yet_due_and_exhausted_jobs(api, db, s) {
+            s.enqueue_many(&[
+                job("due-later").not_before(10.001).unwrap(),
+                job("exhausted").max_attempts(2),
+            ])
+            .unwrap();
+            db.exec("UPDATE jobs SET fence = 2 WHERE id = 'exhausted'");
+            db.leased("leased", "x", 1, 10.5);
+            db.put(&Row {
+                done: 1,
+                result: Some("r".into()),
+                ..Row::fresh("done")
+            });
+            let before = db.rows();
+            assert_eq!(s.claim_next(owner("w"), now(10.0), ttl(5.0)).unwrap(), None);
+            assert_eq!(db.rows(), before);
+        }
+    );
+
+    queue_case!(
+        fn boundaries_not_before_equal_now_is_due_and_until_equal_now_is_expired(api, db, s) {
+            s.enqueue_many(&[job("due").not_before(10.0).unwrap()])
+                .unwrap();
+            db.leased("expiring", "x", 4, 10.0);
+            let got: BTreeSet<String> = s
+                .claim_batch(owner("w"), now(10.0), ttl(5.0), 10)
+                .unwrap()
+                .into_iter()
+                .map(|l| format!("{}@{}", l.job_id, l.fence))
+                .collect();
+            assert_eq!(
+                got,
+                BTreeSet::from(["due@1".to_string(), "expiring@5".to_string()])
+            );
+        }
+    );
+
+    queue_case!(
+        fn the_last_allowed_attempt_is_handed_out_and_no_more(api, db, s) {
+            s.enqueue_many(&[job("j").max_attempts(2)]).unwrap();
+            let first = s
+                .claim_next(owner("w"), now(0.0), ttl(1.0))
+                .unwrap()
+                .unwrap();
+            assert!(!first.is_last_attempt());
+            // the lease expires without a word from the worker: that attempt is used up
+            let second = s
+                .claim_next(owner("w"), now(1.0), ttl(1.0))
+                .unwrap()
+                .unwrap();
+            assert_eq!(second.fence, 2);
+            assert!(second.is_last_attempt());
+            assert_eq!(s.claim_next(owner("w"), now(2.0), ttl(1.0)).unwrap(), None);
+            assert_eq!(s.stats(now(2.0)).unwrap().dead, 1);
+        }
+    );
+
+    queue_case!(
+        fn a_lease_is_renewed_completed_and_released_through_its_own_methods(api, db, s) {
+            s.enqueue_many(&[job("a"), job("b")]).unwrap();
+            let mut a = s
+                .claim_next(owner("w"), now(0.0), ttl(10.0))
+                .unwrap()
+                .unwrap();
+            assert!(
+                !a.is_last_attempt(),
+                "without a budget no attempt is the last"
+            );
+            assert!(s.renew_lease(&mut a, now(5.0), ttl(10.0)).unwrap());
+            assert_eq!(a.until, 15.0);
+            assert_eq!(db.row("a").unwrap().until, 15.0);
+            // a refused renew changes neither the lease nor the row
+            let mut stale = Lease {
+                fence: 0,
+                ..a.clone()
+            };
+            assert!(!s.renew_lease(&mut stale, now(6.0), ttl(100.0)).unwrap());
+            assert_eq!(stale.until, 15.0);
+            assert_eq!(db.row("a").unwrap().until, 15.0);
+            // live at 12 only thanks to the renewal
+            assert!(s.complete_lease(&a, now(12.0), "a done").unwrap());
+            assert_eq!(
+                db.row("a").unwrap(),
+                Row {
+                    owner: Some("w".into()),
+                    until: 15.0,
+                    fence: 1,
+                    result: Some("a done".into()),
+                    done: 1,
+                    ..Row::fresh("a")
+                }
+            );
+            let b = s
+                .claim_next(owner("w"), now(12.0), ttl(10.0))
+                .unwrap()
+                .unwrap();
+            assert!(s.release_lease(&b).unwrap());
+            assert_eq!(
+                db.row("b").unwrap(),
+                Row {
+                    fence: 1,
+                    ..Row::fresh("b")
+                }
+            );
+        }
+    );
+
+    queue_case!(
+        fn claim_batch_takes_the_best_n_in_one_go(api, db, s) {
+            let jobs: Vec<NewJob> = (0..10)
+                .map(|i| job(&format!("j{i}")).priority(i % 3))
+                .collect();
+            s.enqueue_many(&jobs).unwrap();
+            let batch = s.claim_batch(owner("w"), now(0.0), ttl(9.0), 4).unwrap();
+            assert_eq!(ids(&batch), ["j2", "j5", "j8", "j1"]);
+            for lease in &batch {
+                assert_eq!((lease.fence, lease.until), (1, 9.0));
+                assert_eq!(db.row(&lease.job_id).unwrap().owner.as_deref(), Some("w"));
+            }
+            let rest = s.claim_batch(owner("v"), now(0.0), ttl(9.0), 100).unwrap();
+            assert_eq!(rest.len(), 6);
+            assert!(
+                s.claim_batch(owner("v"), now(0.0), ttl(9.0), 100)
+                    .unwrap()
+                    .is_empty()
+            );
+            assert_invalid(s.claim_batch(owner("v"), now(0.0), ttl(9.0), 0), "n");
+        }
+    );
 
     #[test]
     fn concurrent_workers_never_get_the_same_job() {
@@ -415,7 +400,7 @@ mod claim_next {
 mod fail {
     use super::*;
 
-    fn claimed(s: &SqliteStore, id: &str, max_attempts: u32, at: f64) -> Lease {
+    fn claimed(s: &dyn Store, id: &str, max_attempts: u32, at: f64) -> Lease {
         s.enqueue_many(&[job(id).max_attempts(max_attempts)])
             .unwrap();
         s.claim_next(owner("w"), now(at), ttl(10.0))
@@ -423,164 +408,160 @@ mod fail {
             .unwrap()
     }
 
-    #[test]
-    fn records_the_error_and_schedules_the_retry_keeping_the_fence() {
-        let db = Db::new();
-        let s = open(&db);
-        let lease = claimed(&s, "j", 0, 0.0);
-        assert_eq!(
-            s.fail(&lease, now(2.0), "boom", Some(now(30.0))).unwrap(),
-            Some(Failed::Retrying { at: 30.0 })
-        );
-        assert_eq!(
-            db.row("j").unwrap(),
-            Row {
-                fence: 1,
-                ..Row::fresh("j")
-            }
-        );
-        let q = queue_row(&db, "j");
-        assert_eq!(
-            (q.error.as_deref(), q.not_before, q.outcome),
-            (Some("boom"), 30.0, None)
-        );
-        assert_eq!(s.stats(now(2.0)).unwrap().retrying, 1);
-        // not before the retry time; then as the next attempt, with the last error
-        assert_eq!(
-            s.claim_next(owner("v"), now(29.9), ttl(10.0)).unwrap(),
-            None
-        );
-        let retry = s
-            .claim_next(owner("v"), now(30.0), ttl(10.0))
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (retry.fence, retry.last_error.as_deref()),
-            (2, Some("boom"))
-        );
-        // the failed attempt's fence is stale now
-        assert!(!s.complete_lease(&lease, now(31.0), "late").unwrap());
-        assert_eq!(s.fail(&lease, now(31.0), "late", None).unwrap(), None);
-    }
-
-    #[test]
-    fn after_the_last_attempt_the_job_is_dead_for_good() {
-        let db = Db::new();
-        let s = open(&db);
-        let first = claimed(&s, "j", 2, 0.0);
-        assert!(matches!(
-            s.fail(&first, now(1.0), "e1", Some(now(1.0))).unwrap(),
-            Some(Failed::Retrying { .. })
-        ));
-        let second = s
-            .claim_next(owner("w"), now(1.0), ttl(10.0))
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            s.fail(&second, now(2.0), "e2", Some(now(2.0))).unwrap(),
-            Some(Failed::Dead)
-        );
-        let row = db.row("j").unwrap();
-        assert_eq!((row.done, row.fence, row.result), (1, 2, None));
-        let q = queue_row(&db, "j");
-        assert_eq!(
-            (q.outcome.as_deref(), q.finished_at, q.error.as_deref()),
-            (Some("dead"), Some(2.0), Some("e2"))
-        );
-        assert_eq!(
-            s.claim_next(owner("w"), now(100.0), ttl(10.0)).unwrap(),
-            None
-        );
-        assert_eq!(
-            leasefence::claim(&db.path, "j", "w", 100.0, 1.0).unwrap(),
-            None
-        );
-        assert_eq!(
-            s.stats(now(100.0)).unwrap(),
-            Stats {
-                dead: 1,
-                ..Stats::default()
-            }
-        );
-    }
-
-    #[test]
-    fn is_fenced_like_complete() {
-        let db = Db::new();
-        let s = open(&db);
-        let lease = claimed(&s, "j", 0, 0.0);
-        let before = db.rows();
-        let stale = |l: &Lease| s.fail(l, now(5.0), "x", Some(now(6.0))).unwrap();
-        assert_eq!(
-            stale(&Lease {
-                fence: 2,
-                ..lease.clone()
-            }),
-            None
-        );
-        assert_eq!(
-            stale(&Lease {
-                fence: 0,
-                ..lease.clone()
-            }),
-            None
-        );
-        assert_eq!(
-            stale(&Lease {
-                owner: "other".into(),
-                ..lease.clone()
-            }),
-            None
-        );
-        assert_eq!(
-            stale(&Lease {
-                job_id: "ghost".into(),
-                ..lease.clone()
-            }),
-            None
-        );
-        // expired: now == until
-        assert_eq!(
-            s.fail(&lease, now(10.0), "x", Some(now(11.0))).unwrap(),
-            None
-        );
-        assert_eq!(db.rows(), before);
-        assert_eq!(queue_row(&db, "j").error, None);
-        // done
-        assert!(s.complete_lease(&lease, now(5.0), "ok").unwrap());
-        let done = db.rows();
-        assert_eq!(s.fail(&lease, now(6.0), "x", None).unwrap(), None);
-        assert_eq!(db.rows(), done);
-    }
-
-    #[test]
-    fn the_default_retry_time_backs_off_exponentially_with_jitter() {
-        let db = Db::new();
-        let s = open(&db);
-        let mut lease = claimed(&s, "j", 0, 0.0);
-        let mut t = 0.0;
-        for attempt in 1..=5 {
-            assert_eq!(lease.fence, attempt);
-            let Some(Failed::Retrying { at }) = s.fail(&lease, now(t), "e", None).unwrap() else {
-                panic!("not retried")
-            };
-            let base = Backoff::default().base * 2f64.powi(attempt as i32 - 1);
-            assert!(
-                at >= t + 0.8 * base && at <= t + 1.2 * base,
-                "attempt {attempt}: {at}"
+    queue_case!(
+        fn records_the_error_and_schedules_the_retry_keeping_the_fence(api, db, s) {
+            let lease = claimed(s, "j", 0, 0.0);
+            assert_eq!(
+                s.fail(&lease, now(2.0), "boom", Some(now(30.0))).unwrap(),
+                Some(Failed::Retrying { at: 30.0 })
             );
-            assert_eq!(queue_row(&db, "j").not_before, at);
-            t = at;
-            lease = s
-                .claim_next(owner("w"), now(t), ttl(10.0))
+            assert_eq!(
+                db.row("j").unwrap(),
+                Row {
+                    fence: 1,
+                    ..Row::fresh("j")
+                }
+            );
+            let q = db.queue_row("j");
+            assert_eq!(
+                (q.error.as_deref(), q.not_before, q.outcome),
+                (Some("boom"), 30.0, None)
+            );
+            assert_eq!(s.stats(now(2.0)).unwrap().retrying, 1);
+            // not before the retry time; then as the next attempt, with the last error
+            assert_eq!(
+                s.claim_next(owner("v"), now(29.9), ttl(10.0)).unwrap(),
+                None
+            );
+            let retry = s
+                .claim_next(owner("v"), now(30.0), ttl(10.0))
                 .unwrap()
                 .unwrap();
+            assert_eq!(
+                (retry.fence, retry.last_error.as_deref()),
+                (2, Some("boom"))
+            );
+            // the failed attempt's fence is stale now
+            assert!(!s.complete_lease(&lease, now(31.0), "late").unwrap());
+            assert_eq!(s.fail(&lease, now(31.0), "late", None).unwrap(), None);
         }
-        let d: BTreeSet<u64> = (0..50)
-            .map(|i| Backoff::default().delay(&format!("job{i}"), 3).to_bits())
-            .collect();
-        assert!(d.len() > 40, "jitter spreads jobs apart");
-    }
+    );
+
+    queue_case!(
+        fn after_the_last_attempt_the_job_is_dead_for_good(api, db, s) {
+            let first = claimed(s, "j", 2, 0.0);
+            assert!(matches!(
+                s.fail(&first, now(1.0), "e1", Some(now(1.0))).unwrap(),
+                Some(Failed::Retrying { .. })
+            ));
+            let second = s
+                .claim_next(owner("w"), now(1.0), ttl(10.0))
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                s.fail(&second, now(2.0), "e2", Some(now(2.0))).unwrap(),
+                Some(Failed::Dead)
+            );
+            let row = db.row("j").unwrap();
+            assert_eq!((row.done, row.fence, row.result), (1, 2, None));
+            let q = db.queue_row("j");
+            assert_eq!(
+                (q.outcome.as_deref(), q.finished_at, q.error.as_deref()),
+                (Some("dead"), Some(2.0), Some("e2"))
+            );
+            assert_eq!(
+                s.claim_next(owner("w"), now(100.0), ttl(10.0)).unwrap(),
+                None
+            );
+            assert_eq!(
+                api.claim("j", "w", 100.0, 1.0).unwrap(),
+                None
+            );
+            assert_eq!(
+                s.stats(now(100.0)).unwrap(),
+                Stats {
+                    dead: 1,
+                    ..Stats::default()
+                }
+            );
+        }
+    );
+
+    queue_case!(
+        fn is_fenced_like_complete(api, db, s) {
+            let lease = claimed(s, "j", 0, 0.0);
+            let before = db.rows();
+            let stale = |l: &Lease| s.fail(l, now(5.0), "x", Some(now(6.0))).unwrap();
+            assert_eq!(
+                stale(&Lease {
+                    fence: 2,
+                    ..lease.clone()
+                }),
+                None
+            );
+            assert_eq!(
+                stale(&Lease {
+                    fence: 0,
+                    ..lease.clone()
+                }),
+                None
+            );
+            assert_eq!(
+                stale(&Lease {
+                    owner: "other".into(),
+                    ..lease.clone()
+                }),
+                None
+            );
+            assert_eq!(
+                stale(&Lease {
+                    job_id: "ghost".into(),
+                    ..lease.clone()
+                }),
+                None
+            );
+            // expired: now == until
+            assert_eq!(
+                s.fail(&lease, now(10.0), "x", Some(now(11.0))).unwrap(),
+                None
+            );
+            assert_eq!(db.rows(), before);
+            assert_eq!(db.queue_row("j").error, None);
+            // done
+            assert!(s.complete_lease(&lease, now(5.0), "ok").unwrap());
+            let done = db.rows();
+            assert_eq!(s.fail(&lease, now(6.0), "x", None).unwrap(), None);
+            assert_eq!(db.rows(), done);
+        }
+    );
+
+    queue_case!(
+        fn the_default_retry_time_backs_off_exponentially_with_jitter(api, db, s) {
+            let mut lease = claimed(s, "j", 0, 0.0);
+            let mut t = 0.0;
+            for attempt in 1..=5 {
+                assert_eq!(lease.fence, attempt);
+                let Some(Failed::Retrying { at }) = s.fail(&lease, now(t), "e", None).unwrap() else {
+                    panic!("not retried")
+                };
+                let base = Backoff::default().base * 2f64.powi(attempt as i32 - 1);
+                assert!(
+                    at >= t + 0.8 * base && at <= t + 1.2 * base,
+                    "attempt {attempt}: {at}"
+                );
+                assert_eq!(db.queue_row("j").not_before, at);
+                t = at;
+                lease = s
+                    .claim_next(owner("w"), now(t), ttl(10.0))
+                    .unwrap()
+                    .unwrap();
+            }
+            let d: BTreeSet<u64> = (0..50)
+                .map(|i| Backoff::default().delay(&format!("job{i}"), 3).to_bits())
+                .collect();
+            assert!(d.len() > 40, "jitter spreads jobs apart");
+        }
+    );
 
     /// The jitter factor is derived from the job id and fence: reproducible for one lease,
     /// spread across jobs, and within `[1 - jitter, 1 + jitter]` of the capped delay.
@@ -647,198 +628,178 @@ mod fail {
 mod cancel {
     use super::*;
 
-    #[test]
-    fn stops_an_unfinished_job_and_refuses_its_holder_afterwards() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[job("j"), job("queued")]).unwrap();
-        let lease = s
-            .claim_next(owner("w"), now(0.0), ttl(10.0))
-            .unwrap()
-            .unwrap();
-        assert!(s.cancel(JobId::new("j").unwrap(), now(1.0)).unwrap());
-        assert!(s.cancel(JobId::new("queued").unwrap(), now(1.0)).unwrap());
-        let row = db.row("j").unwrap();
-        assert_eq!((row.done, row.fence, row.result), (1, 1, None));
-        assert_eq!(queue_row(&db, "j").outcome.as_deref(), Some("cancelled"));
-        let cancelled = db.rows();
-        let mut l = lease.clone();
-        assert!(!s.renew_lease(&mut l, now(2.0), ttl(10.0)).unwrap());
-        assert!(!s.complete_lease(&lease, now(2.0), "late").unwrap());
-        assert_eq!(s.fail(&lease, now(2.0), "late", None).unwrap(), None);
-        assert!(!s.release_lease(&lease).unwrap());
-        assert_eq!(
-            s.claim_next(owner("v"), now(20.0), ttl(10.0)).unwrap(),
-            None
-        );
-        assert_eq!(db.rows(), cancelled);
-        assert_eq!(s.stats(now(20.0)).unwrap().cancelled, 2);
-    }
+    queue_case!(
+        fn stops_an_unfinished_job_and_refuses_its_holder_afterwards(api, db, s) {
+            s.enqueue_many(&[job("j"), job("queued")]).unwrap();
+            let lease = s
+                .claim_next(owner("w"), now(0.0), ttl(10.0))
+                .unwrap()
+                .unwrap();
+            assert!(s.cancel(JobId::new("j").unwrap(), now(1.0)).unwrap());
+            assert!(s.cancel(JobId::new("queued").unwrap(), now(1.0)).unwrap());
+            let row = db.row("j").unwrap();
+            assert_eq!((row.done, row.fence, row.result), (1, 1, None));
+            assert_eq!(db.queue_row("j").outcome.as_deref(), Some("cancelled"));
+            let cancelled = db.rows();
+            let mut l = lease.clone();
+            assert!(!s.renew_lease(&mut l, now(2.0), ttl(10.0)).unwrap());
+            assert!(!s.complete_lease(&lease, now(2.0), "late").unwrap());
+            assert_eq!(s.fail(&lease, now(2.0), "late", None).unwrap(), None);
+            assert!(!s.release_lease(&lease).unwrap());
+            assert_eq!(
+                s.claim_next(owner("v"), now(20.0), ttl(10.0)).unwrap(),
+                None
+            );
+            assert_eq!(db.rows(), cancelled);
+            assert_eq!(s.stats(now(20.0)).unwrap().cancelled, 2);
+        }
+    );
 
-    #[test]
-    fn leaves_a_finished_job_and_its_result_alone() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[job("j")]).unwrap();
-        let lease = s
-            .claim_next(owner("w"), now(0.0), ttl(10.0))
-            .unwrap()
-            .unwrap();
-        assert!(s.complete_lease(&lease, now(1.0), "ok").unwrap());
-        let done = db.rows();
-        assert!(!s.cancel(JobId::new("j").unwrap(), now(2.0)).unwrap());
-        assert!(!s.cancel(JobId::new("ghost").unwrap(), now(2.0)).unwrap());
-        assert_eq!(db.rows(), done);
-        assert_eq!(queue_row(&db, "j").outcome.as_deref(), Some("completed"));
-    }
+    queue_case!(
+        fn leaves_a_finished_job_and_its_result_alone(api, db, s) {
+            s.enqueue_many(&[job("j")]).unwrap();
+            let lease = s
+                .claim_next(owner("w"), now(0.0), ttl(10.0))
+                .unwrap()
+                .unwrap();
+            assert!(s.complete_lease(&lease, now(1.0), "ok").unwrap());
+            let done = db.rows();
+            assert!(!s.cancel(JobId::new("j").unwrap(), now(2.0)).unwrap());
+            assert!(!s.cancel(JobId::new("ghost").unwrap(), now(2.0)).unwrap());
+            assert_eq!(db.rows(), done);
+            assert_eq!(db.queue_row("j").outcome.as_deref(), Some("completed"));
+        }
+    );
 }
 
 mod purge {
     use super::*;
 
-    #[test]
-    fn deletes_only_jobs_finished_before_the_cutoff() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[
-            job("early"),
-            job("at-cutoff"),
-            job("late"),
-            job("running"),
-            job("queued"),
-        ])
-        .unwrap();
-        for (id, t) in [("early", 1.0), ("at-cutoff", 5.0), ("late", 9.0)] {
-            let f = leasefence::claim(&db.path, id, "w", t - 0.5, 10.0)
-                .unwrap()
-                .unwrap();
-            assert!(leasefence::complete(&db.path, id, "w", f, t, "r").unwrap());
-        }
-        leasefence::claim(&db.path, "running", "w", 0.0, 100.0)
-            .unwrap()
+    queue_case!(
+        fn deletes_only_jobs_finished_before_the_cutoff(api, db, s) {
+            s.enqueue_many(&[
+                job("early"),
+                job("at-cutoff"),
+                job("late"),
+                job("running"),
+                job("queued"),
+            ])
             .unwrap();
-        assert_eq!(s.purge(now(5.0)).unwrap(), 1);
-        let left: Vec<String> = db.rows().into_iter().map(|r| r.id).collect();
-        assert_eq!(left, ["at-cutoff", "late", "queued", "running"]);
-        assert_eq!(s.purge(now(5.0)).unwrap(), 0);
-        assert_eq!(s.purge(now(1000.0)).unwrap(), 2);
-        let left: Vec<String> = db.rows().into_iter().map(|r| r.id).collect();
-        assert_eq!(left, ["queued", "running"]);
-    }
-
-    #[test]
-    fn a_purged_id_enqueued_again_never_reuses_a_fence() {
-        let db = Db::new();
-        let s = open(&db);
-        let p = &db.path;
-        leasefence::enqueue(p, "j").unwrap();
-        for t in 0..3 {
-            let f = leasefence::claim(p, "j", "w", t as f64, 10.0)
-                .unwrap()
-                .unwrap();
-            assert!(leasefence::release(p, "j", "w", f).unwrap());
-        }
-        let f = leasefence::claim(p, "j", "w", 5.0, 10.0).unwrap().unwrap();
-        assert_eq!(f, 4);
-        assert!(leasefence::complete(p, "j", "w", f, 6.0, "first life").unwrap());
-        assert_eq!(s.purge(now(7.0)).unwrap(), 1);
-        assert_eq!(leasefence::state(p, "j").unwrap(), None);
-
-        // second life: starts from the floor, through the seed API and through enqueue_many
-        assert!(leasefence::enqueue(p, "j").unwrap());
-        assert_eq!(leasefence::state(p, "j").unwrap().unwrap().fence, 4);
-        assert_eq!(leasefence::claim(p, "j", "v", 8.0, 10.0).unwrap(), Some(5));
-        assert!(s.cancel(JobId::new("j").unwrap(), now(9.0)).unwrap());
-        assert_eq!(s.purge(now(10.0)).unwrap(), 1);
-        assert_eq!(s.enqueue_many(&[job("j")]).unwrap(), [true]);
-        let third = s
-            .claim_next(owner("u"), now(11.0), ttl(1.0))
-            .unwrap()
-            .unwrap();
-        assert_eq!(third.fence, 6);
-        // the first life's fences stay stale
-        assert!(!leasefence::complete(p, "j", "w", 4, 11.5, "zombie").unwrap());
-        assert!(leasefence::complete(p, "j", "u", 6, 11.5, "third life").unwrap());
-    }
-
-    fn floor(db: &Db, id: &str) -> Option<i64> {
-        db.raw()
-            .query_row("SELECT fence FROM fence_floor WHERE id = ?1", [id], |r| {
-                r.get(0)
-            })
-            .ok()
-    }
-
-    #[test]
-    fn the_fence_floor_never_goes_down() {
-        let db = Db::new();
-        let s = open(&db);
-        let p = &db.path;
-        leasefence::enqueue(p, "j").unwrap();
-        for t in 0..2 {
-            let f = leasefence::claim(p, "j", "w", t as f64, 10.0)
-                .unwrap()
-                .unwrap();
-            assert!(leasefence::release(p, "j", "w", f).unwrap());
-        }
-        let f = leasefence::claim(p, "j", "w", 2.0, 10.0).unwrap().unwrap();
-        assert!(leasefence::complete(p, "j", "w", f, 3.0, "first life").unwrap());
-        assert_eq!(s.purge(now(4.0)).unwrap(), 1);
-        assert_eq!(floor(&db, "j"), Some(3));
-
-        // A row for the same id written behind the library's back (by hand in the sqlite3
-        // shell, say) and finished under a lower fence: purging it keeps the higher floor.
-        db.put(&Row {
-            owner: Some("shell".into()),
-            until: 5.0,
-            fence: 1,
-            result: Some("by hand".into()),
-            done: 1,
-            ..Row::fresh("j")
-        });
-        db.raw()
-            .execute("UPDATE jobs SET finished_at = 5.0 WHERE id = 'j'", [])
-            .unwrap();
-        assert_eq!(s.purge(now(6.0)).unwrap(), 1);
-        assert_eq!(floor(&db, "j"), Some(3));
-        assert_eq!(db.rows(), vec![]);
-
-        // Enqueued again, the id continues above every fence the library handed out for it.
-        assert_eq!(s.enqueue_many(&[job("j")]).unwrap(), [true]);
-        assert_eq!(
-            db.row("j").unwrap(),
-            Row {
-                fence: 3,
-                ..Row::fresh("j")
+            for (id, t) in [("early", 1.0), ("at-cutoff", 5.0), ("late", 9.0)] {
+                let f = api.claim(id, "w", t - 0.5, 10.0)
+                    .unwrap()
+                    .unwrap();
+                assert!(api.complete(id, "w", f, t, "r").unwrap());
             }
-        );
-        let lease = s
-            .claim_next(owner("v"), now(7.0), ttl(1.0))
-            .unwrap()
-            .unwrap();
-        assert_eq!(lease.fence, 4);
-    }
+            api.claim("running", "w", 0.0, 100.0)
+                .unwrap()
+                .unwrap();
+            assert_eq!(s.purge(now(5.0)).unwrap(), 1);
+            let left: Vec<String> = db.rows().into_iter().map(|r| r.id).collect();
+            assert_eq!(left, ["at-cutoff", "late", "queued", "running"]);
+            assert_eq!(s.purge(now(5.0)).unwrap(), 0);
+            assert_eq!(s.purge(now(1000.0)).unwrap(), 2);
+            let left: Vec<String> = db.rows().into_iter().map(|r| r.id).collect();
+            assert_eq!(left, ["queued", "running"]);
+        }
+    );
 
-    #[test]
-    fn dead_jobs_are_purged_too() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[job("j").max_attempts(1)]).unwrap();
-        let l = s
-            .claim_next(owner("w"), now(0.0), ttl(5.0))
-            .unwrap()
-            .unwrap();
-        assert_eq!(s.fail(&l, now(1.0), "e", None).unwrap(), Some(Failed::Dead));
-        assert_eq!(s.purge(now(2.0)).unwrap(), 1);
-        assert_eq!(db.rows(), vec![]);
-    }
+    queue_case!(
+        fn a_purged_id_enqueued_again_never_reuses_a_fence(api, db, s) {
+            api.enqueue("j").unwrap();
+            for t in 0..3 {
+                let f = api.claim("j", "w", t as f64, 10.0)
+                    .unwrap()
+                    .unwrap();
+                assert!(api.release("j", "w", f).unwrap());
+            }
+            let f = api.claim("j", "w", 5.0, 10.0).unwrap().unwrap();
+            assert_eq!(f, 4);
+            assert!(api.complete("j", "w", f, 6.0, "first life").unwrap());
+            assert_eq!(s.purge(now(7.0)).unwrap(), 1);
+            assert_eq!(api.state("j").unwrap(), None);
+
+            // second life: starts from the floor, through the seed API and through enqueue_many
+            assert!(api.enqueue("j").unwrap());
+            assert_eq!(api.state("j").unwrap().unwrap().fence, 4);
+            assert_eq!(api.claim("j", "v", 8.0, 10.0).unwrap(), Some(5));
+            assert!(s.cancel(JobId::new("j").unwrap(), now(9.0)).unwrap());
+            assert_eq!(s.purge(now(10.0)).unwrap(), 1);
+            assert_eq!(s.enqueue_many(&[job("j")]).unwrap(), [true]);
+            let third = s
+                .claim_next(owner("u"), now(11.0), ttl(1.0))
+                .unwrap()
+                .unwrap();
+            assert_eq!(third.fence, 6);
+            // the first life's fences stay stale
+            assert!(!api.complete("j", "w", 4, 11.5, "zombie").unwrap());
+            assert!(api.complete("j", "u", 6, 11.5, "third life").unwrap());
+        }
+    );
+
+    queue_case!(
+        fn the_fence_floor_never_goes_down(api, db, s) {
+            api.enqueue("j").unwrap();
+            for t in 0..2 {
+                let f = api.claim("j", "w", t as f64, 10.0).unwrap().unwrap();
+                assert!(api.release("j", "w", f).unwrap());
+            }
+            let f = api.claim("j", "w", 2.0, 10.0).unwrap().unwrap();
+            assert!(api.complete("j", "w", f, 3.0, "first life").unwrap());
+            assert_eq!(s.purge(now(4.0)).unwrap(), 1);
+            assert_eq!(db.fence_floor("j"), Some(3));
+
+            // A row for the same id written behind the library's back (by hand in a SQL
+            // shell, say) and finished under a lower fence: purging it keeps the higher floor.
+            db.put(&Row {
+                owner: Some("shell".into()),
+                until: 5.0,
+                fence: 1,
+                result: Some("by hand".into()),
+                done: 1,
+                ..Row::fresh("j")
+            });
+            db.exec("UPDATE jobs SET finished_at = 5.0 WHERE id = 'j'");
+            assert_eq!(s.purge(now(6.0)).unwrap(), 1);
+            assert_eq!(db.fence_floor("j"), Some(3));
+            assert_eq!(db.rows(), vec![]);
+
+            // Enqueued again, the id continues above every fence the library handed out for it.
+            assert_eq!(s.enqueue_many(&[job("j")]).unwrap(), [true]);
+            assert_eq!(
+                db.row("j").unwrap(),
+                Row {
+                    fence: 3,
+                    ..Row::fresh("j")
+                }
+            );
+            let lease = s
+                .claim_next(owner("v"), now(7.0), ttl(1.0))
+                .unwrap()
+                .unwrap();
+            assert_eq!(lease.fence, 4);
+        }
+    );
+
+    queue_case!(
+        fn dead_jobs_are_purged_too(api, db, s) {
+            s.enqueue_many(&[job("j").max_attempts(1)]).unwrap();
+            let l = s
+                .claim_next(owner("w"), now(0.0), ttl(5.0))
+                .unwrap()
+                .unwrap();
+            assert_eq!(s.fail(&l, now(1.0), "e", None).unwrap(), Some(Failed::Dead));
+            assert_eq!(s.purge(now(2.0)).unwrap(), 1);
+            assert_eq!(db.rows(), vec![]);
+        }
+    );
 }
 
 mod list_and_stats {
     use super::*;
 
     /// One job in every status at t=10.
-    fn zoo(db: &Db, s: &SqliteStore) {
+    fn zoo(api: &dyn Api, s: &dyn Store) {
         s.enqueue_many(&[
             job("ready"),
             job("scheduled").not_before(20.0).unwrap(),
@@ -851,22 +812,13 @@ mod list_and_stats {
             job("exhausted").max_attempts(1),
         ])
         .unwrap();
-        let p = &db.path;
-        leasefence::claim(p, "leased", "w", 9.0, 5.0)
-            .unwrap()
-            .unwrap();
-        leasefence::claim(p, "expired", "w", 0.0, 5.0)
-            .unwrap()
-            .unwrap();
-        leasefence::claim(p, "exhausted", "w", 0.0, 5.0)
-            .unwrap()
-            .unwrap();
-        let f = leasefence::claim(p, "done", "w", 0.0, 5.0)
-            .unwrap()
-            .unwrap();
-        assert!(leasefence::complete(p, "done", "w", f, 1.0, "r").unwrap());
+        api.claim("leased", "w", 9.0, 5.0).unwrap().unwrap();
+        api.claim("expired", "w", 0.0, 5.0).unwrap().unwrap();
+        api.claim("exhausted", "w", 0.0, 5.0).unwrap().unwrap();
+        let f = api.claim("done", "w", 0.0, 5.0).unwrap().unwrap();
+        assert!(api.complete("done", "w", f, 1.0, "r").unwrap());
         for id in ["retrying", "dead"] {
-            let fence = leasefence::claim(p, id, "w", 0.0, 5.0).unwrap().unwrap();
+            let fence = api.claim(id, "w", 0.0, 5.0).unwrap().unwrap();
             let lease = Lease {
                 job_id: id.into(),
                 owner: "w".into(),
@@ -887,82 +839,80 @@ mod list_and_stats {
         );
     }
 
-    #[test]
-    fn stats_counts_every_status() {
-        let db = Db::new();
-        let s = open(&db);
-        zoo(&db, &s);
-        let stats = s.stats(now(10.0)).unwrap();
-        assert_eq!(
-            stats,
-            Stats {
-                ready: 1,
-                scheduled: 1,
-                leased: 1,
-                expired: 1,
-                retrying: 1,
-                done: 1,
-                dead: 2,
-                cancelled: 1,
+    queue_case!(
+        fn stats_counts_every_status(api, db, s) {
+            zoo(api, s);
+            let stats = s.stats(now(10.0)).unwrap();
+            assert_eq!(
+                stats,
+                Stats {
+                    ready: 1,
+                    scheduled: 1,
+                    leased: 1,
+                    expired: 1,
+                    retrying: 1,
+                    done: 1,
+                    dead: 2,
+                    cancelled: 1,
+                }
+            );
+            assert_eq!(stats.total(), 9);
+            // the clock moves on: the lease ran out, the schedule and the retry came due
+            let later = s.stats(now(30.0)).unwrap();
+            assert_eq!(
+                (later.leased, later.expired, later.scheduled, later.ready),
+                (0, 2, 0, 2)
+            );
+        }
+    );
+
+    queue_case!(
+        fn list_shows_each_job_with_its_status_and_filters_and_limits(api, db, s) {
+            zoo(api, s);
+            let all = s.list(now(10.0), None, 100).unwrap();
+            let seen: Vec<(&str, Status)> = all
+                .iter()
+                .map(|j| (j.state.id.as_str(), j.status))
+                .collect();
+            assert_eq!(
+                seen,
+                [
+                    ("ready", Status::Ready),
+                    ("scheduled", Status::Scheduled),
+                    ("leased", Status::Leased),
+                    ("expired", Status::Expired),
+                    ("retrying", Status::Retrying),
+                    ("done", Status::Done),
+                    ("dead", Status::Dead),
+                    ("cancelled", Status::Cancelled),
+                    ("exhausted", Status::Dead),
+                ]
+            );
+            // each listed row is the stored one
+            for j in &all {
+                assert_eq!(j.state, db.row(&j.state.id).unwrap().as_state());
             }
-        );
-        assert_eq!(stats.total(), 9);
-        // the clock moves on: the lease ran out, the schedule and the retry came due
-        let later = s.stats(now(30.0)).unwrap();
-        assert_eq!(
-            (later.leased, later.expired, later.scheduled, later.ready),
-            (0, 2, 0, 2)
-        );
-    }
-
-    #[test]
-    fn list_shows_each_job_with_its_status_and_filters_and_limits() {
-        let db = Db::new();
-        let s = open(&db);
-        zoo(&db, &s);
-        let all = s.list(now(10.0), None, 100).unwrap();
-        let seen: Vec<(&str, Status)> = all
-            .iter()
-            .map(|j| (j.state.id.as_str(), j.status))
-            .collect();
-        assert_eq!(
-            seen,
-            [
-                ("ready", Status::Ready),
-                ("scheduled", Status::Scheduled),
-                ("leased", Status::Leased),
-                ("expired", Status::Expired),
-                ("retrying", Status::Retrying),
-                ("done", Status::Done),
-                ("dead", Status::Dead),
-                ("cancelled", Status::Cancelled),
-                ("exhausted", Status::Dead),
-            ]
-        );
-        // each listed row is the stored one
-        for j in &all {
-            assert_eq!(j.state, db.row(&j.state.id).unwrap().as_state());
+            // list agrees with stats, status by status
+            let stats = s.stats(now(10.0)).unwrap();
+            for status in Status::ALL {
+                let listed = s.list(now(10.0), Some(status), 100).unwrap();
+                assert_eq!(listed.len() as u64, stats.get(status), "{status}");
+                assert!(listed.iter().all(|j| j.status == status));
+            }
+            let done = &s.list(now(10.0), Some(Status::Done), 100).unwrap()[0];
+            assert_eq!(done.state.result.as_deref(), Some("r"));
+            assert_eq!(done.finished_at, Some(1.0));
+            let retrying = &s.list(now(10.0), Some(Status::Retrying), 1).unwrap()[0];
+            assert_eq!(
+                (retrying.error.as_deref(), retrying.not_before),
+                (Some("e"), 30.0)
+            );
+            assert_eq!(s.list(now(10.0), None, 3).unwrap().len(), 3);
+            assert!(s.list(now(10.0), None, 0).unwrap().is_empty());
         }
-        // list agrees with stats, status by status
-        let stats = s.stats(now(10.0)).unwrap();
-        for status in Status::ALL {
-            let listed = s.list(now(10.0), Some(status), 100).unwrap();
-            assert_eq!(listed.len() as u64, stats.get(status), "{status}");
-            assert!(listed.iter().all(|j| j.status == status));
-        }
-        let done = &s.list(now(10.0), Some(Status::Done), 100).unwrap()[0];
-        assert_eq!(done.state.result.as_deref(), Some("r"));
-        assert_eq!(done.finished_at, Some(1.0));
-        let retrying = &s.list(now(10.0), Some(Status::Retrying), 1).unwrap()[0];
-        assert_eq!(
-            (retrying.error.as_deref(), retrying.not_before),
-            (Some("e"), 30.0)
-        );
-        assert_eq!(s.list(now(10.0), None, 3).unwrap().len(), 3);
-        assert!(s.list(now(10.0), None, 0).unwrap().is_empty());
-    }
+    );
 
-    fn statuses(s: &SqliteStore, at: f64) -> Vec<(String, Status)> {
+    fn statuses(s: &dyn Store, at: f64) -> Vec<(String, Status)> {
         s.list(now(at), None, 100)
             .unwrap()
             .into_iter()
@@ -974,113 +924,104 @@ mod list_and_stats {
         pairs.iter().map(|(id, st)| (id.to_string(), *st)).collect()
     }
 
-    #[test]
-    fn the_most_final_fact_decides_a_status() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[
-            job("done"),
-            job("cancelled"),
-            job("last-attempt").max_attempts(1),
-            job("failed-then-expired"),
-        ])
-        .unwrap();
-        let p = &db.path;
-        // Finished while their leases would still run until 100: done and cancelled, not leased.
-        let f = leasefence::claim(p, "done", "w", 0.0, 100.0)
-            .unwrap()
-            .unwrap();
-        assert!(leasefence::complete(p, "done", "w", f, 1.0, "r").unwrap());
-        leasefence::claim(p, "cancelled", "w", 0.0, 100.0)
-            .unwrap()
-            .unwrap();
-        assert!(
-            s.cancel(JobId::new("cancelled").unwrap(), now(1.0))
-                .unwrap()
-        );
-        // Its last attempt, still running: leased, not dead (yet).
-        leasefence::claim(p, "last-attempt", "w", 0.0, 100.0)
-            .unwrap()
-            .unwrap();
-        // Failed once, claimed again, and that lease ran out: expired (claimable at once), not
-        // retrying.
-        let fence = leasefence::claim(p, "failed-then-expired", "w", 0.0, 5.0)
-            .unwrap()
-            .unwrap();
-        let first = Lease {
-            job_id: "failed-then-expired".into(),
-            owner: "w".into(),
-            fence,
-            until: 5.0,
-            payload: None,
-            priority: 0,
-            max_attempts: 0,
-            last_error: None,
-        };
-        assert_eq!(
-            s.fail(&first, now(1.0), "e", Some(now(2.0))).unwrap(),
-            Some(Failed::Retrying { at: 2.0 })
-        );
-        leasefence::claim(p, "failed-then-expired", "w", 2.0, 3.0)
-            .unwrap()
-            .unwrap();
-
-        assert_eq!(
-            statuses(&s, 10.0),
-            named(&[
-                ("done", Status::Done),
-                ("cancelled", Status::Cancelled),
-                ("last-attempt", Status::Leased),
-                ("failed-then-expired", Status::Expired),
+    queue_case!(
+        fn the_most_final_fact_decides_a_status(api, db, s) {
+            s.enqueue_many(&[
+                job("done"),
+                job("cancelled"),
+                job("last-attempt").max_attempts(1),
+                job("failed-then-expired"),
             ])
-        );
-        assert_eq!(
-            s.stats(now(10.0)).unwrap(),
-            Stats {
-                done: 1,
-                cancelled: 1,
-                leased: 1,
-                expired: 1,
-                ..Stats::default()
-            }
-        );
-        // Once the last attempt's lease has run out, it is dead.
-        assert_eq!(s.stats(now(100.0)).unwrap().dead, 1);
-    }
-
-    #[test]
-    fn at_now_equal_to_until_a_lease_has_expired_and_at_not_before_a_job_is_ready() {
-        let db = Db::new();
-        let s = open(&db);
-        s.enqueue_many(&[job("due").not_before(10.0).unwrap(), job("ending")])
             .unwrap();
-        leasefence::claim(&db.path, "ending", "w", 5.0, 5.0)
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            statuses(&s, 9.5),
-            named(&[("due", Status::Scheduled), ("ending", Status::Leased)])
-        );
-        assert_eq!(
-            statuses(&s, 10.0),
-            named(&[("due", Status::Ready), ("ending", Status::Expired)])
-        );
-        assert_eq!(
-            s.stats(now(10.0)).unwrap(),
-            Stats {
-                ready: 1,
-                expired: 1,
-                ..Stats::default()
-            }
-        );
-        // and claim_next agrees: both are claimable at 10
-        assert_eq!(
-            s.claim_batch(owner("v"), now(10.0), ttl(1.0), 10)
+            // Finished while their leases would still run until 100: done and cancelled, not
+            // leased.
+            let f = api.claim("done", "w", 0.0, 100.0).unwrap().unwrap();
+            assert!(api.complete("done", "w", f, 1.0, "r").unwrap());
+            api.claim("cancelled", "w", 0.0, 100.0).unwrap().unwrap();
+            assert!(
+                s.cancel(JobId::new("cancelled").unwrap(), now(1.0))
+                    .unwrap()
+            );
+            // Its last attempt, still running: leased, not dead (yet).
+            api.claim("last-attempt", "w", 0.0, 100.0).unwrap().unwrap();
+            // Failed once, claimed again, and that lease ran out: expired (claimable at once),
+            // not retrying.
+            let fence = api
+                .claim("failed-then-expired", "w", 0.0, 5.0)
                 .unwrap()
-                .len(),
-            2
-        );
-    }
+                .unwrap();
+            let first = Lease {
+                job_id: "failed-then-expired".into(),
+                owner: "w".into(),
+                fence,
+                until: 5.0,
+                payload: None,
+                priority: 0,
+                max_attempts: 0,
+                last_error: None,
+            };
+            assert_eq!(
+                s.fail(&first, now(1.0), "e", Some(now(2.0))).unwrap(),
+                Some(Failed::Retrying { at: 2.0 })
+            );
+            api.claim("failed-then-expired", "w", 2.0, 3.0)
+                .unwrap()
+                .unwrap();
+
+            assert_eq!(
+                statuses(s, 10.0),
+                named(&[
+                    ("done", Status::Done),
+                    ("cancelled", Status::Cancelled),
+                    ("last-attempt", Status::Leased),
+                    ("failed-then-expired", Status::Expired),
+                ])
+            );
+            assert_eq!(
+                s.stats(now(10.0)).unwrap(),
+                Stats {
+                    done: 1,
+                    cancelled: 1,
+                    leased: 1,
+                    expired: 1,
+                    ..Stats::default()
+                }
+            );
+            // Once the last attempt's lease has run out, it is dead.
+            assert_eq!(s.stats(now(100.0)).unwrap().dead, 1);
+        }
+    );
+
+    queue_case!(
+        fn at_now_equal_to_until_a_lease_has_expired_and_at_not_before_a_job_is_ready(api, db, s) {
+            s.enqueue_many(&[job("due").not_before(10.0).unwrap(), job("ending")])
+                .unwrap();
+            api.claim("ending", "w", 5.0, 5.0).unwrap().unwrap();
+            assert_eq!(
+                statuses(s, 9.5),
+                named(&[("due", Status::Scheduled), ("ending", Status::Leased)])
+            );
+            assert_eq!(
+                statuses(s, 10.0),
+                named(&[("due", Status::Ready), ("ending", Status::Expired)])
+            );
+            assert_eq!(
+                s.stats(now(10.0)).unwrap(),
+                Stats {
+                    ready: 1,
+                    expired: 1,
+                    ..Stats::default()
+                }
+            );
+            // and claim_next agrees: both are claimable at 10
+            assert_eq!(
+                s.claim_batch(owner("v"), now(10.0), ttl(1.0), 10)
+                    .unwrap()
+                    .len(),
+                2
+            );
+        }
+    );
 
     #[test]
     fn status_names_round_trip() {
@@ -1095,38 +1036,27 @@ mod list_and_stats {
 mod admit {
     use super::*;
 
-    fn gate(db: &Db, resource: &str) -> Option<i64> {
-        db.raw()
-            .query_row(
-                "SELECT fence FROM fence_gate WHERE resource = ?1",
-                [resource],
-                |r| r.get(0),
-            )
-            .ok()
-    }
-
-    #[test]
-    fn admits_a_fence_only_if_it_is_at_least_the_highest_admitted() {
-        let db = Db::new();
-        let s = open(&db);
-        assert!(s.admit("s3://bucket/report", 3).unwrap());
-        assert!(
-            s.admit("s3://bucket/report", 3).unwrap(),
-            "the same generation may write again"
-        );
-        assert!(s.admit("s3://bucket/report", 5).unwrap());
-        assert!(
-            !s.admit("s3://bucket/report", 4).unwrap(),
-            "an older generation is fenced out"
-        );
-        assert!(!s.admit("s3://bucket/report", 3).unwrap());
-        assert_eq!(gate(&db, "s3://bucket/report"), Some(5));
-        // per resource
-        assert!(s.admit("other", 1).unwrap());
-        assert_eq!(gate(&db, "other"), Some(1));
-        assert_invalid(s.admit("", 1), "resource");
-        assert_eq!(gate(&db, ""), None);
-    }
+    queue_case!(
+        fn admits_a_fence_only_if_it_is_at_least_the_highest_admitted(api, db, s) {
+            assert!(s.admit("s3://bucket/report", 3).unwrap());
+            assert!(
+                s.admit("s3://bucket/report", 3).unwrap(),
+                "the same generation may write again"
+            );
+            assert!(s.admit("s3://bucket/report", 5).unwrap());
+            assert!(
+                !s.admit("s3://bucket/report", 4).unwrap(),
+                "an older generation is fenced out"
+            );
+            assert!(!s.admit("s3://bucket/report", 3).unwrap());
+            assert_eq!(db.fence_gate("s3://bucket/report"), Some(5));
+            // per resource
+            assert!(s.admit("other", 1).unwrap());
+            assert_eq!(db.fence_gate("other"), Some(1));
+            assert_invalid(s.admit("", 1), "resource");
+            assert_eq!(db.fence_gate(""), None);
+        }
+    );
 
     #[test]
     fn racing_generations_never_let_an_older_one_in_after_a_newer_one() {
@@ -1150,7 +1080,7 @@ mod admit {
         for seq in &admitted {
             assert!(seq.windows(2).all(|w| w[0] < w[1]));
         }
-        assert_eq!(gate(&db, "r"), Some(199));
+        assert_eq!(db.fence_gate("r"), Some(199));
         assert!(admitted.iter().flatten().any(|&f| f == 199));
     }
 }
@@ -1289,10 +1219,10 @@ mod migration {
         assert_eq!(leasefence::state(&db.path, "a").unwrap().unwrap().fence, 7);
         assert_eq!(db.rows(), before);
         assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "2");
-        assert_eq!(queue_row(&db, "a").priority, 0);
+        assert_eq!(db.queue_row("a").priority, 0);
         // a job finished before the upgrade gets its lease end as finish time, an upper bound
-        assert_eq!(queue_row(&db, "b").finished_at, Some(3.0));
-        assert_eq!(queue_row(&db, "a").finished_at, None);
+        assert_eq!(db.queue_row("b").finished_at, Some(3.0));
+        assert_eq!(db.queue_row("a").finished_at, None);
         let s = open(&db);
         assert_eq!(s.purge(now(3.0)).unwrap(), 0);
         assert_eq!(s.purge(now(3.5)).unwrap(), 1);
@@ -1340,7 +1270,7 @@ mod migration {
              priority INTEGER NOT NULL DEFAULT 0); INSERT INTO jobs (id, priority) VALUES ('p', 9);",
         );
         leasefence::init_db(&db.path).unwrap();
-        assert_eq!(queue_row(&db, "p").priority, 9);
+        assert_eq!(db.queue_row("p").priority, 9);
         let s = open(&db);
         s.enqueue_many(&[job("q").priority(3)]).unwrap();
         let first = s

@@ -35,7 +35,7 @@ contract!(
         // Another process changes the row behind our back.
         let changed = db.leased("job", "elsewhere", 3, 99.0);
         assert_eq!(api.state("job").unwrap(), Some(changed.as_state()));
-        db.raw().execute("DELETE FROM jobs WHERE id = 'job'", []).unwrap();
+        db.exec("DELETE FROM jobs WHERE id = 'job'");
         assert_eq!(api.state("job").unwrap(), None);
     }
 );

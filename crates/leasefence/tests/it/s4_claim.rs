@@ -141,7 +141,7 @@ contract!(
 );
 
 contract!(
-    fn an_error_inside_the_transaction_rolls_back_and_changes_nothing(api, db) {
+    sqlite_only fn an_error_inside_the_transaction_rolls_back_and_changes_nothing(api, db) {
         // A trigger makes the claim's UPDATE fail inside its BEGIN IMMEDIATE transaction.
         db.put(&Row { fence: 3, ..Row::fresh("job") });
         db.raw()

@@ -204,16 +204,10 @@ contract!(
         // it free and overwrite the holder's lease; one transaction around read and write sees
         // the committed lease and refuses.
         api.enqueue("job").unwrap();
-        let holder = db.raw();
-        holder
-            .execute_batch(
-                "BEGIN IMMEDIATE; \
-                 UPDATE jobs SET owner = 'holder', until = 100, fence = 7 WHERE id = 'job';",
-            )
-            .unwrap();
+        let commit = db.hold("UPDATE jobs SET owner = 'holder', until = 100, fence = 7 WHERE id = 'job';");
         let commit = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(500));
-            holder.execute_batch("COMMIT").unwrap();
+            commit();
         });
         assert_eq!(api.claim("job", "w", 0.0, 10.0).unwrap(), None);
         commit.join().unwrap();

@@ -1,0 +1,5 @@
+-- $1 id, $2 now. Any unfinished job; a finished one keeps its result. A holder's later renew,
+-- complete or fail is refused (done = 1). The fence is kept.
+UPDATE jobs
+   SET done = 1, outcome = 'cancelled', finished_at = $2
+ WHERE id = $1 AND done = 0

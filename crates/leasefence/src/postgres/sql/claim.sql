@@ -1,0 +1,7 @@
+-- $1 id, $2 owner, $3 new until (now + ttl), $4 now. One statement: a concurrent claim waits
+-- for the row lock and then re-checks this WHERE on the row as the winner left it.
+-- Claimable: known, not done, lease expired (until <= now: now == until is expired).
+UPDATE jobs
+   SET owner = $2, until = $3, fence = fence + 1
+ WHERE id = $1 AND done = 0 AND until <= $4
+RETURNING fence

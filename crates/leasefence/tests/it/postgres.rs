@@ -1,0 +1,505 @@
+//! What only the PostgreSQL backend has to prove: races between connections (threads standing
+//! in for hosts), concurrent schema initialisation, the migration record, the durability
+//! setting, the index `claim_next` walks, connection failures, and `complete_with` on a
+//! `postgres::Transaction`. The contract itself runs on PostgreSQL as the `pg` configuration of
+//! every `contract!` case. Each test skips (printing why) without `LEASEFENCE_TEST_PG`, and
+//! fails instead in CI.
+
+use std::collections::BTreeSet;
+use std::sync::Barrier;
+use std::time::Duration;
+
+use crate::common::*;
+use leasefence::{Error, JobId, NewJob, Now, Owner, PgOptions, PgStore, Store, Ttl};
+
+fn now(t: f64) -> Now {
+    Now::new(t).unwrap()
+}
+fn ttl(t: f64) -> Ttl {
+    Ttl::new(t).unwrap()
+}
+
+#[test]
+fn of_many_racing_claims_from_separate_stores_exactly_one_wins() {
+    let Some(db) = PgDb::new() else { return };
+    const OWNERS: usize = 8;
+    let stores: Vec<PgStore> = (0..OWNERS).map(|_| db.store()).collect();
+    for round in 0..20 {
+        let id = format!("job-{round}");
+        stores[0].enqueue(JobId::new(&id).unwrap()).unwrap();
+        // every second round the job is already leased and expires exactly at `now`
+        if round % 2 == 1 {
+            db.leased(&id, "old", 3, 50.0);
+        }
+        let barrier = Barrier::new(OWNERS);
+        let results: Vec<Option<i64>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = stores
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let (id, barrier) = (&id, &barrier);
+                    scope.spawn(move || {
+                        let me = format!("w{i}");
+                        barrier.wait();
+                        s.claim(
+                            JobId::new(id).unwrap(),
+                            Owner::new(&me).unwrap(),
+                            now(50.0),
+                            ttl(10.0),
+                        )
+                        .unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let winners: Vec<usize> = (0..OWNERS).filter(|i| results[*i].is_some()).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        let expected = if round % 2 == 1 { 4 } else { 1 };
+        assert_eq!(results[winners[0]], Some(expected));
+        let row = db.row(&id).unwrap();
+        assert_eq!(row.owner, Some(format!("w{}", winners[0])));
+        assert_eq!((row.fence, row.until), (expected, 60.0));
+    }
+}
+
+#[test]
+fn concurrent_claim_batches_never_hand_out_the_same_job() {
+    let Some(db) = PgDb::new() else { return };
+    let jobs: Vec<NewJob> = (0..300)
+        .map(|i| NewJob::new(format!("j{i:03}")).unwrap().priority(i % 4))
+        .collect();
+    db.store().enqueue_many(&jobs).unwrap();
+    let per_worker: Vec<Vec<(String, i64)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let db = &db;
+                scope.spawn(move || {
+                    let s = db.store();
+                    let me = format!("w{w}");
+                    let mut got = vec![];
+                    loop {
+                        let batch = s
+                            .claim_batch(Owner::new(&me).unwrap(), now(0.0), ttl(60.0), 1 + w)
+                            .unwrap();
+                        if batch.is_empty() {
+                            break got;
+                        }
+                        got.extend(batch.into_iter().map(|l| (l.job_id, l.fence)));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let all: Vec<&(String, i64)> = per_worker.iter().flatten().collect();
+    assert_eq!(all.len(), 300, "every job claimed exactly once");
+    let distinct: BTreeSet<&String> = all.iter().map(|(id, _)| id).collect();
+    assert_eq!(distinct.len(), 300);
+    assert!(all.iter().all(|(_, fence)| *fence == 1));
+}
+
+#[test]
+fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
+    let Some(db) = PgDb::new() else { return };
+    // a second, brand-new schema, initialised by eight stores at once
+    let schema = format!("{}_x", db.schema);
+    // dropped even when an assertion below fails
+    struct DropSchema<'a>(&'a PgDb, String);
+    impl Drop for DropSchema<'_> {
+        fn drop(&mut self) {
+            self.0
+                .exec(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.1));
+        }
+    }
+    let _cleanup = DropSchema(&db, schema.clone());
+    let barrier = Barrier::new(8);
+    let opened: Vec<Result<PgStore, Error>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let (db, schema, barrier) = (&db, &schema, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    PgOptions::new().schema(schema).pool_size(1).open(&db.url)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for store in &opened {
+        assert!(store.is_ok(), "{store:?}");
+    }
+    let store = opened.into_iter().next().unwrap().unwrap();
+    assert_eq!(store.schema(), schema);
+    store.enqueue(JobId::new("a").unwrap()).unwrap();
+    let versions = db.query_i64(&format!(
+        "SELECT version::bigint FROM {schema}.schema_migrations ORDER BY version"
+    ));
+    assert_eq!(versions, [1, 2]);
+    // a restart changes nothing, above all no fence
+    store
+        .claim(
+            JobId::new("a").unwrap(),
+            Owner::new("w").unwrap(),
+            now(0.0),
+            ttl(5.0),
+        )
+        .unwrap();
+    let again = PgOptions::new().schema(&schema).open(&db.url).unwrap();
+    assert_eq!(
+        again
+            .state(JobId::new("a").unwrap())
+            .unwrap()
+            .unwrap()
+            .fence,
+        1
+    );
+}
+
+#[test]
+fn the_default_schema_is_leasefence_and_bad_names_are_refused() {
+    assert_invalid(
+        PgOptions::new().schema("Bad-Name").open("host=127.0.0.1"),
+        "schema",
+    );
+    assert_invalid(
+        PgOptions::new().schema("1abc").open("host=127.0.0.1"),
+        "schema",
+    );
+    assert_invalid(PgOptions::new().open("postgres://[::1"), "url");
+    let Some(db) = PgDb::new() else { return };
+    // the default schema; shared with other runs, so only look, never drop
+    let store = PgStore::open(&db.url).unwrap();
+    assert_eq!(store.schema(), "leasefence");
+}
+
+#[test]
+fn commits_are_durable_synchronous_commit_is_on() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    let got = store
+        .complete_with(&claim_one(&store), now(1.0), "r", |tx| {
+            let row = tx
+                .query_one("SELECT current_setting('synchronous_commit')", &[])
+                .map_err(|e| Failure(e.to_string()))?;
+            Ok::<String, Failure>(row.get(0))
+        })
+        .unwrap();
+    assert_eq!(got.as_deref(), Some("on"));
+}
+
+/// The error type of the callers' writes in `complete_with`.
+#[derive(Debug, PartialEq)]
+struct Failure(String);
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure(e.to_string())
+    }
+}
+
+fn claim_one(store: &PgStore) -> leasefence::Lease {
+    store.enqueue_many(&[NewJob::new("j").unwrap()]).unwrap();
+    store
+        .claim_next(Owner::new("w").unwrap(), now(0.0), ttl(30.0))
+        .unwrap()
+        .unwrap()
+}
+
+#[test]
+fn claim_next_walks_the_ready_index_in_order_without_sorting() {
+    let Some(db) = PgDb::new() else { return };
+    let sql: String = include_str!("../../src/postgres/sql/claim_next.sql")
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("$1", "'w'")
+        .replace("$2", "1")
+        .replace("$3", "0")
+        .replace("$4", "1");
+    let plan = db.explain(&sql);
+    assert!(plan.contains("jobs_ready"), "{plan}");
+    assert!(!plan.contains("Sort"), "{plan}");
+}
+
+#[test]
+fn complete_with_commits_the_callers_writes_only_with_a_current_lease() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    let lease = claim_one(&store);
+    db.exec("CREATE TABLE sent (id TEXT PRIMARY KEY, fence BIGINT)");
+    let write = |tx: &mut leasefence::postgres::Transaction<'_>| {
+        tx.execute(
+            "INSERT INTO sent VALUES ($1, $2)",
+            &[&lease.job_id, &lease.fence],
+        )
+        .map(drop)
+        .map_err(|e| Failure(e.to_string()))
+    };
+    // a failing write rolls the completion back too
+    let failed = store.complete_with(&lease, now(1.0), "r", |tx| {
+        write(tx)?;
+        Err::<(), Failure>(Failure("boom".into()))
+    });
+    assert_eq!(failed, Err(Failure("boom".into())));
+    assert_eq!(db.row("j").unwrap().done, 0);
+    assert_eq!(db.query_i64("SELECT count(*) FROM sent"), [0]);
+    // then it commits both
+    assert_eq!(
+        store.complete_with(&lease, now(2.0), "r", write),
+        Ok(Some(()))
+    );
+    assert_eq!(db.row("j").unwrap().result.as_deref(), Some("r"));
+    assert_eq!(db.query_i64("SELECT fence FROM sent"), [1]);
+    // a stale lease runs nothing
+    let ran = store.complete_with(&lease, now(3.0), "again", |_| {
+        panic!("must not run for a stale lease");
+        #[allow(unreachable_code)]
+        Ok::<(), Failure>(())
+    });
+    assert_eq!(ran, Ok(None));
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_connection_error() {
+    // a port nobody listens on
+    let err = PgOptions::new()
+        .connect_timeout(Duration::from_secs(2))
+        .open("host=127.0.0.1 port=1 user=postgres dbname=test password=secret")
+        .unwrap_err();
+    match &err {
+        Error::CannotConnect { target, .. } => {
+            assert!(
+                target.contains("127.0.0.1") && target.contains("port=1"),
+                "{target}"
+            );
+        }
+        other => panic!("expected CannotConnect, got {other:?}"),
+    }
+    assert!(!err.to_string().contains("secret"), "{err}");
+    assert!(
+        err.to_string().contains("cannot connect to PostgreSQL"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_row_lock_held_past_the_lock_timeout_is_busy_and_changes_nothing() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db
+        .options()
+        .lock_timeout(Duration::from_millis(100))
+        .open(&db.url)
+        .unwrap();
+    db.leased("job", "holder", 2, 100.0);
+    let commit = db.hold("UPDATE jobs SET until = 200 WHERE id = 'job'");
+    let err = store
+        .renew(
+            JobId::new("job").unwrap(),
+            Owner::new("holder").unwrap(),
+            2,
+            now(0.0),
+            ttl(10.0),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Busy), "{err:?}");
+    assert!(err.is_retryable());
+    commit();
+    assert_eq!(db.row("job").unwrap().until, 200.0);
+}
+
+#[test]
+fn a_purge_racing_an_enqueue_of_the_same_id_never_lets_a_fence_be_issued_again() {
+    // Under READ COMMITTED an enqueue whose snapshot predates the purge's commit could insert
+    // the id afresh with fence 0; the per-id lock makes it see the fence floor.
+    let Some(db) = PgDb::new() else { return };
+    let (a, b) = (db.store(), db.store());
+    let j = JobId::new("j").unwrap();
+    let w = Owner::new("w").unwrap();
+    let mut highest = 0;
+    for round in 0..150 {
+        let t = f64::from(round) * 10.0;
+        a.enqueue(j).unwrap();
+        let f = a.claim(j, w, now(t), ttl(5.0)).unwrap().unwrap();
+        assert!(f > highest, "round {round}: fence {f} after {highest}");
+        highest = f;
+        assert!(a.complete(j, w, f, now(t + 1.0), "r").unwrap());
+        let barrier = Barrier::new(2);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                barrier.wait();
+                a.purge(now(t + 2.0)).unwrap()
+            });
+            scope.spawn(|| {
+                barrier.wait();
+                b.enqueue(j).unwrap()
+            });
+        });
+    }
+}
+
+#[test]
+fn a_connection_killed_mid_statement_is_a_clear_error_changes_nothing_and_the_next_call_works() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db
+        .options()
+        .pool_size(1)
+        .lock_timeout(Duration::from_secs(30))
+        .open(&db.url)
+        .unwrap();
+    db.leased("job", "w", 1, 100.0);
+    let (holder, commit) = db.hold_with_pid("UPDATE jobs SET result = 'held' WHERE id = 'job'");
+    let renew = || {
+        store.renew(
+            JobId::new("job").unwrap(),
+            Owner::new("w").unwrap(),
+            1,
+            now(0.0),
+            ttl(10.0),
+        )
+    };
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(renew);
+        // the renew waits for the holder's row lock: kill its backend there
+        let mut waiter = vec![];
+        for _ in 0..200 {
+            waiter = db.query_i64(&format!(
+                "SELECT pid::bigint FROM pg_stat_activity \
+                 WHERE {holder} = ANY(pg_blocking_pids(pid))"
+            ));
+            if !waiter.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        assert_eq!(waiter.len(), 1, "the renew never waited for the lock");
+        let killed = db.query_i64(&format!(
+            "SELECT {}::bigint WHERE pg_terminate_backend({})",
+            waiter[0], waiter[0]
+        ));
+        assert_eq!(killed, [waiter[0]], "pg_terminate_backend refused");
+        let err = waiting.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::ConnectionLost { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("lost the connection to PostgreSQL"),
+            "{err}"
+        );
+        assert!(!err.is_retryable());
+    });
+    commit();
+    // no partial state: the killed renew did not extend the lease
+    let row = db.row("job").unwrap();
+    assert_eq!((row.until, row.result.as_deref()), (100.0, Some("held")));
+    // the pool replaced the dead connection: the next call succeeds
+    assert!(renew().unwrap());
+    assert_eq!(db.row("job").unwrap().until, 10.0);
+}
+
+#[test]
+fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_lease() {
+    let Some(db) = PgDb::new() else { return };
+    let behind = db.options().database_clock(true).open(&db.url).unwrap();
+    let ahead = db.options().database_clock(true).open(&db.url).unwrap();
+    assert!(behind.uses_database_clock() && !db.store().uses_database_clock());
+    let debug = format!("{behind:?}");
+    assert!(
+        debug.starts_with("PgStore")
+            && debug.contains(&db.schema)
+            && debug.contains("database_clock: true"),
+        "{debug}"
+    );
+    let (j, a, b) = (
+        JobId::new("job").unwrap(),
+        Owner::new("A").unwrap(),
+        Owner::new("B").unwrap(),
+    );
+    behind.enqueue(j).unwrap();
+    let real = behind.now().unwrap().seconds();
+    // A's local clock runs 1000 s behind, B's 1000 s ahead: far more than the 30 s ttl.
+    let fence = behind
+        .claim(j, a, now(real - 1000.0), ttl(30.0))
+        .unwrap()
+        .unwrap();
+    let until = db.row("job").unwrap().until;
+    assert!(
+        until >= real + 30.0 && until < real + 40.0,
+        "{until} vs {real}"
+    );
+    assert_eq!(
+        ahead.claim(j, b, now(real + 1000.0), ttl(30.0)).unwrap(),
+        None
+    );
+    assert!(
+        behind
+            .renew(j, a, fence, now(real - 1000.0), ttl(30.0))
+            .unwrap()
+    );
+    assert!(
+        behind
+            .complete(j, a, fence, now(real - 1000.0), "A's")
+            .unwrap()
+    );
+    assert_eq!(db.row("job").unwrap().result.as_deref(), Some("A's"));
+
+    // The contrast: on the callers' clocks, B's fast clock takes A's live lease.
+    let caller = db.store();
+    caller.enqueue(JobId::new("other").unwrap()).unwrap();
+    let o = JobId::new("other").unwrap();
+    caller
+        .claim(o, a, now(real - 1000.0), ttl(30.0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        caller.claim(o, b, now(real + 1000.0), ttl(30.0)).unwrap(),
+        Some(2)
+    );
+
+    // Leases handed out and renewed on the database clock carry the stored `until`.
+    behind
+        .enqueue_many(&[NewJob::new("queued").unwrap()])
+        .unwrap();
+    let mut lease = behind.claim_next(a, now(0.0), ttl(60.0)).unwrap().unwrap();
+    assert_eq!(db.row("queued").unwrap().until, lease.until);
+    assert!(lease.until >= real + 60.0, "{lease:?}");
+    let first = lease.until;
+    assert!(
+        behind
+            .renew_lease(&mut lease, now(0.0), ttl(120.0))
+            .unwrap()
+    );
+    assert_eq!(db.row("queued").unwrap().until, lease.until);
+    assert!(lease.until > first);
+}
+
+#[test]
+fn the_worker_runtime_drains_a_postgresql_queue() {
+    let Some(db) = PgDb::new() else { return };
+    let jobs: Vec<NewJob> = (0..40)
+        .map(|i| NewJob::new(format!("job-{i:02}")).unwrap())
+        .collect();
+    db.store().enqueue_many(&jobs).unwrap();
+    let options = db.options().pool_size(1);
+    let url = db.url.clone();
+    let stats = leasefence::Worker::builder(move || options.open(&url))
+        .concurrency(4)
+        .ttl(30.0)
+        .poll_interval(Duration::from_millis(20))
+        .drain(true)
+        .build(|ctx| Ok::<_, String>(format!("{} by {}", ctx.job_id(), ctx.owner())))
+        .unwrap()
+        .run()
+        .unwrap();
+    assert_eq!(
+        (stats.claimed, stats.completed, stats.failed()),
+        (40, 40, 0)
+    );
+    let rows = db.rows();
+    assert_eq!(rows.len(), 40);
+    for row in rows {
+        assert_eq!((row.done, row.fence), (1, 1), "{row:?}");
+        let owner = row.owner.unwrap();
+        assert_eq!(row.result, Some(format!("{} by {owner}", row.id)));
+    }
+}
