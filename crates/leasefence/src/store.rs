@@ -182,6 +182,19 @@ pub trait Store {
     /// busy or backend failures.
     fn admit(&self, resource: &str, fence: Fence) -> Result<bool>;
 
+    /// The clock this store judges leases by, when that is not the caller's: `Some(reading)`
+    /// for a store whose operations ignore their `now` argument and read the database's own
+    /// clock (`PgStore` opened with `PgOptions::database_clock`); `None` (the
+    /// default, and always on SQLite) when every operation judges by the `now` it is given.
+    ///
+    /// The [`Worker`](crate::Worker) uses it to put its own clock on the store's timescale.
+    ///
+    /// # Errors
+    /// Connection or backend failures while reading the database's clock.
+    fn database_now(&self) -> Result<Option<Now>> {
+        Ok(None)
+    }
+
     // ---- conveniences over a Lease --------------------------------------------------------
 
     /// [`Store::renew`] for `lease`; on success `lease.until` is updated.

@@ -19,6 +19,14 @@
 //! Time for leases is read from a [`Clock`] ([`SystemClock`] by default); tests drive a
 //! [`ManualClock`] instead of sleeping. Real time is only used for the short polling ticks
 //! (heartbeat checks, the empty-queue poll, the shutdown deadline).
+//!
+//! On PostgreSQL the worker judges leases by the **database's clock** by default
+//! (`Worker::postgres`): the store ignores the `now` it is given and reads
+//! `clock_timestamp()` on the server, so workers on hosts whose clocks disagree — even by more
+//! than the ttl — never both hold a live lease. When [`Worker::run`] starts on such a store
+//! ([`Store::database_now`] is `Some`), the worker measures the offset between its [`Clock`] and
+//! the database's once and reads its clock shifted by it, so heartbeats, [`JobContext::now`] and
+//! [`JobContext::until`] are on the store's timescale.
 
 use std::fmt;
 use std::fmt::Display;
@@ -419,6 +427,10 @@ struct Config {
 struct Shared<S> {
     config: Config,
     clock: Arc<dyn Clock>,
+    /// Seconds added to every reading of `clock` (f64 bits): the database's clock minus the
+    /// worker's, measured when [`Worker::run`] starts on a store that judges leases by the
+    /// database's clock; 0 otherwise.
+    offset: AtomicU64,
     handler: Box<Handler<S>>,
     on_outcome: Option<Box<OutcomeHook>>,
     counters: Arc<Counters>,
@@ -429,7 +441,12 @@ struct Shared<S> {
 
 impl<S> Shared<S> {
     fn now(&self) -> Result<Now> {
-        Now::new(self.clock.now())
+        Now::new(self.clock_now())
+    }
+
+    /// The worker's clock on the store's timescale.
+    fn clock_now(&self) -> f64 {
+        self.clock.now() + f64::from_bits(self.offset.load(Ordering::SeqCst))
     }
 
     fn drained(&self) -> bool {
@@ -534,9 +551,11 @@ impl<'a, S: Store> JobContext<'a, S> {
         lock(&self.job.beat).until
     }
 
-    /// The worker's clock reading.
+    /// The worker's clock reading, on the store's timescale: with a store that judges leases
+    /// by the database's clock, the worker's [`Clock`] shifted by the offset measured when the
+    /// worker started.
     pub fn now(&self) -> f64 {
-        self.shared.clock.now()
+        self.shared.clock_now()
     }
 
     /// `true` once a renew was refused: the lease is gone and nothing this attempt stores will
@@ -843,6 +862,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
                 drain: self.drain,
             },
             clock: self.clock,
+            offset: AtomicU64::new(0f64.to_bits()),
             handler: Box::new(move |ctx| handler(ctx).map_err(|e| e.to_string())),
             on_outcome: self.on_outcome,
             counters: Arc::default(),
@@ -931,6 +951,42 @@ impl Worker<SqliteStore> {
     }
 }
 
+#[cfg(feature = "postgres")]
+impl Worker<crate::PgStore> {
+    /// A builder for a worker on the PostgreSQL database at `url` (a `postgres://` URL or
+    /// libpq `key=value` pairs), in the default schema, judging leases by the **database's
+    /// clock**: workers on hosts whose clocks disagree still agree on when a lease expires.
+    /// Each thread opens its own [`PgStore`](crate::PgStore) (creating the schema if needed).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// use leasefence::Worker;
+    ///
+    /// let stats = Worker::postgres("postgres://postgres@127.0.0.1/test")
+    ///     .concurrency(4)
+    ///     .drain(true)
+    ///     .build(|ctx| Ok::<_, String>(format!("did {}", ctx.lease().job_id)))?
+    ///     .run()?;
+    /// println!("{stats:?}");
+    /// # Ok(()) }
+    /// ```
+    pub fn postgres(url: impl Into<String>) -> WorkerBuilder<crate::PgStore> {
+        Self::postgres_with(url, crate::PgOptions::new())
+    }
+
+    /// As [`Worker::postgres`], with the store opened by `options` (schema, timeouts) — always
+    /// with [`database_clock`](crate::PgOptions::database_clock) on. For a worker that judges
+    /// leases by its own clock instead, use [`Worker::builder`] with a store opened without it.
+    pub fn postgres_with(
+        url: impl Into<String>,
+        options: crate::PgOptions,
+    ) -> WorkerBuilder<crate::PgStore> {
+        let url = url.into();
+        let options = options.database_clock(true);
+        WorkerBuilder::new(Box::new(move || options.open(&url)))
+    }
+}
+
 impl<S: Store + Send + 'static> Worker<S> {
     /// A builder for a worker on any backend: `open` is called once per thread (plus once for
     /// the heartbeat) when [`run`](Self::run) starts, because a store is used by one thread at
@@ -989,6 +1045,14 @@ impl<S: Store + Send + 'static> Worker<S> {
         let beat_store = stores
             .pop()
             .expect("one store per thread plus the heartbeat's");
+        if let Some(database) = beat_store.database_now()? {
+            let offset = database.seconds() - shared.clock.now();
+            shared.offset.store(offset.to_bits(), Ordering::SeqCst);
+            tracing::info!(
+                offset,
+                "the store judges leases by the database's clock; the worker's clock follows it"
+            );
+        }
         tracing::info!(
             threads = shared.slots.len(),
             owner_prefix = %shared.config.owner_prefix,
@@ -1306,7 +1370,7 @@ fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
         if beat.phase != Phase::Running {
             continue;
         }
-        let now = shared.clock.now();
+        let now = shared.clock_now();
         if now < beat.renewed_at + shared.config.heartbeat {
             continue;
         }

@@ -750,6 +750,14 @@ impl Store for PgStore {
         Ok(renewed)
     }
 
+    fn database_now(&self) -> Result<Option<Now>> {
+        if self.database_clock {
+            self.now().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     fn admit(&self, resource_name: &str, fence: Fence) -> Result<bool> {
         let resource_name = text("resource", resource(resource_name)?)?;
         self.write_one(ADMIT, &[&resource_name, &fence])
