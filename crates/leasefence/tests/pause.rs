@@ -154,7 +154,7 @@ fn pause_run(backend: &Backend) {
     let mut frozen: BTreeMap<usize, (Instant, String, i64)> = BTreeMap::new();
     let mut overtaken: BTreeSet<(usize, String, i64)> = BTreeSet::new();
     let mut last_claim: BTreeMap<String, i64> = BTreeMap::new();
-    let mut claims_seen = vec![0usize; WORKERS];
+    let mut claims_seen = [0usize; WORKERS];
     let mut events = vec![];
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut open = WORKERS;
