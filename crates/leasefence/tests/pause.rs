@@ -13,10 +13,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use leasefence::{Clock, postgres};
-use leasefence::{Lease, NewJob, Now, Owner, PgOptions, SqliteStore, Store, SystemClock, Ttl};
+use leasefence::{Clock, Lease, NewJob, Now, Owner, Store, SystemClock, Ttl};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+
+mod support;
+use support::{Backend, PgSchema};
 
 const CHILD_ENV: &str = "LEASEFENCE_PAUSE_CHILD";
 const WORKERS: usize = 3;
@@ -27,61 +29,6 @@ const WORK: Duration = Duration::from_millis(900);
 const BEAT: Duration = Duration::from_millis(150);
 const PAUSE: Duration = Duration::from_millis(1500);
 
-/// Where the children work: an SQLite file, or a PostgreSQL schema.
-#[derive(Clone, Debug)]
-enum Backend {
-    Sqlite(String),
-    Pg { url: String, schema: String },
-}
-
-impl Backend {
-    fn spec(&self) -> String {
-        match self {
-            Backend::Sqlite(path) => format!("sqlite\n{path}"),
-            Backend::Pg { url, schema } => format!("pg\n{url}\n{schema}"),
-        }
-    }
-
-    fn parse(spec: &str) -> Backend {
-        let parts: Vec<&str> = spec.split('\n').collect();
-        match parts[..] {
-            ["sqlite", path] => Backend::Sqlite(path.into()),
-            ["pg", url, schema] => Backend::Pg {
-                url: url.into(),
-                schema: schema.into(),
-            },
-            _ => panic!("bad spec {spec:?}"),
-        }
-    }
-
-    fn store(&self) -> Box<dyn Store> {
-        match self {
-            Backend::Sqlite(path) => Box::new(SqliteStore::open(path).unwrap()),
-            Backend::Pg { url, schema } => Box::new(
-                PgOptions::new()
-                    .schema(schema)
-                    .pool_size(2)
-                    .database_clock(true)
-                    .open(url)
-                    .unwrap(),
-            ),
-        }
-    }
-}
-
-fn pg_url() -> Option<String> {
-    match std::env::var("LEASEFENCE_TEST_PG") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but LEASEFENCE_TEST_PG is not: the PostgreSQL pause test must run")
-        }
-        _ => {
-            eprintln!("skipped: LEASEFENCE_TEST_PG is not set, so the PostgreSQL case did not run");
-            None
-        }
-    }
-}
-
 #[test]
 fn sqlite_frozen_workers_never_store_with_an_old_fence() {
     let dir = tempfile::tempdir().unwrap();
@@ -91,16 +38,10 @@ fn sqlite_frozen_workers_never_store_with_an_old_fence() {
 
 #[test]
 fn postgres_frozen_workers_never_store_with_an_old_fence() {
-    let Some(url) = pg_url() else { return };
-    let schema = format!("lf_pause_{}", std::process::id());
-    let backend = Backend::Pg {
-        url: url.clone(),
-        schema: schema.clone(),
+    let Some(pg) = PgSchema::new("pause") else {
+        return;
     };
-    pause_run(&backend);
-    let mut raw = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    raw.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-        .unwrap();
+    pause_run(&pg.backend());
 }
 
 /// One line a child reported: `op job fence outcome`.
