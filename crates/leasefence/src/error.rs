@@ -85,8 +85,39 @@ pub enum Error {
         source: BackendError,
     },
 
-    /// Any other failure reported by the database engine (disk full, read-only file, I/O error,
-    /// corruption, …).
+    /// The database could not grow: the disk is full, or the SQLite file reached the size
+    /// limit set with [`SqliteOptions::max_size`](crate::SqliteOptions::max_size) (PostgreSQL:
+    /// `disk_full`). The call's transaction was rolled back, so nothing was written; the same
+    /// store works again once space is freed (e.g. by [`Store::purge`](crate::Store::purge)).
+    #[error("database {database} is full (disk full or size limit reached); nothing was written")]
+    StorageFull {
+        /// The SQLite file, or the PostgreSQL target (host, port, user, database).
+        database: String,
+    },
+
+    /// The database cannot be written: a read-only file, folder or mount (SQLite), or a
+    /// read-only server or transaction (PostgreSQL: a hot standby). Nothing was written.
+    #[error("database {database} is read-only; nothing was written")]
+    ReadOnly {
+        /// The SQLite file, or the PostgreSQL target (host, port, user, database).
+        database: String,
+        /// What the engine reported.
+        #[source]
+        source: BackendError,
+    },
+
+    /// The database engine found the file damaged (SQLite `SQLITE_CORRUPT`): the call was not
+    /// carried out. Restore the file from a backup; `PRAGMA integrity_check` tells more.
+    #[error("database {database} is corrupt")]
+    Corrupt {
+        /// The SQLite file.
+        database: String,
+        /// What the engine reported.
+        #[source]
+        source: BackendError,
+    },
+
+    /// Any other failure reported by the database engine (an I/O error, …).
     #[error(transparent)]
     Backend(#[from] BackendError),
 }

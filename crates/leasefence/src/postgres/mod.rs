@@ -773,6 +773,13 @@ fn map_error(target: &str, e: postgres::Error) -> Error {
     ];
     match e.code() {
         Some(code) if busy.contains(code) => Error::Busy,
+        Some(&SqlState::DISK_FULL) => Error::StorageFull {
+            database: target.to_owned(),
+        },
+        Some(&SqlState::READ_ONLY_SQL_TRANSACTION) => Error::ReadOnly {
+            database: target.to_owned(),
+            source: BackendError::new(e),
+        },
         // Class 08 (connection exception) and 57P01..57P03 (the server shut the session down,
         // e.g. pg_terminate_backend), or a socket closed under us.
         Some(code)

@@ -85,6 +85,7 @@ pub struct SqliteOptions {
     busy_timeout: Duration,
     synchronous: Synchronous,
     init: bool,
+    max_size: Option<u64>,
 }
 
 impl Default for SqliteOptions {
@@ -93,6 +94,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             synchronous: Synchronous::Full,
             init: true,
+            max_size: None,
         }
     }
 }
@@ -121,6 +123,15 @@ impl SqliteOptions {
     /// the six columns must already exist.
     pub fn init(mut self, init: bool) -> Self {
         self.init = init;
+        self
+    }
+
+    /// A size limit for the database file, in bytes (default: none, the disk is the limit).
+    /// A write that would grow the file past it fails with [`Error::StorageFull`] and changes
+    /// nothing — so a runaway producer cannot fill the disk the workers need. Rounded down to
+    /// whole pages; a limit below the file's current size stops it from growing at all.
+    pub fn max_size(mut self, bytes: u64) -> Self {
+        self.max_size = Some(bytes);
         self
     }
 
@@ -312,6 +323,16 @@ impl SqliteStore {
         }
         conn.pragma_update(None, "synchronous", options.synchronous.pragma())
             .map_err(|e| self.err(e))?;
+        if let Some(bytes) = options.max_size {
+            let page_size: i64 = conn
+                .query_row("PRAGMA page_size", [], |r| r.get(0))
+                .map_err(|e| self.err(e))?;
+            let pages = i64::try_from(bytes).unwrap_or(i64::MAX) / page_size.max(1);
+            // SQLite never sets the limit below the current page count: the file then keeps
+            // its size and cannot grow.
+            conn.pragma_update(None, "max_page_count", pages.max(1))
+                .map_err(|e| self.err(e))?;
+        }
         if options.init {
             let mode: String = conn
                 .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
@@ -675,8 +696,20 @@ fn status_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Stat
 
 /// Sorts a driver error into the crate's error kinds.
 fn map_error(path: &Path, e: rusqlite::Error) -> Error {
+    let database = || path.display().to_string();
     match e.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Busy,
+        Some(ErrorCode::DiskFull) => Error::StorageFull {
+            database: database(),
+        },
+        Some(ErrorCode::ReadOnly) => Error::ReadOnly {
+            database: database(),
+            source: BackendError::new(e),
+        },
+        Some(ErrorCode::DatabaseCorrupt) => Error::Corrupt {
+            database: database(),
+            source: BackendError::new(e),
+        },
         Some(ErrorCode::NotADatabase) => Error::NotADatabase {
             path: path.to_path_buf(),
         },

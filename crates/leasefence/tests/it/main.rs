@@ -17,6 +17,7 @@ mod s7_release;
 mod s8_claim_many;
 
 mod busy;
+mod faults;
 mod pg_hosts;
 mod postgres;
 mod processes;
