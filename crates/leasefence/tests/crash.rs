@@ -136,7 +136,10 @@ fn crash_run(backend: &Backend) {
                 assert!(status.success(), "a surviving worker failed: {status}");
                 break;
             }
-            assert!(Instant::now() < deadline, "the workers never drained the queue");
+            assert!(
+                Instant::now() < deadline,
+                "the workers never drained the queue"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -18,7 +18,6 @@ mod s8_claim_many;
 
 mod busy;
 mod faults;
-mod pg_hosts;
 mod postgres;
 mod processes;
 mod queue;

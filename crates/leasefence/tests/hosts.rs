@@ -3,13 +3,19 @@
 //!
 //! The multi-process test re-executes this test binary: `pg_child_worker` is an ignored test
 //! that only does work when the parent hands it a schema through the environment.
+//!
+//! A test binary of its own (not part of `it`): these tests take seconds of real time, and the
+//! mutation catalog runs `it` once per mutant.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::*;
+#[allow(dead_code, unused_macros, unused_imports)]
+#[path = "it/common.rs"]
+mod common;
+use common::*;
 use leasefence::{Clock, NewJob, Now, Owner, PgOptions, Store, SystemClock, Ttl, Worker};
 
 /// A host clock that runs `skew` seconds off the true time.
@@ -178,7 +184,7 @@ fn several_processes_with_stalls_finish_every_job_once_and_refuse_every_stale_wr
     let children: Vec<_> = (0..PROCESSES)
         .map(|p| {
             Command::new(&exe)
-                .args(["pg_hosts::pg_child_worker", "--exact", "--ignored"])
+                .args(["pg_child_worker", "--exact", "--ignored"])
                 .args(["--nocapture", "--test-threads", "1"])
                 .env(CHILD_ENV, format!("{}\n{}\nhost-{p}", db.url, db.schema))
                 .stdout(Stdio::piped())
