@@ -1,7 +1,7 @@
 //! Project automation for leasefence, run as `cargo xtask <command>` (see `.cargo/config.toml`).
 //!
 //! - `cargo xtask mutants [--list] [--check] [--only ID]… [--target-dir DIR] [--test-threads N]
-//!   [--keep-scratch]`:
+//!   [--full] [--keep-scratch]`:
 //!   the hand-written mutation catalog `mutants/catalog.toml`, each entry applied to a scratch
 //!   copy of the tree and judged by the integration tests; a full run rewrites
 //!   `docs/worksheet.md`.
@@ -29,11 +29,13 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  mutants [--list] [--check] [--only ID]... [--target-dir DIR] [--test-threads N] [--keep-scratch]
+  mutants [--list] [--check] [--only ID]... [--target-dir DIR] [--test-threads N] [--full] [--keep-scratch]
       Apply every entry of mutants/catalog.toml in a scratch copy, run the tests, compare
       with the predictions. --only takes an id or a prefix ending in `*` (repeatable).
       --check only verifies that entries apply and predicted tests exist.
       --test-threads: threads of the test binary (default 8: the tests mostly wait).
+      --full: run the whole suite for every mutant (default: the predicted tests first, and
+      the whole suite only when one of them passes).
       A full run rewrites docs/worksheet.md.
   worksheet [--check]
       Rewrite docs/worksheet.md from the catalog and the last observations. --check only
@@ -84,6 +86,7 @@ fn run(args: &[String]) -> Result<bool, String> {
                     "--list" => options.list = true,
                     "--check" => options.check = true,
                     "--keep-scratch" => options.keep_scratch = true,
+                    "--full" => options.full = true,
                     "--only" => options
                         .only
                         .extend(value("--only", rest.next())?.split(',').map(str::to_string)),

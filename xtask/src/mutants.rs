@@ -28,6 +28,12 @@
 //!    `cargo test -p leasefence --test it` does (on [`DEFAULT_TEST_THREADS`] threads unless
 //!    `--test-threads` says otherwise), parse the failed tests, restore the file. No entry needs
 //!    the library's unit or doc tests, so they are not run.
+//!
+//!    Predicted tests first: unless `--full` is given (or the entry is a seed entry, whose
+//!    worksheet line counts every failure), the binary first runs only the entry's predicted
+//!    tests. If every one of them fails, the mutant is killed as predicted and the rest of the
+//!    suite is not run (the record says so); otherwise the whole suite runs and decides. A
+//!    prediction is still only ever confirmed by its tests failing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -59,6 +65,8 @@ pub struct Options {
     pub keep_scratch: bool,
     /// Threads of the test binary; [`DEFAULT_TEST_THREADS`] when not given.
     pub test_threads: Option<usize>,
+    /// Run the whole suite for every mutant, not the predicted tests first.
+    pub full: bool,
 }
 
 /// The integration tests mostly wait — on fsync (durable commits), on sleeps and on the
@@ -96,6 +104,9 @@ pub struct Record {
     pub total_tests: usize,
     /// Build plus test time.
     pub seconds: f64,
+    /// Only the predicted tests were run (all of them failed), not the whole suite.
+    #[serde(default)]
+    pub predicted_only: bool,
 }
 
 impl Record {
@@ -200,6 +211,7 @@ fn run_in_scratch(
         tree: tree.to_path_buf(),
         target_dir: target_dir.to_path_buf(),
         test_threads: options.test_threads.unwrap_or(DEFAULT_TEST_THREADS).max(1),
+        full: options.full,
     };
 
     // 3. Baseline: the unmutated copy builds, its tests are listed and pass.
@@ -288,6 +300,7 @@ struct Runner {
     tree: PathBuf,
     target_dir: PathBuf,
     test_threads: usize,
+    full: bool,
 }
 
 impl Runner {
@@ -362,7 +375,20 @@ impl Runner {
     /// Runs the test binary the way `cargo test -p leasefence --test it` does: from the
     /// package's folder (with `--test-threads`).
     fn test(&self, exe: &Path, timeout: Duration) -> Result<process::Finished, String> {
+        self.test_filtered(exe, &[], timeout)
+    }
+
+    /// As [`Runner::test`], running only the tests named exactly in `names` (all when empty).
+    fn test_filtered(
+        &self,
+        exe: &Path,
+        names: &[String],
+        timeout: Duration,
+    ) -> Result<process::Finished, String> {
         let mut cmd = Command::new(exe);
+        if !names.is_empty() {
+            cmd.args(names).arg("--exact");
+        }
         cmd.arg(format!("--test-threads={}", self.test_threads))
             .current_dir(self.tree.join("crates").join(PACKAGE))
             .env("RUST_BACKTRACE", "0");
@@ -394,7 +420,7 @@ impl Runner {
         timeout: Duration,
     ) -> Result<(Record, String), String> {
         let started = Instant::now();
-        let record = |status, failed: Vec<String>| {
+        let record = |status, failed: Vec<String>, predicted_only| {
             let failed_set: BTreeSet<&String> = failed.iter().collect();
             let missed_predictions = m
                 .killed_by
@@ -409,11 +435,12 @@ impl Runner {
                 missed_predictions,
                 total_tests,
                 seconds: started.elapsed().as_secs_f64(),
+                predicted_only,
             }
         };
         let (exe, rebuilt) = match self.build() {
             Ok(built) => built,
-            Err(log) => return Ok((record(Status::Unviable, vec![]), log)),
+            Err(log) => return Ok((record(Status::Unviable, vec![], false), log)),
         };
         if !rebuilt {
             return Err(format!(
@@ -421,6 +448,14 @@ impl Runner {
                  stale binary",
                 m.id
             ));
+        }
+        if !self.full && !m.seed && !m.killed_by.is_empty() {
+            let out = self.test_filtered(&exe, &m.killed_by, timeout)?;
+            let failed = parse_failures(&out.stdout);
+            if !out.timed_out && m.killed_by.iter().all(|t| failed.contains(t)) {
+                let log = format!("{}\n--- stderr ---\n{}", out.stdout, out.stderr);
+                return Ok((record(Status::Killed, failed, true), log));
+            }
         }
         let out = self.test(&exe, timeout)?;
         let log = format!("{}\n--- stderr ---\n{}", out.stdout, out.stderr);
@@ -432,7 +467,7 @@ impl Runner {
         } else {
             Status::Killed
         };
-        Ok((record(status, failed), log))
+        Ok((record(status, failed, false), log))
     }
 }
 

@@ -384,6 +384,10 @@ fn failed_summary(m: &Mutant, r: &Record) -> String {
         .cloned()
         .collect();
     let mut text = test_list(&predicted);
+    if r.predicted_only {
+        text.push_str(" (only the predicted tests were run)");
+        return text;
+    }
     if others.is_empty() {
         return text;
     }
