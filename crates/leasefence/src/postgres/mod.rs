@@ -232,6 +232,11 @@ impl std::fmt::Debug for PgStore {
 }
 
 impl PgStore {
+    /// The longest job id or fence-gate resource name this backend takes, in bytes; longer
+    /// ones are refused as invalid arguments. They are primary keys, and a PostgreSQL B-tree
+    /// entry must fit in a third of a page (2704 bytes). SQLite has no such limit.
+    pub const MAX_KEY_BYTES: usize = 2048;
+
     /// Connects with the default [`PgOptions`] (schema `leasefence`) and initialises the
     /// schema if needed.
     ///
@@ -467,12 +472,23 @@ fn describe(config: &Config) -> String {
 }
 
 /// PostgreSQL `text` cannot hold a NUL byte (SQLite's can): such a value is refused as an
-/// invalid argument before anything is sent, instead of surfacing as an encoding error.
+/// invalid argument before anything is sent, instead of surfacing as an encoding error. Keys
+/// (`job_id`, `resource`) longer than [`PgStore::MAX_KEY_BYTES`] are refused the same way instead of
+/// failing in the index.
 fn text<'a>(argument: &'static str, value: &'a str) -> Result<&'a str> {
     if value.contains('\0') {
         Err(Error::invalid(
             argument,
             "contains a NUL byte, which PostgreSQL text cannot store",
+        ))
+    } else if matches!(argument, "job_id" | "resource") && value.len() > PgStore::MAX_KEY_BYTES {
+        Err(Error::invalid(
+            argument,
+            format!(
+                "is {} bytes long; the PostgreSQL backend takes at most {}",
+                value.len(),
+                PgStore::MAX_KEY_BYTES
+            ),
         ))
     } else {
         Ok(value)

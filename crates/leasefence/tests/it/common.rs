@@ -177,6 +177,8 @@ pub trait Probe {
     fn fence_gate(&self, resource: &str) -> Option<i64>;
     /// The fence floor kept for a purged `id`: the highest fence ever handed out for it.
     fn fence_floor(&self, id: &str) -> Option<i64>;
+    /// The longest job id the backend takes, in bytes (`None`: no limit short of memory).
+    fn max_key_bytes(&self) -> Option<usize>;
 
     /// A job leased by `owner` under `fence` until `until`, arranged directly in the store.
     fn leased(&self, id: &str, owner: &str, fence: i64, until: f64) -> Row {
@@ -213,6 +215,9 @@ impl Probe for Db {
     }
     fn text_holds_nul(&self) -> bool {
         true
+    }
+    fn max_key_bytes(&self) -> Option<usize> {
+        None
     }
     fn queue_row(&self, id: &str) -> QueueRow {
         self.raw()
@@ -436,6 +441,9 @@ impl Probe for PgDb {
     }
     fn text_holds_nul(&self) -> bool {
         false
+    }
+    fn max_key_bytes(&self) -> Option<usize> {
+        Some(PgStore::MAX_KEY_BYTES)
     }
     fn queue_row(&self, id: &str) -> QueueRow {
         let r = self
