@@ -232,14 +232,26 @@ impl AnyOptions {
     /// Opens `target` with the options of its backend.
     ///
     /// # Errors
-    /// - As [`SqliteOptions::open`] for a file, or `PgOptions::open` for a URL.
+    /// - As [`SqliteOptions::open`] for a file, or `PgOptions::open` for a URL, except that a
+    ///   URL that does not parse is an [`Error::InvalidArgument`] naming `db` (not `url`).
     /// - [`Error::InvalidArgument`] naming `db` for a PostgreSQL URL when the crate was built
     ///   without the `postgres` feature.
     pub fn open_target(&self, target: &Target) -> Result<AnyStore> {
         match target {
             Target::Sqlite(path) => self.sqlite.open(path).map(AnyStore::Sqlite),
             #[cfg(feature = "postgres")]
-            Target::Postgres(url) => self.postgres.open(url).map(AnyStore::Postgres),
+            Target::Postgres(url) => match self.postgres.open(url) {
+                Ok(store) => Ok(AnyStore::Postgres(store)),
+                // The URL is the caller's `db`: name that, not PgOptions::open's `url`.
+                Err(Error::InvalidArgument {
+                    argument: "url",
+                    reason,
+                }) => Err(Error::InvalidArgument {
+                    argument: "db",
+                    reason,
+                }),
+                Err(e) => Err(e),
+            },
             #[cfg(not(feature = "postgres"))]
             Target::Postgres(_) => Err(Error::invalid(
                 "db",
