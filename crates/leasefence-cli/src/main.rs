@@ -22,6 +22,7 @@
 //! leasefence cancel job-2
 //! leasefence work --exec 'cat | wc -c' --drain            # a command per job, until empty
 //! leasefence demo                                          # the story, then a stress run
+//! leasefence --db postgres://app@db.internal/jobs claim job-1 --owner a --ttl 30
 //! ```
 //!
 //! Each prints one readable line, or with `--json` one JSON object per line on stdout.
