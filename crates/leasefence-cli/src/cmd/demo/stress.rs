@@ -223,7 +223,7 @@ pub fn run(open: &Opener<'_>, prefix: &str, config: &Config) -> anyhow::Result<R
         for batch in ids.chunks(500) {
             let jobs = batch
                 .iter()
-                .map(|id| NewJob::new(id))
+                .map(|id| NewJob::new(id.as_str()))
                 .collect::<leasefence::Result<Vec<_>>>()?;
             let inserted = setup.enqueue_many(&jobs)?;
             if let Some((id, _)) = batch.iter().zip(inserted).find(|(_, new)| !new) {
