@@ -1,7 +1,10 @@
 //! `leasefence`: the lease-and-fence contract from a shell, and a demo of it.
 //!
 //! Every subcommand is one call of the library's free functions on an SQLite file (`--db`,
-//! default `leasefence.db` in the working directory, or `LEASEFENCE_DB`):
+//! default `leasefence.db` in the working directory, or `LEASEFENCE_DB`), or the same
+//! operation through the `Store` trait on PostgreSQL when the database is a URL
+//! (`--db postgres://user@host/dbname`, tables in the schema `--pg-schema`, default
+//! `leasefence`):
 //!
 //! ```text
 //! leasefence init
@@ -19,6 +22,7 @@
 //! leasefence cancel job-2
 //! leasefence work --exec 'cat | wc -c' --drain            # a command per job, until empty
 //! leasefence demo                                          # the story, then a stress run
+//! leasefence --db postgres://app@db.internal/jobs claim job-1 --owner a --ttl 30
 //! ```
 //!
 //! Each prints one readable line, or with `--json` one JSON object per line on stdout.
@@ -39,13 +43,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use leasefence::{AnyOptions, AnyStore, PgOptions, SqliteOptions, Target};
 
 use crate::output::{Out, Outcome};
 
 /// The database used when neither `--db` nor `LEASEFENCE_DB` is given.
 const DEFAULT_DB: &str = "leasefence.db";
+/// The PostgreSQL schema used when neither `--pg-schema` nor `LEASEFENCE_PG_SCHEMA` is given.
+const DEFAULT_PG_SCHEMA: &str = "leasefence";
 
-/// Time-limited job leases with fencing tokens, on an SQLite file.
+/// Time-limited job leases with fencing tokens, on an SQLite file or PostgreSQL.
 #[derive(Debug, Parser)]
 #[command(
     name = "leasefence",
@@ -54,10 +61,29 @@ const DEFAULT_DB: &str = "leasefence.db";
                   stderr), 2 bad input or a database error."
 )]
 struct Cli {
-    /// The SQLite database file [default: leasefence.db in the working directory; `demo` uses a
-    /// fresh temporary file unless this is given].
-    #[arg(long, global = true, env = "LEASEFENCE_DB", value_name = "PATH")]
+    /// The database: an SQLite file path (optionally `sqlite://PATH`), or a PostgreSQL URL
+    /// (`postgres://user:password@host:port/dbname` or `postgresql://…`; a libpq `key=value`
+    /// string is not recognised, write it as a URL) [default: leasefence.db in the working
+    /// directory; `demo` uses a fresh temporary file, or on PostgreSQL a fresh schema, unless
+    /// given].
+    ///
+    /// On PostgreSQL, commands run without `--now` judge leases by the database server's clock
+    /// (not this host's), so invocations on different hosts agree on when a lease expires;
+    /// with `--now` the given reading is used. Absolute times (`--not-before`,
+    /// `--finished-before`) are then on the database's clock (seconds since the Unix epoch).
+    #[arg(long, global = true, env = "LEASEFENCE_DB", value_name = "DB")]
     db: Option<PathBuf>,
+
+    /// PostgreSQL only: the schema holding the tables, created if absent (a lower-case SQL
+    /// identifier) [default: leasefence; `demo` uses a fresh schema, dropped afterwards,
+    /// unless given].
+    #[arg(
+        long,
+        global = true,
+        env = "LEASEFENCE_PG_SCHEMA",
+        value_name = "SCHEMA"
+    )]
+    pg_schema: Option<String>,
 
     /// Machine-readable output: one JSON object per line on stdout.
     #[arg(long, global = true)]
@@ -106,6 +132,8 @@ enum Command {
 pub struct Ctx {
     /// `--db` or `LEASEFENCE_DB`, if either was given.
     db: Option<PathBuf>,
+    /// `--pg-schema` or `LEASEFENCE_PG_SCHEMA`, if either was given.
+    pg_schema: Option<String>,
     /// Where results are printed.
     pub out: Out,
 }
@@ -120,12 +148,56 @@ impl Ctx {
     pub fn db_given(&self) -> Option<&Path> {
         self.db.as_deref()
     }
+
+    /// Which backend [`Ctx::db`] names: a `postgres://` URL, or an SQLite file.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `db` for an empty value.
+    pub fn target(&self) -> leasefence::Result<Target> {
+        match self.db().to_str() {
+            Some(db) => Target::parse(db),
+            // Not UTF-8: never a URL.
+            None => Ok(Target::Sqlite(self.db().to_path_buf())),
+        }
+    }
+
+    /// The PostgreSQL schema: `--pg-schema`, or `leasefence`.
+    pub fn pg_schema(&self) -> &str {
+        self.pg_schema.as_deref().unwrap_or(DEFAULT_PG_SCHEMA)
+    }
+
+    /// The schema the user gave explicitly (flag or environment), if any.
+    pub fn pg_schema_given(&self) -> Option<&str> {
+        self.pg_schema.as_deref()
+    }
+
+    /// Options for a PostgreSQL store of this invocation: the schema, a small pool (one
+    /// command makes a few calls in a row), and the database's clock unless the caller gives
+    /// `now` itself.
+    pub fn pg_options(&self, database_clock: bool) -> PgOptions {
+        PgOptions::new()
+            .schema(self.pg_schema())
+            .pool_size(2)
+            .database_clock(database_clock)
+    }
+
+    /// Opens the database as the queue commands need it: an SQLite file that must exist and be
+    /// initialised (nothing is created, exactly as the library's free functions), or a
+    /// PostgreSQL schema (created if absent). On PostgreSQL the store judges leases by the
+    /// database's clock unless `now_given`.
+    pub fn open(&self, now_given: bool) -> leasefence::Result<AnyStore> {
+        AnyOptions::new()
+            .sqlite(SqliteOptions::new().init(false))
+            .postgres(self.pg_options(!now_given))
+            .open_target(&self.target()?)
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let ctx = Ctx {
         db: cli.db,
+        pg_schema: cli.pg_schema,
         out: Out::new(cli.json),
     };
     let result = match cli.command {
@@ -181,6 +253,10 @@ fn hint(err: &anyhow::Error) -> Option<String> {
                 None
             }
         }
+        leasefence::Error::CannotConnect { target, .. } => Some(format!(
+            "no PostgreSQL server answered at {target}; check --db (or LEASEFENCE_DB) and that \
+             the server is running"
+        )),
         _ => None,
     }
 }

@@ -89,6 +89,8 @@ use std::path::Path;
 use std::sync::Barrier;
 
 mod error;
+/// Opening either backend from a database string (`AnyStore`, `Target`).
+mod open;
 /// The PostgreSQL backend; the folder is `postgres/` like `sqlite/`, the module is `pg` so that
 /// the crate root can re-export the driver as `leasefence::postgres`.
 #[cfg(feature = "postgres")]
@@ -100,6 +102,7 @@ mod types;
 pub mod worker;
 
 pub use error::{BackendError, Error, Result};
+pub use open::{AnyOptions, AnyStore, Target};
 #[cfg(feature = "postgres")]
 pub use pg::{PgOptions, PgStore};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};

@@ -3,8 +3,10 @@
 use anyhow::Context as _;
 use serde_json::json;
 
+use leasefence::{Fence, JobId, Now, Owner, Store as _, Target, Ttl};
+
 use crate::Ctx;
-use crate::cmd::now_or_clock;
+use crate::cmd::{now_on, now_or_clock, stored_until};
 use crate::output::Outcome;
 
 /// Arguments of `claim`.
@@ -19,7 +21,8 @@ pub struct Args {
     /// Lease duration in seconds (finite, greater than 0).
     #[arg(long, allow_negative_numbers = true)]
     ttl: f64,
-    /// The clock reading in seconds [default: the system clock, seconds since the Unix epoch].
+    /// The clock reading in seconds [default: the system clock, seconds since the Unix epoch;
+    /// on PostgreSQL the database server's clock].
     #[arg(long, allow_negative_numbers = true)]
     now: Option<f64>,
 }
@@ -33,14 +36,21 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         ttl,
         now,
     } = &args;
-    let now = now_or_clock(*now);
-    let fence =
-        leasefence::claim(ctx.db(), id, owner, now, *ttl).with_context(|| format!("claim {id}"))?;
+    let (now, fence, until) = match ctx.target().with_context(|| format!("claim {id}"))? {
+        Target::Sqlite(path) => {
+            let now = now_or_clock(*now);
+            let fence = leasefence::claim(&path, id, owner, now, *ttl)
+                .with_context(|| format!("claim {id}"))?;
+            // The library stores exactly `now + ttl` (checked finite before the claim).
+            (now, fence, now + ttl)
+        }
+        Target::Postgres(_) => {
+            claim_pg(ctx, id, owner, *ttl, *now).with_context(|| format!("claim {id}"))?
+        }
+    };
     let mut record = json!({ "op": "claim", "job_id": id, "owner": owner, "now": now });
     Ok(match fence {
         Some(fence) => {
-            // The library stores exactly `now + ttl` (checked finite before the claim).
-            let until = now + ttl;
             record["fence"] = json!(fence);
             record["until"] = json!(until);
             ctx.out.done(
@@ -54,4 +64,33 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
                 .refused(format!("{id} is unknown, done, or still leased"), record)
         }
     })
+}
+
+/// The claim through the `Store` trait, arguments checked before connecting as the free
+/// function does. Returns the clock reading, the fence and the stored lease end.
+fn claim_pg(
+    ctx: &Ctx,
+    id: &str,
+    owner: &str,
+    ttl: f64,
+    now: Option<f64>,
+) -> leasefence::Result<(f64, Option<Fence>, f64)> {
+    let (job, who) = (JobId::new(id)?, Owner::new(owner)?);
+    let given = now.map(Now::new).transpose()?;
+    let ttl = Ttl::new(ttl)?;
+    if let Some(given) = given {
+        ttl.until(given)?;
+    }
+    let store = ctx.open(now.is_some())?;
+    let now = now_on(&store, now)?;
+    let fence = store.claim(job, who, Now::new(now)?, ttl)?;
+    let until = match fence {
+        Some(fence) => stored_until(&store, job, who, fence)?,
+        None => None,
+    };
+    let until = match until {
+        Some(until) => until,
+        None => ttl.until(Now::new(now)?)?,
+    };
+    Ok((now, fence, until))
 }

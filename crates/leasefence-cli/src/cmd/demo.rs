@@ -10,14 +10,19 @@ mod stress;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, ensure};
+use leasefence::{AnyStore, PgOptions, SqliteOptions, Synchronous, Target};
 use serde_json::json;
+
+use self::stress::Purpose;
 
 use crate::Ctx;
 use crate::output::Outcome;
 
 /// Arguments of `demo`. The database is a fresh temporary file unless `--db` (or
 /// `LEASEFENCE_DB`) is given; then this run's job ids get a unique prefix so that existing jobs
-/// are not disturbed.
+/// are not disturbed. On PostgreSQL (`--db postgres://…`) the demo runs in a fresh schema that
+/// it drops at the end, unless `--pg-schema` is given: then it uses that schema, with prefixed
+/// job ids, and leaves its jobs there. It never touches another schema.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Number of jobs in the stress run.
@@ -48,38 +53,53 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         args.stall_rate
     );
 
-    // Keep the temporary directory alive until the end of the run; dropping it removes the file.
-    let (db, _tmp, prefix): (PathBuf, _, String) = match ctx.db_given() {
-        Some(db) => (db.to_path_buf(), None, format!("{}/", run_id())),
-        None => {
-            let tmp = tempfile::Builder::new()
-                .prefix("leasefence-demo-")
-                .tempdir()
-                .context("creating a temporary directory for the demo database")?;
-            (tmp.path().join("demo.db"), Some(tmp), String::new())
+    let place = Place::new(ctx)?;
+    let prefix = place.prefix.clone();
+    let story_broken = match &place.backend {
+        Backend::Sqlite { path, .. } => {
+            leasefence::init_db(path).with_context(|| format!("init {}", path.display()))?;
+            let where_ = if place.temporary {
+                "a fresh temporary file, removed when the demo ends".to_owned()
+            } else {
+                format!("given; this run's job ids start with {prefix}")
+            };
+            out.line(
+                format!("database: {} ({where_})", path.display()),
+                json!({ "op": "demo", "phase": "setup", "db": path.display().to_string(),
+                        "temporary": place.temporary, "job_prefix": prefix }),
+            );
+            story::run(&story::Db::File(path), &format!("{prefix}seed-job"), out)?
+        }
+        Backend::Postgres { url, schema, .. } => {
+            let store = place.open(Purpose::Worker).with_context(|| {
+                format!(
+                    "opening {} (schema {schema})",
+                    Target::Postgres(url.clone())
+                )
+            })?;
+            let where_ = if place.temporary {
+                "a fresh schema, dropped when the demo ends".to_owned()
+            } else {
+                format!("given; this run's job ids start with {prefix}")
+            };
+            let shown = Target::Postgres(url.clone()).to_string();
+            out.line(
+                format!("database: {shown}, schema {schema} ({where_})"),
+                json!({ "op": "demo", "phase": "setup", "db": shown, "schema": schema,
+                        "temporary": place.temporary, "job_prefix": prefix }),
+            );
+            story::run(&story::Db::Store(&store), &format!("{prefix}seed-job"), out)?
         }
     };
-    leasefence::init_db(&db).with_context(|| format!("init {}", db.display()))?;
-    let where_ = if prefix.is_empty() {
-        "a fresh temporary file, removed when the demo ends".to_owned()
-    } else {
-        format!("given; this run's job ids start with {prefix}")
-    };
-    out.line(
-        format!("database: {} ({where_})", db.display()),
-        json!({ "op": "demo", "phase": "setup", "db": db.display().to_string(),
-                "temporary": prefix.is_empty(), "job_prefix": prefix }),
-    );
-
-    let story_broken = story::run(&db, &format!("{prefix}seed-job"), out)?;
 
     let config = stress::Config {
         jobs: args.jobs as usize,
         workers: args.workers as usize,
         ttl,
         stall_rate: args.stall_rate,
+        backend: place.backend.name(),
     };
-    let report = stress::run(&db, &prefix, &config)?;
+    let report = stress::run(&|purpose| place.open(purpose), &prefix, &config)?;
     report.print(&config, out);
 
     let mut broken: Vec<String> = report
@@ -101,7 +121,126 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         format!("verdict: {verdict}"),
         json!({ "op": "demo", "phase": "verdict", "ok": ok, "broken": broken }),
     );
+    drop(place);
     Ok(if ok { Outcome::Done } else { Outcome::Refused })
+}
+
+/// Where the demo runs, and whether it cleans up after itself.
+struct Place {
+    backend: Backend,
+    /// A database (file or schema) of the demo's own, removed at the end.
+    temporary: bool,
+    /// Prepended to every job id; empty in a temporary database.
+    prefix: String,
+}
+
+enum Backend {
+    /// An SQLite file; the temporary directory (when the demo made one) lives as long as this.
+    Sqlite {
+        path: PathBuf,
+        _tmp: Option<tempfile::TempDir>,
+    },
+    /// A schema of a PostgreSQL database, on the caller's clock: the story gives its own times,
+    /// and the stress run judges its invariants on its own clock.
+    Postgres {
+        url: String,
+        schema: String,
+        options: PgOptions,
+    },
+}
+
+impl Backend {
+    fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite { .. } => "sqlite",
+            Backend::Postgres { .. } => "postgres",
+        }
+    }
+}
+
+impl Place {
+    /// A fresh temporary file or schema, unless the user named the database (for PostgreSQL:
+    /// the schema); then this run's job ids get a unique prefix so that existing jobs are not
+    /// disturbed.
+    fn new(ctx: &Ctx) -> anyhow::Result<Place> {
+        let unique = || format!("{}/", run_id());
+        Ok(match ctx.target().context("demo")? {
+            Target::Postgres(url) => {
+                let (schema, temporary, prefix) = match ctx.pg_schema_given() {
+                    Some(schema) => (schema.to_owned(), false, unique()),
+                    None => (
+                        format!("leasefence_{}", run_id().replace('-', "_")),
+                        true,
+                        String::new(),
+                    ),
+                };
+                let options = PgOptions::new().schema(&schema).pool_size(1);
+                Place {
+                    backend: Backend::Postgres {
+                        url,
+                        schema,
+                        options,
+                    },
+                    temporary,
+                    prefix,
+                }
+            }
+            Target::Sqlite(path) => match ctx.db_given() {
+                Some(_) => Place {
+                    backend: Backend::Sqlite { path, _tmp: None },
+                    temporary: false,
+                    prefix: unique(),
+                },
+                None => {
+                    let tmp = tempfile::Builder::new()
+                        .prefix("leasefence-demo-")
+                        .tempdir()
+                        .context("creating a temporary directory for the demo database")?;
+                    Place {
+                        backend: Backend::Sqlite {
+                            path: tmp.path().join("demo.db"),
+                            _tmp: Some(tmp),
+                        },
+                        temporary: true,
+                        prefix: String::new(),
+                    }
+                }
+            },
+        })
+    }
+
+    /// A fresh store for `purpose`, taking `now` from the caller.
+    fn open(&self, purpose: Purpose) -> leasefence::Result<AnyStore> {
+        match &self.backend {
+            Backend::Sqlite { path, .. } => {
+                let options = SqliteOptions::new().init(false);
+                let options = if purpose == Purpose::Setup {
+                    options.synchronous(Synchronous::Normal)
+                } else {
+                    options
+                };
+                options.open(path).map(AnyStore::from)
+            }
+            Backend::Postgres { url, options, .. } => options.open(url).map(AnyStore::from),
+        }
+    }
+}
+
+/// Drops the demo's own schema, also when the demo failed half-way; a temporary file goes with
+/// its directory.
+impl Drop for Place {
+    fn drop(&mut self) {
+        let (true, Backend::Postgres { url, schema, .. }) = (self.temporary, &self.backend) else {
+            return;
+        };
+        let dropped = leasefence::postgres::Client::connect(url, leasefence::postgres::NoTls)
+            .and_then(|mut client| {
+                client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            });
+        if let Err(e) = dropped {
+            eprintln!("leasefence: warning: could not drop the demo's schema {schema}: {e}");
+        }
+    }
 }
 
 /// A run id unique enough to keep two demo runs on one database apart.

@@ -3,11 +3,11 @@
 
 use anyhow::Context as _;
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
-use leasefence::{JobInfo, Now, Status, Store as _};
+use leasefence::{JobInfo, Status, Store as _};
 use serde_json::json;
 
 use crate::Ctx;
-use crate::cmd::{now_or_clock, queue};
+use crate::cmd::{at_now, queue};
 use crate::output::Outcome;
 
 /// How many characters of an error or result the table shows.
@@ -28,7 +28,7 @@ pub struct Args {
     )]
     limit: u32,
     /// The clock reading the statuses are computed at, in seconds [default: the system clock,
-    /// seconds since the Unix epoch].
+    /// seconds since the Unix epoch; on PostgreSQL the database server's clock].
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
     now: Option<f64>,
 }
@@ -41,12 +41,12 @@ fn status_parser() -> impl clap::builder::TypedValueParser<Value = Status> {
 
 /// Prints up to `--limit` jobs (exit 0, also when there are none).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
-    let now = now_or_clock(args.now);
     let limit = args.limit as usize;
     // One more than asked, to tell whether the table is cut off.
-    let mut jobs = Now::new(now)
-        .and_then(|now| queue::open(ctx)?.list(now, args.status, limit + 1))
-        .context("list")?;
+    let (now, mut jobs) = at_now(ctx, args.now, |store, now| {
+        store.list(now, args.status, limit + 1)
+    })
+    .context("list")?;
     let more = jobs.len() > limit;
     jobs.truncate(limit);
 

@@ -6,7 +6,7 @@ use leasefence::{Now, Store as _};
 use serde_json::json;
 
 use crate::Ctx;
-use crate::cmd::{now_or_clock, queue};
+use crate::cmd::{now_on, now_or_clock, queue};
 use crate::output::Outcome;
 
 /// Arguments of `purge`.
@@ -21,7 +21,7 @@ pub struct Args {
     #[command(flatten)]
     cutoff: Cutoff,
     /// The clock reading `--older-than` counts back from, in seconds [default: the system
-    /// clock, seconds since the Unix epoch].
+    /// clock, seconds since the Unix epoch; on PostgreSQL the database server's clock].
     #[arg(
         long,
         value_name = "T",
@@ -61,7 +61,13 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             ));
         }
         (None, Some(age)) => {
-            let now = now_or_clock(args.now);
+            let now = match args.now {
+                // --older-than counts back on the clock the jobs' finish times were taken on.
+                None if ctx.target().context("purge")?.is_postgres() => {
+                    now_on(&queue::open(ctx).context("purge")?, None).context("purge")?
+                }
+                given => now_or_clock(given),
+            };
             Now::new(now).context("purge")?;
             let before = now - age;
             if !before.is_finite() {

@@ -5,15 +5,17 @@ use std::io::Read as _;
 use std::path::Path;
 
 use anyhow::Context as _;
-use leasefence::{SqliteOptions, SqliteStore};
+use leasefence::AnyStore;
 use serde_json::{Value, json};
 
 use crate::Ctx;
 
 /// Opens the existing, initialised database of `ctx`, exactly as the library's free functions
 /// do: nothing is created, and a file that is not SQLite or was never initialised is an error.
-pub fn open(ctx: &Ctx) -> leasefence::Result<SqliteStore> {
-    SqliteOptions::new().init(false).open(ctx.db())
+/// On PostgreSQL the schema is created if absent, and leases are judged by the database's
+/// clock (the commands that take `--now` open theirs with [`Ctx::open`]).
+pub fn open(ctx: &Ctx) -> leasefence::Result<AnyStore> {
+    ctx.open(false)
 }
 
 /// Whether `path` means stdin (`-`).

@@ -3,8 +3,10 @@
 use anyhow::Context as _;
 use serde_json::json;
 
+use leasefence::{JobId, Now, Owner, Store as _, Target, Ttl};
+
 use crate::Ctx;
-use crate::cmd::now_or_clock;
+use crate::cmd::{now_on, now_or_clock, stored_until};
 use crate::output::Outcome;
 
 /// Arguments of `renew`.
@@ -22,7 +24,8 @@ pub struct Args {
     /// New lease duration in seconds from `now` (finite, greater than 0).
     #[arg(long, allow_negative_numbers = true)]
     ttl: f64,
-    /// The clock reading in seconds [default: the system clock, seconds since the Unix epoch].
+    /// The clock reading in seconds [default: the system clock, seconds since the Unix epoch;
+    /// on PostgreSQL the database server's clock].
     #[arg(long, allow_negative_numbers = true)]
     now: Option<f64>,
 }
@@ -37,14 +40,19 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         ttl,
         now,
     } = &args;
-    let now = now_or_clock(*now);
-    let renewed = leasefence::renew(ctx.db(), id, owner, *fence, now, *ttl)
-        .with_context(|| format!("renew {id}"))?;
+    let (now, until) = match ctx.target().with_context(|| format!("renew {id}"))? {
+        Target::Sqlite(path) => {
+            let now = now_or_clock(*now);
+            let renewed = leasefence::renew(&path, id, owner, *fence, now, *ttl)
+                .with_context(|| format!("renew {id}"))?;
+            (now, renewed.then_some(now + ttl))
+        }
+        Target::Postgres(_) => renew_pg(ctx, &args).with_context(|| format!("renew {id}"))?,
+    };
     let mut record = json!({
         "op": "renew", "job_id": id, "owner": owner, "fence": fence, "now": now,
     });
-    Ok(if renewed {
-        let until = now + ttl;
+    Ok(if let Some(until) = until {
         record["until"] = json!(until);
         ctx.out.done(
             format!("renewed {id} for {owner} (fence {fence}): lease until {until}"),
@@ -59,4 +67,25 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             record,
         )
     })
+}
+
+/// The renew through the `Store` trait, arguments checked before connecting as the free
+/// function does. Returns the clock reading and, when renewed, the stored lease end.
+fn renew_pg(ctx: &Ctx, args: &Args) -> leasefence::Result<(f64, Option<f64>)> {
+    let (job, owner) = (JobId::new(&args.id)?, Owner::new(&args.owner)?);
+    let given = args.now.map(Now::new).transpose()?;
+    let ttl = Ttl::new(args.ttl)?;
+    if let Some(given) = given {
+        ttl.until(given)?;
+    }
+    let store = ctx.open(given.is_some())?;
+    let now = now_on(&store, args.now)?;
+    if !store.renew(job, owner, args.fence, Now::new(now)?, ttl)? {
+        return Ok((now, None));
+    }
+    let until = match stored_until(&store, job, owner, args.fence)? {
+        Some(until) => until,
+        None => ttl.until(Now::new(now)?)?,
+    };
+    Ok((now, Some(until)))
 }

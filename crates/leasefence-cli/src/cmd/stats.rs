@@ -1,28 +1,25 @@
 //! `leasefence stats [--now T]`: how many jobs there are in each status.
 
 use anyhow::Context as _;
-use leasefence::{Now, Status, Store as _};
+use leasefence::{Status, Store as _};
 use serde_json::json;
 
 use crate::Ctx;
-use crate::cmd::{now_or_clock, queue};
+use crate::cmd::at_now;
 use crate::output::Outcome;
 
 /// Arguments of `stats`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The clock reading the statuses are computed at, in seconds [default: the system clock,
-    /// seconds since the Unix epoch].
+    /// seconds since the Unix epoch; on PostgreSQL the database server's clock].
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
     now: Option<f64>,
 }
 
 /// Prints the count of every status and the total (exit 0).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
-    let now = now_or_clock(args.now);
-    let stats = Now::new(now)
-        .and_then(|now| queue::open(ctx)?.stats(now))
-        .context("stats")?;
+    let (now, stats) = at_now(ctx, args.now, |store, now| store.stats(now)).context("stats")?;
     let mut record = json!({ "op": "stats", "now": now });
     let mut counts: Vec<(&str, u64)> = Vec::new();
     for status in Status::ALL {

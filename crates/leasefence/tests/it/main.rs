@@ -16,6 +16,7 @@ mod s6_complete;
 mod s7_release;
 mod s8_claim_many;
 
+mod any_store;
 mod bad_input;
 mod busy;
 mod faults;

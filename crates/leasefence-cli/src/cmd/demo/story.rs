@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use leasefence::JobState;
+use leasefence::{AnyStore, Fence, JobId, JobState, Now, Owner, Store as _, Ttl};
 use serde_json::json;
 
 use crate::output::Out;
@@ -18,24 +18,24 @@ const TTL: f64 = 10.0;
 ///
 /// # Errors
 /// Database errors; a refusal is never an error here, it is an expectation.
-pub fn run(db: &Path, job: &str, out: Out) -> anyhow::Result<usize> {
+pub fn run(db: &Db<'_>, job: &str, out: Out) -> anyhow::Result<usize> {
     let mut timeline = Timeline { out, broken: 0 };
     timeline.heading(format!(
         "The stalled-worker story on job {job} (clock given as t=..., ttl {TTL} s):"
     ));
     let ctx = |op: &str| format!("story: {op} {job}");
 
-    let inserted = leasefence::enqueue(db, job).with_context(|| ctx("enqueue"))?;
+    let inserted = db.enqueue(job).with_context(|| ctx("enqueue"))?;
     timeline.check(0.0, "enqueue", "inserted", accepted(inserted, "inserted"));
 
-    let a = leasefence::claim(db, job, "A", 0.0, TTL).with_context(|| ctx("claim"))?;
+    let a = db.claim(job, "A", 0.0, TTL).with_context(|| ctx("claim"))?;
     timeline.check(0.0, "A claims", "fence 1", fence(a));
     timeline.note(
         0.0,
         "A stalls (GC pause, swapped out, network partition) ...",
     );
 
-    let early = leasefence::claim(db, job, "B", 5.0, TTL).with_context(|| ctx("claim"))?;
+    let early = db.claim(job, "B", 5.0, TTL).with_context(|| ctx("claim"))?;
     timeline.check(
         5.0,
         "B tries to claim (A's lease live)",
@@ -43,7 +43,7 @@ pub fn run(db: &Path, job: &str, out: Out) -> anyhow::Result<usize> {
         fence(early),
     );
 
-    let row = leasefence::state(db, job).with_context(|| ctx("state"))?;
+    let row = db.state(job).with_context(|| ctx("state"))?;
     let lease = match &row {
         Some(row) if row.is_leased_at(10.0) => format!("{}; still leased", describe(row)),
         Some(row) => format!("{}; expired", describe(row)),
@@ -56,11 +56,14 @@ pub fn run(db: &Path, job: &str, out: Out) -> anyhow::Result<usize> {
         lease,
     );
 
-    let b = leasefence::claim(db, job, "B", 10.0, TTL).with_context(|| ctx("claim"))?;
+    let b = db
+        .claim(job, "B", 10.0, TTL)
+        .with_context(|| ctx("claim"))?;
     timeline.check(10.0, "B claims", "fence 2", fence(b));
 
     let b_fence = b.unwrap_or(2);
-    let stored = leasefence::complete(db, job, "B", b_fence, 12.0, "B's result")
+    let stored = db
+        .complete(job, "B", b_fence, 12.0, "B's result")
         .with_context(|| ctx("complete"))?;
     timeline.check(
         12.0,
@@ -70,15 +73,17 @@ pub fn run(db: &Path, job: &str, out: Out) -> anyhow::Result<usize> {
     );
 
     let a_fence = a.unwrap_or(1);
-    let renewed =
-        leasefence::renew(db, job, "A", a_fence, 13.0, TTL).with_context(|| ctx("renew"))?;
+    let renewed = db
+        .renew(job, "A", a_fence, 13.0, TTL)
+        .with_context(|| ctx("renew"))?;
     timeline.check(
         13.0,
         &format!("A wakes: renew, fence {a_fence}"),
         "refused",
         accepted(renewed, "renewed"),
     );
-    let overwrote = leasefence::complete(db, job, "A", a_fence, 13.0, "A's stale result")
+    let overwrote = db
+        .complete(job, "A", a_fence, 13.0, "A's stale result")
         .with_context(|| ctx("complete"))?;
     timeline.check(
         13.0,
@@ -86,7 +91,9 @@ pub fn run(db: &Path, job: &str, out: Out) -> anyhow::Result<usize> {
         "refused",
         accepted(overwrote, "stored"),
     );
-    let released = leasefence::release(db, job, "A", a_fence).with_context(|| ctx("release"))?;
+    let released = db
+        .release(job, "A", a_fence)
+        .with_context(|| ctx("release"))?;
     timeline.check(
         13.0,
         &format!("A: release, fence {a_fence}"),
@@ -94,7 +101,7 @@ pub fn run(db: &Path, job: &str, out: Out) -> anyhow::Result<usize> {
         accepted(released, "released"),
     );
 
-    let row = leasefence::state(db, job).with_context(|| ctx("state"))?;
+    let row = db.state(job).with_context(|| ctx("state"))?;
     timeline.check(
         13.0,
         "read back",
@@ -102,6 +109,96 @@ pub fn run(db: &Path, job: &str, out: Out) -> anyhow::Result<usize> {
         row.as_ref().map_or_else(|| "unknown".to_owned(), describe),
     );
     Ok(timeline.broken)
+}
+
+/// Where the story is played: the seed's free functions on an SQLite file (one connection per
+/// call, as the design note has them), or the same operations through the `Store` trait.
+pub enum Db<'a> {
+    /// An SQLite file, through the free functions.
+    File(&'a Path),
+    /// Any store (PostgreSQL), on the story's clock: the store must use the caller's `now`.
+    Store(&'a AnyStore),
+}
+
+impl Db<'_> {
+    fn enqueue(&self, job: &str) -> leasefence::Result<bool> {
+        match self {
+            Db::File(path) => leasefence::enqueue(path, job),
+            Db::Store(store) => store.enqueue(JobId::new(job)?),
+        }
+    }
+
+    fn state(&self, job: &str) -> leasefence::Result<Option<JobState>> {
+        match self {
+            Db::File(path) => leasefence::state(path, job),
+            Db::Store(store) => store.state(JobId::new(job)?),
+        }
+    }
+
+    fn claim(
+        &self,
+        job: &str,
+        owner: &str,
+        now: f64,
+        ttl: f64,
+    ) -> leasefence::Result<Option<Fence>> {
+        match self {
+            Db::File(path) => leasefence::claim(path, job, owner, now, ttl),
+            Db::Store(store) => store.claim(
+                JobId::new(job)?,
+                Owner::new(owner)?,
+                Now::new(now)?,
+                Ttl::new(ttl)?,
+            ),
+        }
+    }
+
+    fn renew(
+        &self,
+        job: &str,
+        owner: &str,
+        fence: Fence,
+        now: f64,
+        ttl: f64,
+    ) -> leasefence::Result<bool> {
+        match self {
+            Db::File(path) => leasefence::renew(path, job, owner, fence, now, ttl),
+            Db::Store(store) => store.renew(
+                JobId::new(job)?,
+                Owner::new(owner)?,
+                fence,
+                Now::new(now)?,
+                Ttl::new(ttl)?,
+            ),
+        }
+    }
+
+    fn complete(
+        &self,
+        job: &str,
+        owner: &str,
+        fence: Fence,
+        now: f64,
+        result: &str,
+    ) -> leasefence::Result<bool> {
+        match self {
+            Db::File(path) => leasefence::complete(path, job, owner, fence, now, result),
+            Db::Store(store) => store.complete(
+                JobId::new(job)?,
+                Owner::new(owner)?,
+                fence,
+                Now::new(now)?,
+                result,
+            ),
+        }
+    }
+
+    fn release(&self, job: &str, owner: &str, fence: Fence) -> leasefence::Result<bool> {
+        match self {
+            Db::File(path) => leasefence::release(path, job, owner, fence),
+            Db::Store(store) => store.release(JobId::new(job)?, Owner::new(owner)?, fence),
+        }
+    }
 }
 
 /// Prints the story's lines and counts broken expectations.

@@ -1,17 +1,16 @@
-//! The stress run: worker threads, each with its own [`leasefence::SqliteStore`], take jobs
-//! from a shared queue on the real clock. Some stall past their lease after claiming and then
+//! The stress run: worker threads, each with its own store (an `SqliteStore` connection, or a
+//! `PgStore` on the caller's clock), take jobs from a shared queue on the real clock. Some stall past their lease after claiming and then
 //! try to renew and complete with their old fence. Every acknowledged complete is recorded, and
 //! at the end every job is read back through a fresh connection and judged.
 
 use std::collections::VecDeque;
-use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use leasefence::{Fence, JobId, JobState, Now, Owner, SqliteOptions, Store, Synchronous, Ttl};
+use leasefence::{AnyStore, Fence, JobId, JobState, NewJob, Now, Owner, Store, Ttl};
 use serde_json::json;
 
 use crate::output::Out;
@@ -32,7 +31,24 @@ pub struct Config {
     pub ttl: Ttl,
     /// Fraction of first claims after which the worker stalls past its lease.
     pub stall_rate: f64,
+    /// The backend, for the notes of the report: `"sqlite"` or `"postgres"`.
+    pub backend: &'static str,
 }
+
+/// What a store is opened for; SQLite enqueues the setup with cheaper commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Enqueueing the jobs (no fence is handed out).
+    Setup,
+    /// One worker thread's claims, renews and completes.
+    Worker,
+    /// Reading every job back for the verdict, through a store the workers never used.
+    Verdict,
+}
+
+/// Opens a fresh store for a purpose. Every store must take `now` from the caller: the run
+/// judges its invariants on its own clock.
+pub type Opener<'a> = dyn Fn(Purpose) -> leasefence::Result<AnyStore> + Sync + 'a;
 
 /// What one acknowledged `complete` stored, as the worker was told.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,7 +144,7 @@ impl Clock {
 
 /// What the workers share.
 struct Shared<'a> {
-    db: &'a Path,
+    open: &'a Opener<'a>,
     ids: &'a [String],
     config: &'a Config,
     clock: Clock,
@@ -192,22 +208,33 @@ impl Shared<'_> {
 /// # Errors
 /// Bad arguments, database errors (busy past [`BUSY_ATTEMPTS`] tries included), or a run that
 /// stopped making progress.
-pub fn run(db: &Path, prefix: &str, config: &Config) -> anyhow::Result<Report> {
+pub fn run(open: &Opener<'_>, prefix: &str, config: &Config) -> anyhow::Result<Report> {
     let ids: Vec<String> = (0..config.jobs)
         .map(|i| format!("{prefix}job-{i:05}"))
         .collect();
 
-    // Setup only: no fence is handed out while enqueueing, so these commits skip the per-commit
-    // fsync (the workers' first durable commit syncs them). Claims and completes are durable.
+    // Setup only: no fence is handed out while enqueueing, so on SQLite these commits skip the
+    // per-commit fsync (the workers' first durable commit syncs them). Claims and completes are
+    // durable.
     let started = Instant::now();
-    let setup = SqliteOptions::new()
-        .init(false)
-        .synchronous(Synchronous::Normal)
-        .open(db)
-        .context("opening the database to enqueue the stress jobs")?;
-    for id in &ids {
-        if !setup.enqueue(JobId::new(id)?)? {
-            bail!("job {id} already exists; the stress run needs fresh ids");
+    let setup = open(Purpose::Setup).context("opening the database to enqueue the stress jobs")?;
+    if config.backend == "postgres" {
+        // One round trip and one commit per batch instead of per job.
+        for batch in ids.chunks(500) {
+            let jobs = batch
+                .iter()
+                .map(|id| NewJob::new(id.as_str()))
+                .collect::<leasefence::Result<Vec<_>>>()?;
+            let inserted = setup.enqueue_many(&jobs)?;
+            if let Some((id, _)) = batch.iter().zip(inserted).find(|(_, new)| !new) {
+                bail!("job {id} already exists; the stress run needs fresh ids");
+            }
+        }
+    } else {
+        for id in &ids {
+            if !setup.enqueue(JobId::new(id)?)? {
+                bail!("job {id} already exists; the stress run needs fresh ids");
+            }
         }
     }
     drop(setup);
@@ -221,7 +248,7 @@ pub fn run(db: &Path, prefix: &str, config: &Config) -> anyhow::Result<Report> {
         .context("progress bar template")?,
     );
     let shared = Shared {
-        db,
+        open,
         ids: &ids,
         config,
         clock: Clock::start(),
@@ -274,7 +301,7 @@ pub fn run(db: &Path, prefix: &str, config: &Config) -> anyhow::Result<Report> {
         counts.add(tally.counts);
     }
 
-    let mut report = judge(db, &ids, &acks)?;
+    let mut report = judge(open, &ids, &acks)?;
     report.enqueue_time = enqueue_time;
     report.elapsed = elapsed;
     report.counts = counts;
@@ -285,9 +312,7 @@ pub fn run(db: &Path, prefix: &str, config: &Config) -> anyhow::Result<Report> {
 fn worker(shared: &Shared<'_>, w: usize, seed: u64) -> anyhow::Result<Tally> {
     let name = format!("worker-{w}");
     let owner = Owner::new(&name)?;
-    let store = SqliteOptions::new()
-        .init(false)
-        .open(shared.db)
+    let store = (shared.open)(Purpose::Worker)
         .with_context(|| format!("{name}: opening its connection"))?;
     let mut rng = SplitMix64(seed);
     let mut tally = Tally::default();
@@ -398,7 +423,7 @@ fn worker(shared: &Shared<'_>, w: usize, seed: u64) -> anyhow::Result<Tally> {
 /// `until > now` refuses them.
 fn stall(
     shared: &Shared<'_>,
-    store: &leasefence::SqliteStore,
+    store: &AnyStore,
     (job, fence, until): (usize, Fence, f64),
     name: &str,
     counts: &mut Counts,
@@ -485,11 +510,8 @@ pub struct Report {
 
 /// Reads every job back through a connection of its own and compares it with what the
 /// workers were told.
-fn judge(db: &Path, ids: &[String], acks: &[Vec<Ack>]) -> anyhow::Result<Report> {
-    let reader = SqliteOptions::new()
-        .init(false)
-        .open(db)
-        .context("opening a fresh connection for the verdict")?;
+fn judge(open: &Opener<'_>, ids: &[String], acks: &[Vec<Ack>]) -> anyhow::Result<Report> {
+    let reader = open(Purpose::Verdict).context("opening a fresh connection for the verdict")?;
     let mut report = Report {
         jobs: ids.len(),
         ..Report::default()
@@ -594,8 +616,13 @@ impl Report {
                 format!("{:.3} s", c.slowest.as_secs_f64()),
                 None,
                 format!(
-                    "ttl {} s; durable commits (synchronous = FULL)",
-                    config.ttl.seconds()
+                    "ttl {} s; durable commits ({})",
+                    config.ttl.seconds(),
+                    if config.backend == "postgres" {
+                        "synchronous_commit = on"
+                    } else {
+                        "synchronous = FULL"
+                    }
                 ),
             ),
         );
@@ -604,7 +631,11 @@ impl Report {
             (
                 format!("{:.2} s", self.enqueue_time.as_secs_f64()),
                 None,
-                "setup, synchronous = NORMAL".to_owned(),
+                if config.backend == "postgres" {
+                    "setup".to_owned()
+                } else {
+                    "setup, synchronous = NORMAL".to_owned()
+                },
             ),
         );
         add(

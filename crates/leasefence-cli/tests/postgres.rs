@@ -1,0 +1,868 @@
+//! The built `leasefence` binary on PostgreSQL (`--db postgres://…`): exit statuses, output,
+//! and the stored rows read back through an independent `postgres` connection.
+//!
+//! The database comes from `LEASEFENCE_TEST_PG` (`host=127.0.0.1 user=postgres dbname=test`,
+//! turned into a `postgres://` URL for `--db`, or a URL). Each test gets a schema of its own,
+//! given to the binary with `--pg-schema` (or `LEASEFENCE_PG_SCHEMA`) and dropped afterwards.
+//! Without `LEASEFENCE_TEST_PG` the tests print why and pass without running, except in CI
+//! (`CI` set), where that is a failure. The bad-URL test needs no server and always runs.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use leasefence::postgres::{Client, NoTls};
+use serde_json::Value;
+
+/// `LEASEFENCE_TEST_PG`, as `crates/leasefence/tests/it/common.rs` reads it.
+fn pg_conn() -> Option<String> {
+    match std::env::var("LEASEFENCE_TEST_PG") {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "CI is set but LEASEFENCE_TEST_PG is not: the PostgreSQL cases must run in CI, \
+             never skip (e.g. LEASEFENCE_TEST_PG='host=127.0.0.1 user=postgres dbname=test')"
+        ),
+        _ => {
+            eprintln!("skipped: LEASEFENCE_TEST_PG is not set, so the PostgreSQL case did not run");
+            None
+        }
+    }
+}
+
+/// A libpq `key=value` string as a `postgres://` URL (the CLI recognises only URLs); a URL is
+/// returned as it is.
+fn as_url(conn: &str) -> String {
+    let conn = conn.trim();
+    if conn.starts_with("postgres://") || conn.starts_with("postgresql://") {
+        return conn.to_owned();
+    }
+    let (mut user, mut password, mut host, mut port, mut dbname) = (None, None, None, None, None);
+    let mut query = Vec::new();
+    for pair in conn.split_whitespace() {
+        let (key, value) = pair
+            .split_once('=')
+            .unwrap_or_else(|| panic!("LEASEFENCE_TEST_PG: {pair:?} is not key=value"));
+        let value = value.trim_matches('\'');
+        match key {
+            "user" => user = Some(value),
+            "password" => password = Some(value),
+            "host" => host = Some(value),
+            "port" => port = Some(value),
+            "dbname" => dbname = Some(value),
+            _ => query.push(format!("{key}={value}")),
+        }
+    }
+    let mut url = "postgres://".to_owned();
+    if let Some(user) = user {
+        url.push_str(user);
+        if let Some(password) = password {
+            url.push(':');
+            url.push_str(password);
+        }
+        url.push('@');
+    }
+    match host {
+        Some(host) if host.starts_with('/') => query.push(format!("host={host}")),
+        Some(host) => url.push_str(host),
+        None => {}
+    }
+    if let Some(port) = port {
+        url.push(':');
+        url.push_str(port);
+    }
+    url.push('/');
+    url.push_str(dbname.unwrap_or(""));
+    if !query.is_empty() {
+        url.push('?');
+        url.push_str(&query.join("&"));
+    }
+    url
+}
+
+/// A schema of its own in the test database (created by the binary, dropped afterwards) and
+/// an independent connection to read what the binary stored.
+struct Pg {
+    url: String,
+    schema: String,
+    client: Mutex<Client>,
+}
+
+/// One stored row of `jobs`, as an independent connection sees it.
+#[derive(Debug, PartialEq)]
+struct Row {
+    owner: Option<String>,
+    until: f64,
+    fence: i64,
+    result: Option<String>,
+    done: i32,
+}
+
+fn row(owner: Option<&str>, until: f64, fence: i64, result: Option<&str>, done: i32) -> Row {
+    Row {
+        owner: owner.map(str::to_owned),
+        until,
+        fence,
+        result: result.map(str::to_owned),
+        done,
+    }
+}
+
+/// The outcome of one run of the binary.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    #[track_caller]
+    fn status(&self, code: i32) -> &Self {
+        assert_eq!(self.code, code, "exit status; {self:#?}");
+        self
+    }
+
+    #[track_caller]
+    fn ok(&self) -> &Self {
+        self.status(0)
+    }
+
+    /// Refused by the contract: status 1, `refused: …` on stderr.
+    #[track_caller]
+    fn refused(&self) -> &Self {
+        self.status(1);
+        assert!(self.stderr.starts_with("refused: "), "{self:#?}");
+        self
+    }
+
+    /// Bad input or database error: status 2, `leasefence: error: …` mentioning `needle`.
+    #[track_caller]
+    fn error(&self, needle: &str) -> &Self {
+        self.status(2);
+        assert!(
+            self.stderr.contains("leasefence: error: ") && self.stderr.contains(needle),
+            "stderr should mention {needle:?}; {self:#?}"
+        );
+        self
+    }
+
+    #[track_caller]
+    fn says(&self, needle: &str) -> &Self {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout should contain {needle:?}; {self:#?}"
+        );
+        self
+    }
+
+    /// Every line of stdout as JSON.
+    #[track_caller]
+    fn json_lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+            .collect()
+    }
+
+    /// The single JSON object on stdout.
+    #[track_caller]
+    fn json(&self) -> Value {
+        let mut lines = self.json_lines();
+        assert_eq!(lines.len(), 1, "one JSON line; {self:#?}");
+        lines.remove(0)
+    }
+}
+
+/// Runs the binary with exactly `args`, `stdin` and `env`, with no `LEASEFENCE_*` variables
+/// inherited, in a temporary working directory (so that a stray SQLite file would show).
+fn raw(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let out = raw_in(dir.path(), args, stdin, env);
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "nothing is written locally: {left:?}");
+    out
+}
+
+fn raw_in(dir: &std::path::Path, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasefence"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env_remove("LEASEFENCE_DB")
+        .env_remove("LEASEFENCE_PG_SCHEMA")
+        .envs(env.iter().copied())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().expect("exited normally"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+impl Pg {
+    /// A fresh schema name and a connection, or `None` (reason printed) without a database.
+    fn new() -> Option<Pg> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let conn = pg_conn()?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let schema = format!(
+            "lf_cli_{}_{}_{nanos}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let client = Client::connect(&conn, NoTls)
+            .unwrap_or_else(|e| panic!("LEASEFENCE_TEST_PG={conn:?} is set but unreachable: {e}"));
+        Some(Pg {
+            url: as_url(&conn),
+            schema,
+            client: Mutex::new(client),
+        })
+    }
+
+    /// `leasefence --db URL --pg-schema SCHEMA ARGS`.
+    fn lf(&self, args: &[&str]) -> Run {
+        self.lf_in(args, None)
+    }
+
+    fn lf_in(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        let mut all = vec!["--db", &self.url, "--pg-schema", &self.schema];
+        all.extend_from_slice(args);
+        raw(&all, stdin, &[])
+    }
+
+    fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn leasefence::postgres::types::ToSql + Sync)],
+    ) -> Vec<leasefence::postgres::Row> {
+        let sql = sql.replace("{schema}", &format!("\"{}\"", self.schema));
+        self.client
+            .lock()
+            .unwrap()
+            .query(&sql, params)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// The stored row of `id`, read through the test's own connection.
+    fn row(&self, id: &str) -> Option<Row> {
+        self.query(
+            "SELECT owner, until, fence, result, done FROM {schema}.jobs WHERE id = $1",
+            &[&id],
+        )
+        .first()
+        .map(|r| Row {
+            owner: r.get(0),
+            until: r.get(1),
+            fence: r.get(2),
+            result: r.get(3),
+            done: r.get(4),
+        })
+    }
+
+    /// The database server's clock.
+    fn now(&self) -> f64 {
+        self.query("SELECT extract(epoch FROM clock_timestamp())::float8", &[])[0].get(0)
+    }
+
+    fn schema_exists(&self, schema: &str) -> bool {
+        !self
+            .query("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&schema])
+            .is_empty()
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        if let Ok(mut client) = self.client.lock() {
+            let _ = client.batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+                self.schema
+            ));
+        }
+    }
+}
+
+#[test]
+fn the_test_database_string_becomes_a_url() {
+    assert_eq!(
+        as_url("host=127.0.0.1 user=postgres dbname=test"),
+        "postgres://postgres@127.0.0.1/test"
+    );
+    assert_eq!(
+        as_url("host=db port=6543 user=u password=p dbname=d sslmode=disable"),
+        "postgres://u:p@db:6543/d?sslmode=disable"
+    );
+    assert_eq!(as_url("postgres://x@y/z"), "postgres://x@y/z");
+}
+
+#[test]
+fn the_contract_round_trip_on_postgres_refuses_the_stale_fence() {
+    let Some(pg) = Pg::new() else { return };
+    pg.lf(&["init"])
+        .ok()
+        .says(&format!("schema {}: jobs table ready", pg.schema));
+    assert!(pg.schema_exists(&pg.schema));
+    pg.lf(&["init"]).ok(); // idempotent
+
+    pg.lf(&["enqueue", "invoice-42"])
+        .ok()
+        .says("enqueued invoice-42");
+    assert_eq!(pg.row("invoice-42"), Some(row(None, 0.0, 0, None, 0)));
+    pg.lf(&["enqueue", "invoice-42"]).refused();
+
+    pg.lf(&[
+        "claim",
+        "invoice-42",
+        "--owner",
+        "A",
+        "--ttl",
+        "10",
+        "--now",
+        "0",
+    ])
+    .ok()
+    .says("claimed invoice-42 as A: fence 1, lease until 10");
+    assert_eq!(pg.row("invoice-42"), Some(row(Some("A"), 10.0, 1, None, 0)));
+    // A's lease is live at t=5; `now == until` is expired.
+    pg.lf(&[
+        "claim",
+        "invoice-42",
+        "--owner",
+        "B",
+        "--ttl",
+        "10",
+        "--now",
+        "5",
+    ])
+    .refused();
+    assert_eq!(pg.row("invoice-42"), Some(row(Some("A"), 10.0, 1, None, 0)));
+    let claimed = pg
+        .lf(&[
+            "--json",
+            "claim",
+            "invoice-42",
+            "--owner",
+            "B",
+            "--ttl",
+            "10",
+            "--now",
+            "10",
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        (&claimed["fence"], &claimed["until"], &claimed["ok"]),
+        (&Value::from(2), &Value::from(20.0), &Value::from(true))
+    );
+
+    // A wakes at t=11: every write under fence 1 is refused and changes nothing.
+    pg.lf(&[
+        "renew",
+        "invoice-42",
+        "--owner",
+        "A",
+        "--fence",
+        "1",
+        "--ttl",
+        "10",
+        "--now",
+        "11",
+    ])
+    .refused();
+    pg.lf(&[
+        "complete",
+        "invoice-42",
+        "--owner",
+        "A",
+        "--fence",
+        "1",
+        "--result",
+        "paid twice",
+        "--now",
+        "11",
+    ])
+    .refused();
+    pg.lf(&["release", "invoice-42", "--owner", "A", "--fence", "1"])
+        .refused();
+    assert_eq!(pg.row("invoice-42"), Some(row(Some("B"), 20.0, 2, None, 0)));
+
+    pg.lf(&[
+        "renew",
+        "invoice-42",
+        "--owner",
+        "B",
+        "--fence",
+        "2",
+        "--ttl",
+        "10",
+        "--now",
+        "12",
+    ])
+    .ok()
+    .says("lease until 22");
+    assert_eq!(pg.row("invoice-42"), Some(row(Some("B"), 22.0, 2, None, 0)));
+    pg.lf(&[
+        "complete",
+        "invoice-42",
+        "--owner",
+        "B",
+        "--fence",
+        "2",
+        "--result",
+        "paid",
+        "--now",
+        "13",
+    ])
+    .ok()
+    .says("result stored (4 bytes)");
+    pg.lf(&[
+        "complete",
+        "invoice-42",
+        "--owner",
+        "A",
+        "--fence",
+        "1",
+        "--result",
+        "paid twice",
+        "--now",
+        "14",
+    ])
+    .refused()
+    .status(1);
+    assert_eq!(
+        pg.row("invoice-42"),
+        Some(row(Some("B"), 22.0, 2, Some("paid"), 1))
+    );
+    let state = pg.lf(&["--json", "state", "invoice-42"]).ok().json();
+    assert_eq!(state["result"], "paid");
+    assert_eq!(state["fence"], 2);
+    assert_eq!(state["done"], true);
+    pg.lf(&["state", "nobody"]).refused();
+
+    // Release keeps the fence: the next claim gets a higher one.
+    pg.lf(&["enqueue", "r"]).ok();
+    pg.lf(&["claim", "r", "--owner", "A", "--ttl", "10", "--now", "0"])
+        .ok();
+    pg.lf(&["release", "r", "--owner", "A", "--fence", "1"])
+        .ok();
+    assert_eq!(pg.row("r"), Some(row(None, 0.0, 1, None, 0)));
+    pg.lf(&["release", "r", "--owner", "A", "--fence", "1"])
+        .refused();
+    pg.lf(&["claim", "r", "--owner", "B", "--ttl", "10", "--now", "1"])
+        .ok()
+        .says("fence 2");
+
+    // Bad arguments: exit 2 naming the argument, nothing stored.
+    pg.lf(&["claim", "r", "--owner", "C", "--ttl", "0", "--now", "50"])
+        .error("`ttl`");
+    pg.lf(&["claim", "r", "--owner", "", "--ttl", "1", "--now", "50"])
+        .error("`owner`");
+    assert_eq!(pg.row("r"), Some(row(Some("B"), 11.0, 2, None, 0)));
+}
+
+#[test]
+fn without_now_postgres_judges_leases_by_the_database_clock() {
+    let Some(pg) = Pg::new() else { return };
+    pg.lf(&["enqueue", "j"]).ok();
+    let before = pg.now();
+    let claimed = pg
+        .lf(&["--json", "claim", "j", "--owner", "A", "--ttl", "30"])
+        .ok()
+        .json();
+    let after = pg.now();
+    let stored = pg.row("j").unwrap();
+    // The stored lease end is the server's clock plus the ttl, and that is what was printed.
+    assert!(
+        (before + 30.0..=after + 30.0).contains(&stored.until),
+        "{before} + 30 <= {} <= {after} + 30",
+        stored.until
+    );
+    assert_eq!(claimed["until"], stored.until);
+    let now = claimed["now"].as_f64().unwrap();
+    assert!(
+        (before..=after).contains(&now),
+        "{before} <= {now} <= {after}"
+    );
+
+    // Still leased on the server's clock, whatever this host's clock says.
+    pg.lf(&["claim", "j", "--owner", "B", "--ttl", "30"])
+        .refused();
+    pg.lf(&["renew", "j", "--owner", "A", "--fence", "1", "--ttl", "60"])
+        .ok();
+    let renewed = pg.row("j").unwrap();
+    assert!(renewed.until >= after + 60.0, "{renewed:?}");
+    pg.lf(&[
+        "complete", "j", "--owner", "A", "--fence", "1", "--result", "r",
+    ])
+    .ok();
+    assert_eq!(pg.row("j").unwrap().done, 1);
+    // An explicit --now is the caller's clock: t=0 is long before this lease's end.
+    pg.lf(&["enqueue", "k"]).ok();
+    pg.lf(&["claim", "k", "--owner", "A", "--ttl", "5"]).ok();
+    pg.lf(&["claim", "k", "--owner", "B", "--ttl", "5", "--now", "0"])
+        .refused();
+}
+
+#[test]
+fn leasefence_db_is_used_when_db_is_absent() {
+    let Some(pg) = Pg::new() else { return };
+    let env = [
+        ("LEASEFENCE_DB", pg.url.as_str()),
+        ("LEASEFENCE_PG_SCHEMA", pg.schema.as_str()),
+    ];
+    raw(&["enqueue", "from-env"], None, &env).ok();
+    raw(
+        &[
+            "claim", "from-env", "--owner", "A", "--ttl", "10", "--now", "0",
+        ],
+        None,
+        &env,
+    )
+    .ok()
+    .says("fence 1");
+    assert_eq!(pg.row("from-env"), Some(row(Some("A"), 10.0, 1, None, 0)));
+
+    // The flag wins over the environment: LEASEFENCE_DB names an SQLite file that must not be
+    // created, while the job lands in PostgreSQL.
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("LEASEFENCE_DB", "local.db"),
+        ("LEASEFENCE_PG_SCHEMA", pg.schema.as_str()),
+    ];
+    raw_in(
+        dir.path(),
+        &["--db", &pg.url, "enqueue", "from-flag"],
+        None,
+        &env,
+    )
+    .ok();
+    assert!(!dir.path().join("local.db").exists());
+    assert_eq!(pg.row("from-flag"), Some(row(None, 0.0, 0, None, 0)));
+    // And --pg-schema wins over LEASEFENCE_PG_SCHEMA.
+    let other = format!("{}_other", pg.schema);
+    let env = [
+        ("LEASEFENCE_DB", pg.url.as_str()),
+        ("LEASEFENCE_PG_SCHEMA", "nope"),
+    ];
+    raw(
+        &["--pg-schema", &pg.schema, "state", "from-flag"],
+        None,
+        &env,
+    )
+    .ok();
+    raw(&["--pg-schema", &other, "state", "from-flag"], None, &env).refused();
+    assert!(pg.schema_exists(&other));
+    pg.client
+        .lock()
+        .unwrap()
+        .batch_execute(&format!("DROP SCHEMA \"{other}\" CASCADE"))
+        .unwrap();
+    assert!(!pg.schema_exists("nope"));
+}
+
+#[test]
+fn the_queue_commands_run_on_postgres() {
+    let Some(pg) = Pg::new() else { return };
+    pg.lf(&[
+        "enqueue",
+        "resize-1",
+        "--payload",
+        "{\"w\":640}",
+        "--priority",
+        "5",
+        "--max-attempts",
+        "3",
+    ])
+    .ok()
+    .says("priority 5, at most 3 attempts, payload 9 bytes");
+    pg.lf_in(
+        &["enqueue", "--ids-from", "-", "--not-before", "60"],
+        Some("mail-1\nmail-2\n"),
+    )
+    .ok()
+    .says("enqueued 2 of 2 jobs from stdin");
+    pg.lf(&[
+        "claim", "resize-1", "--owner", "w1", "--ttl", "30", "--now", "10",
+    ])
+    .ok();
+    pg.lf(&["cancel", "mail-2", "--now", "11"]).ok();
+    pg.lf(&["cancel", "mail-2", "--now", "12"]).refused();
+    let listed: Vec<(String, String)> = pg
+        .lf(&["--json", "list", "--now", "12"])
+        .ok()
+        .json_lines()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_owned(),
+                r["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("resize-1", "leased"),
+        ("mail-1", "scheduled"),
+        ("mail-2", "cancelled"),
+    ]
+    .map(|(a, b)| (a.to_owned(), b.to_owned()));
+    assert_eq!(listed, expected);
+    let stats = pg.lf(&["--json", "stats", "--now", "12"]).ok().json();
+    assert_eq!(
+        (
+            &stats["leased"],
+            &stats["scheduled"],
+            &stats["cancelled"],
+            &stats["total"]
+        ),
+        (
+            &Value::from(1),
+            &Value::from(1),
+            &Value::from(1),
+            &Value::from(3)
+        )
+    );
+    pg.lf(&["purge", "--finished-before", "100"])
+        .ok()
+        .says("purged 1 finished job");
+    assert_eq!(pg.row("mail-2"), None);
+    assert_eq!(pg.row("resize-1"), Some(row(Some("w1"), 40.0, 1, None, 0)));
+}
+
+#[test]
+fn work_exec_drains_a_postgres_queue() {
+    let Some(pg) = Pg::new() else { return };
+    pg.lf_in(
+        &["enqueue", "--ids-from", "-", "--payload", "hello"],
+        Some("a\nb\nc\nd\n"),
+    )
+    .ok();
+    pg.lf(&["enqueue", "bad", "--max-attempts", "1"]).ok();
+    let exec = r#"if [ "$LEASEFENCE_JOB_ID" = bad ]; then echo boom >&2; exit 3; fi; cat; printf -- "-%s" "$LEASEFENCE_JOB_ID""#;
+    let run = pg.lf(&[
+        "--json",
+        "work",
+        "--exec",
+        exec,
+        "--drain",
+        "--concurrency",
+        "2",
+        "--poll",
+        "0.05",
+        "--ttl",
+        "10",
+    ]);
+    run.ok();
+    let lines = run.json_lines();
+    let stopped = lines.last().unwrap();
+    assert_eq!(stopped["event"], "stopped");
+    assert_eq!(
+        (
+            &stopped["completed"],
+            &stopped["dead"],
+            &stopped["stale_refused"]
+        ),
+        (&Value::from(4), &Value::from(1), &Value::from(0))
+    );
+    for id in ["a", "b", "c", "d"] {
+        let stored = pg.row(id).unwrap();
+        assert_eq!(
+            (stored.result.as_deref(), stored.fence, stored.done),
+            (Some(format!("hello-{id}").as_str()), 1, 1),
+            "{id}"
+        );
+        assert!(stored.owner.is_some());
+    }
+    let dead = pg.query(
+        "SELECT outcome, error, done FROM {schema}.jobs WHERE id = 'bad'",
+        &[],
+    );
+    let (outcome, error, done): (Option<String>, Option<String>, i32) =
+        (dead[0].get(0), dead[0].get(1), dead[0].get(2));
+    assert_eq!((outcome.as_deref(), done), (Some("dead"), 1));
+    assert!(error.unwrap().contains("exit status 3: boom"));
+}
+
+#[test]
+fn demo_on_postgres_refuses_every_stale_write_and_does_every_job_once() {
+    let Some(pg) = Pg::new() else { return };
+    const JOBS: usize = 300;
+    let run = pg.lf(&[
+        "--json",
+        "demo",
+        "--jobs",
+        &JOBS.to_string(),
+        "--workers",
+        "4",
+        "--stall-rate",
+        "0.05",
+    ]);
+    run.ok();
+    let lines = run.json_lines();
+    let setup = &lines[0];
+    assert_eq!(
+        (&setup["phase"], &setup["schema"], &setup["temporary"]),
+        (
+            &Value::from("setup"),
+            &Value::from(pg.schema.as_str()),
+            &Value::from(false)
+        )
+    );
+    let prefix = setup["job_prefix"].as_str().unwrap().to_owned();
+    assert!(prefix.starts_with("demo-"), "{prefix}");
+    let stress = lines.iter().find(|l| l["phase"] == "stress").unwrap();
+    assert_eq!(stress["done_exactly_once"], JOBS);
+    assert_eq!(stress["stale_writes_accepted"], 0);
+    assert_eq!(stress["results_overwritten"], 0);
+    assert_eq!(stress["ok"], true);
+    let refused = stress["stale_writes_refused"].as_u64().unwrap();
+    assert_eq!(refused, 2 * stress["stalls"].as_u64().unwrap());
+    let verdict = lines.last().unwrap();
+    assert_eq!(
+        (&verdict["phase"], &verdict["ok"]),
+        (&Value::from("verdict"), &Value::from(true))
+    );
+
+    // The rows: every stress job done once, by the owner and under the fence its result names;
+    // no stale result stored anywhere.
+    let rows = pg.query(
+        "SELECT id, owner, fence, result, done FROM {schema}.jobs WHERE id LIKE $1 ORDER BY id",
+        &[&format!("{prefix}job-%")],
+    );
+    assert_eq!(rows.len(), JOBS);
+    for r in &rows {
+        let (id, owner, fence, result, done): (String, String, i64, String, i32) =
+            (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+        assert_eq!(done, 1, "{id}");
+        assert_eq!(
+            result,
+            format!("result of {id} by {owner} under fence {fence}")
+        );
+    }
+    let story = pg.row(&format!("{prefix}seed-job")).unwrap();
+    assert_eq!(story, row(Some("B"), 20.0, 2, Some("B's result"), 1));
+    assert_eq!(
+        pg.query(
+            "SELECT count(*) FROM {schema}.jobs WHERE result LIKE 'STALE%'",
+            &[]
+        )[0]
+        .get::<_, i64>(0),
+        0
+    );
+}
+
+#[test]
+fn demo_on_postgres_without_a_schema_uses_a_fresh_one_and_drops_it() {
+    let Some(pg) = Pg::new() else { return };
+    // A job of someone else's, in another schema: the demo must leave it alone.
+    pg.lf(&["enqueue", "theirs"]).ok();
+    pg.lf(&[
+        "claim", "theirs", "--owner", "X", "--ttl", "10", "--now", "0",
+    ])
+    .ok();
+    let run = raw(
+        &[
+            "--db",
+            &pg.url,
+            "--json",
+            "demo",
+            "--jobs",
+            "40",
+            "--workers",
+            "2",
+        ],
+        None,
+        &[],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let setup = &lines[0];
+    assert_eq!(setup["temporary"], true);
+    assert_eq!(setup["job_prefix"], "");
+    let schema = setup["schema"].as_str().unwrap();
+    assert!(schema.starts_with("leasefence_demo_"), "{schema}");
+    assert_eq!(lines.last().unwrap()["ok"], true);
+    assert!(
+        !pg.schema_exists(schema),
+        "the demo's schema {schema} is dropped"
+    );
+    assert_eq!(pg.row("theirs"), Some(row(Some("X"), 10.0, 1, None, 0)));
+}
+
+#[test]
+fn a_bad_database_url_is_an_error_naming_the_argument() {
+    // No server needed: these fail before connecting, or connect to a closed port.
+    raw(
+        &["--db", "postgres://u@h:notaport/d", "state", "j"],
+        None,
+        &[],
+    )
+    .error("invalid argument `db`")
+    .error("not a PostgreSQL connection string");
+    raw(
+        &["--db", "postgresql://u@h:99999999/d", "enqueue", "j"],
+        None,
+        &[],
+    )
+    .error("invalid argument `db`");
+    raw(&["--db", "", "state", "j"], None, &[]).status(2);
+    assert!(
+        raw(&["--db", "", "state", "j"], None, &[])
+            .stderr
+            .contains("--db")
+    );
+    raw(
+        &[
+            "--db",
+            "postgres://u@h/d",
+            "--pg-schema",
+            "Bad-Name",
+            "state",
+            "j",
+        ],
+        None,
+        &[],
+    )
+    .error("invalid argument `schema`");
+    raw(
+        &[
+            "--db",
+            "postgres://u@h/d",
+            "--pg-schema",
+            "Bad-Name",
+            "demo",
+        ],
+        None,
+        &[],
+    )
+    .error("invalid argument `schema`");
+    // Nothing listens on port 1: a connection error with a hint, exit 2.
+    let run = raw(
+        &["--db", "postgres://postgres@127.0.0.1:1/test", "state", "j"],
+        None,
+        &[],
+    );
+    run.error("127.0.0.1");
+    assert!(
+        run.stderr.contains("hint: no PostgreSQL server answered"),
+        "{run:#?}"
+    );
+}
