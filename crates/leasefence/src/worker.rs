@@ -24,8 +24,9 @@
 //! (`Worker::postgres`): the store ignores the `now` it is given and reads
 //! `clock_timestamp()` on the server, so workers on hosts whose clocks disagree — even by more
 //! than the ttl — never both hold a live lease. When [`Worker::run`] starts on such a store
-//! ([`Store::database_now`] is `Some`), the worker measures the offset between its [`Clock`] and
-//! the database's once and reads its clock shifted by it, so heartbeats, [`JobContext::now`] and
+//! ([`Store::database_now`] is `Some`), the worker reads the database's clock once and from then
+//! on advances it on a monotonic timer (or, when a [`Clock`] was given to the builder, reads
+//! that clock shifted by the offset measured then), so heartbeats, [`JobContext::now`] and
 //! [`JobContext::until`] are on the store's timescale.
 
 use std::fmt;
@@ -86,6 +87,20 @@ impl Clock for SystemClock {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0)
+    }
+}
+
+/// The database's clock as read once, advanced by a monotonic timer: the default clock of a
+/// worker whose store judges leases by the database's clock.
+#[derive(Debug)]
+struct Anchored {
+    at_start: f64,
+    start: Instant,
+}
+
+impl Clock for Anchored {
+    fn now(&self) -> f64 {
+        self.at_start + self.start.elapsed().as_secs_f64()
     }
 }
 
@@ -427,6 +442,8 @@ struct Config {
 struct Shared<S> {
     config: Config,
     clock: Arc<dyn Clock>,
+    /// No clock was given to the builder: [`SystemClock`].
+    clock_is_default: bool,
     /// Seconds added to every reading of `clock` (f64 bits): the database's clock minus the
     /// worker's, measured when [`Worker::run`] starts on a store that judges leases by the
     /// database's clock; 0 otherwise.
@@ -717,6 +734,7 @@ pub struct WorkerBuilder<S> {
     deadline: Duration,
     drain: bool,
     clock: Arc<dyn Clock>,
+    clock_is_default: bool,
     on_outcome: Option<Box<OutcomeHook>>,
 }
 
@@ -748,6 +766,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
             deadline: Duration::from_secs(10),
             drain: false,
             clock: Arc::new(SystemClock),
+            clock_is_default: true,
             on_outcome: None,
         }
     }
@@ -807,6 +826,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
     /// The clock for leases (default [`SystemClock`]).
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Arc::new(clock);
+        self.clock_is_default = false;
         self
     }
 
@@ -862,6 +882,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
                 drain: self.drain,
             },
             clock: self.clock,
+            clock_is_default: self.clock_is_default,
             offset: AtomicU64::new(0f64.to_bits()),
             handler: Box::new(move |ctx| handler(ctx).map_err(|e| e.to_string())),
             on_outcome: self.on_outcome,
@@ -1037,7 +1058,7 @@ impl<S: Store + Send + 'static> Worker<S> {
     /// # Panics
     /// When a thread cannot be spawned.
     pub fn run(self) -> Result<WorkerStats> {
-        let shared = self.shared;
+        let mut shared = self.shared;
         let mut stores = Vec::with_capacity(shared.slots.len() + 1);
         for _ in 0..=shared.slots.len() {
             stores.push((self.open)()?);
@@ -1045,11 +1066,26 @@ impl<S: Store + Send + 'static> Worker<S> {
         let beat_store = stores
             .pop()
             .expect("one store per thread plus the heartbeat's");
+        let asked = Instant::now();
         if let Some(database) = beat_store.database_now()? {
-            let offset = database.seconds() - shared.clock.now();
-            shared.offset.store(offset.to_bits(), Ordering::SeqCst);
+            // The reading was taken somewhere during the round trip: assume halfway.
+            let reading = database.seconds() + asked.elapsed().as_secs_f64() / 2.0;
+            match Arc::get_mut(&mut shared) {
+                // No clock of the caller's to respect: follow the database's on a monotonic
+                // timer, so a step of this host's clock cannot shift the heartbeats.
+                Some(only) if only.clock_is_default => {
+                    only.clock = Arc::new(Anchored {
+                        at_start: reading,
+                        start: Instant::now(),
+                    });
+                }
+                _ => {
+                    let offset = reading - shared.clock.now();
+                    shared.offset.store(offset.to_bits(), Ordering::SeqCst);
+                }
+            }
             tracing::info!(
-                offset,
+                database = reading,
                 "the store judges leases by the database's clock; the worker's clock follows it"
             );
         }

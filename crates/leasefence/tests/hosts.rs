@@ -313,3 +313,40 @@ fn pg_child_worker() {
         );
     }
 }
+
+/// Without a clock of the caller's, `Worker::postgres` follows the database's clock on a
+/// monotonic timer: a fresh lease has about a ttl left on it, and heartbeats keep a job that
+/// runs for several ttls.
+#[test]
+fn worker_postgres_follows_the_database_clock_by_default() {
+    let Some(db) = PgDb::new() else { return };
+    db.store()
+        .enqueue_many(&[NewJob::new("long").unwrap()])
+        .unwrap();
+    let seen = Arc::new(Mutex::new(vec![]));
+    let record = seen.clone();
+    let server = db.store();
+    let stats = Worker::postgres_with(db.url.clone(), db.options().pool_size(2))
+        .ttl(TTL)
+        .poll_interval(Duration::from_millis(20))
+        .drain(true)
+        .build(move |ctx| {
+            let database = server.now().unwrap().seconds();
+            record
+                .lock()
+                .unwrap()
+                .push((ctx.until() - ctx.now(), ctx.now() - database));
+            ctx.token().wait_timeout(Duration::from_secs_f64(3.0 * TTL));
+            Ok::<_, String>("done".to_owned())
+        })
+        .unwrap()
+        .run()
+        .unwrap();
+    assert_eq!((stats.completed, stats.lost), (1, 0), "{stats:?}");
+    let seen = seen.lock().unwrap();
+    let (headroom, off) = seen[0];
+    assert!(headroom > 0.0 && headroom <= TTL + 0.5, "{headroom}");
+    assert!(off.abs() < 0.5, "the worker's clock is {off} s off the database's");
+    let row = db.row("long").unwrap();
+    assert_eq!((row.done, row.fence), (1, 1));
+}

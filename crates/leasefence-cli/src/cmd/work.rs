@@ -14,13 +14,12 @@ use std::io::{Read, Write as _};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use leasefence::{
-    AnyOptions, AnyStore, Backoff, Clock, JobContext, JobOutcome, Lease, SqliteOptions, Target,
-    Worker,
+    AnyOptions, AnyStore, Backoff, JobContext, JobOutcome, Lease, SqliteOptions, Worker,
 };
 use serde_json::json;
 
@@ -94,10 +93,6 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let options = AnyOptions::new()
         .sqlite(SqliteOptions::new().init(false))
         .postgres(ctx.pg_options(true).pool_size(1));
-    let clock = match &target {
-        Target::Postgres(_) => Some(DatabaseClock::read(&ctx.open(false)?)?),
-        Target::Sqlite(_) => None,
-    };
     let progress = Progress::new(args.concurrency)?;
     let tally = progress.clone();
     let mut builder = Worker::builder(move || options.open_target(&target))
@@ -110,9 +105,6 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         .on_outcome(move |lease, outcome| tally.report(out, lease, outcome));
     if let Some(owner) = &args.owner {
         builder = builder.owner_prefix(owner.as_str());
-    }
-    if let Some(clock) = clock {
-        builder = builder.clock(clock);
     }
     let exec = args.exec.clone();
     let shown = progress.clone();
@@ -171,38 +163,6 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         }),
     );
     Ok(Outcome::Done)
-}
-
-/// The database server's clock as seen from this host, for the worker's own timing on
-/// PostgreSQL: read once at the start, then advanced by a monotonic timer, so it never goes
-/// backwards. The store judges every lease by the server's clock itself; this clock only paces
-/// heartbeats and dates retries (`retry_at` must be on the server's clock).
-#[derive(Debug)]
-struct DatabaseClock {
-    at_start: f64,
-    start: Instant,
-}
-
-impl DatabaseClock {
-    fn read(store: &AnyStore) -> anyhow::Result<Self> {
-        let pg = store
-            .as_postgres()
-            .context("the database clock is PostgreSQL's")?;
-        let asked = Instant::now();
-        let server = pg.now().context("reading the database clock")?.seconds();
-        // The reading was taken somewhere during the round trip: assume halfway.
-        let half_trip = asked.elapsed().as_secs_f64() / 2.0;
-        Ok(DatabaseClock {
-            at_start: server + half_trip,
-            start: Instant::now(),
-        })
-    }
-}
-
-impl Clock for DatabaseClock {
-    fn now(&self) -> f64 {
-        self.at_start + self.start.elapsed().as_secs_f64()
-    }
 }
 
 /// The spinner on stderr (hidden when stderr is not a terminal) and the counts it shows.
