@@ -60,8 +60,14 @@
 //!   a configurable schema (default `leasefence`), created by numbered migrations under an
 //!   advisory lock. `now` is the caller's clock by default; `PgOptions::database_clock` makes
 //!   every operation read the database's clock instead, so workers on hosts whose clocks
-//!   disagree still agree on when a lease expires. PostgreSQL `text` cannot hold NUL bytes, so
-//!   `PgStore` refuses ids, owners and results containing one as invalid arguments.
+//!   disagree still agree on when a lease expires; `Worker::postgres` uses it by default.
+//!   PostgreSQL `text` cannot hold NUL bytes, so `PgStore` refuses ids, owners and results
+//!   containing one as invalid arguments, and job ids longer than `PgStore::MAX_KEY_BYTES`.
+//! - [`AnyStore`] / [`Target`]: either backend chosen by a string at run time — a
+//!   `postgres://` URL or an SQLite path — as the `leasefence` command's `--db` takes it.
+//!
+//! See `docs/backends.md` for what each backend guarantees, which statement makes each
+//! operation atomic, durability, clocks, and when to move from SQLite to PostgreSQL.
 //!
 //! # Guarantees
 //!
