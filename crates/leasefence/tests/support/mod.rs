@@ -33,14 +33,25 @@ impl Backend {
     }
 
     /// A store on it; on PostgreSQL judging leases by the database's clock, as hosts would.
+    #[allow(dead_code)]
     pub fn store(&self) -> Box<dyn Store> {
+        self.open(true)
+    }
+
+    /// A store that judges leases by the `now` each call is given, on both backends.
+    #[allow(dead_code)]
+    pub fn store_on_callers_clock(&self) -> Box<dyn Store> {
+        self.open(false)
+    }
+
+    fn open(&self, database_clock: bool) -> Box<dyn Store> {
         match self {
             Backend::Sqlite(path) => Box::new(SqliteStore::open(path).unwrap()),
             Backend::Pg { url, schema } => Box::new(
                 PgOptions::new()
                     .schema(schema)
                     .pool_size(2)
-                    .database_clock(true)
+                    .database_clock(database_clock)
                     .open(url)
                     .unwrap(),
             ),
