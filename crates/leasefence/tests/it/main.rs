@@ -17,6 +17,7 @@ mod s7_release;
 mod s8_claim_many;
 
 mod busy;
+mod model;
 mod postgres;
 mod processes;
 mod queue;

@@ -1,0 +1,337 @@
+//! Model-based tests: random operation sequences run against a real store and against a pure
+//! reference model (`model/reference.rs`, written from CONTRACT.md and the `Store` docs), with
+//! every return value and the full stored state compared after every step, and the contract's
+//! invariants checked on the model (`model/invariants.rs`).
+//!
+//! One body (`agrees_with_the_model`), several stores: a kept `SqliteStore`, the seed's free
+//! functions (the eight operations; the queue through a kept store on the same file) and
+//! `PgStore` on a fresh schema (skipped with a printed reason without `LEASEFENCE_TEST_PG`, a
+//! failure in CI). Each test function uses one database and empties it between cases.
+//!
+//! Case counts: `LEASEFENCE_MODEL_CASES` (cases per store) and `LEASEFENCE_MODEL_STEPS` (the
+//! longest sequence) scale a run up for the long tier, e.g.
+//! `LEASEFENCE_MODEL_CASES=20000 cargo test -p leasefence --test it model -- --nocapture`.
+//! A failure is shrunk to a minimal sequence; its seed is saved in
+//! `tests/it/model.proptest-regressions` and replayed first by every later run (commit it).
+//!
+//! The checker is itself checked: two deliberately broken stores (`broken`) must be caught.
+
+mod broken;
+mod invariants;
+mod ops;
+mod reference;
+mod runner;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use proptest::test_runner::{Config, FileFailurePersistence, RngAlgorithm, TestError};
+
+use leasefence::{
+    Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, SqliteOptions, SqliteStore,
+    Stats, Status, Store, Synchronous, Ttl,
+};
+
+use leasefence::rusqlite::Connection;
+
+use crate::common::{Db, PgDb, Probe, QueueRow, Row, Stored, sqlite_stored};
+
+/// Cases per store unless `LEASEFENCE_MODEL_CASES` says otherwise.
+const SQLITE_CASES: u32 = 1000;
+/// The seed's free functions open the file and commit durably on every call: fewer cases.
+const SEED_CASES: u32 = 100;
+/// Every PostgreSQL call is a round trip, and so is each state read.
+const PG_CASES: u32 = 128;
+/// The longest operation sequence unless `LEASEFENCE_MODEL_STEPS` says otherwise.
+const STEPS: usize = 40;
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    let value = std::env::var(name).ok()?;
+    Some(
+        value
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value:?} is not a number")),
+    )
+}
+
+/// The proptest configuration: `cases` (or `LEASEFENCE_MODEL_CASES`), failures saved next to
+/// this file.
+fn config(cases: u32) -> Config {
+    Config {
+        cases: env_number("LEASEFENCE_MODEL_CASES").unwrap_or(cases),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        source_file: Some(file!()),
+        // Generation, not the store, dominates a run; ChaCha (the default) is slower.
+        rng_algorithm: RngAlgorithm::XorShift,
+        ..Config::default()
+    }
+}
+
+/// The one test body: `store` must agree with the model on every generated sequence.
+fn agrees_with_the_model(name: &str, store: &dyn Store, probe: &dyn Probe, cases: u32) {
+    let config = config(cases);
+    let steps = env_number("LEASEFENCE_MODEL_STEPS").unwrap_or(STEPS);
+    let (cases, started) = (config.cases, Instant::now());
+    if let Err(failure) = runner::check(store, probe, config, steps) {
+        panic!(
+            "{name} disagrees with the model: {}",
+            runner::describe(&failure)
+        );
+    }
+    eprintln!(
+        "model: {name}: {cases} cases of 1..={steps} ops agreed in {:.1?}",
+        started.elapsed()
+    );
+}
+
+/// A kept store on a file whose commits skip fsync: the model checks semantics, not
+/// durability (tested elsewhere), and thousands of cases must stay fast.
+fn fast_sqlite(path: &Path) -> SqliteStore {
+    SqliteOptions::new()
+        .synchronous(Synchronous::Off)
+        .open(path)
+        .expect("open store")
+}
+
+/// `Db` as a probe that keeps its own connection (without fsync) across the thousands of state
+/// reads and resets of a run, instead of opening one per read.
+struct KeptProbe<'a> {
+    db: &'a Db,
+    conn: Connection,
+}
+
+impl<'a> KeptProbe<'a> {
+    fn new(db: &'a Db) -> Self {
+        let conn = db.raw();
+        conn.pragma_update(None, "synchronous", "OFF").unwrap();
+        KeptProbe { db, conn }
+    }
+}
+
+impl Probe for KeptProbe<'_> {
+    fn row(&self, id: &str) -> Option<Row> {
+        self.db.row(id)
+    }
+    fn rows(&self) -> Vec<Row> {
+        self.db.rows()
+    }
+    fn put(&self, row: &Row) {
+        self.db.put(row)
+    }
+    fn exec(&self, sql: &str) {
+        self.conn.execute_batch(sql).expect("exec")
+    }
+    fn hold(&self, sql: &str) -> Box<dyn FnOnce() + Send> {
+        Probe::hold(self.db, sql)
+    }
+    fn text_holds_nul(&self) -> bool {
+        true
+    }
+    fn queue_row(&self, id: &str) -> QueueRow {
+        self.db.queue_row(id)
+    }
+    fn fence_gate(&self, resource: &str) -> Option<i64> {
+        self.db.fence_gate(resource)
+    }
+    fn fence_floor(&self, id: &str) -> Option<i64> {
+        self.db.fence_floor(id)
+    }
+    fn stored(&self) -> Stored {
+        sqlite_stored(&self.conn)
+    }
+}
+
+#[test]
+fn sqlite_store_agrees_with_the_model() {
+    let db = Db::new();
+    let store = fast_sqlite(&db.path);
+    agrees_with_the_model("SqliteStore", &store, &KeptProbe::new(&db), SQLITE_CASES);
+}
+
+#[test]
+fn seed_functions_agree_with_the_model() {
+    let db = Db::new();
+    let store = Seed {
+        path: db.path.clone(),
+        queue: fast_sqlite(&db.path),
+    };
+    let probe = KeptProbe::new(&db);
+    agrees_with_the_model("the seed's free functions", &store, &probe, SEED_CASES);
+}
+
+#[test]
+fn pg_store_agrees_with_the_model() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    agrees_with_the_model("PgStore", &store, &db, PG_CASES);
+}
+
+/// The eight operations through the seed's free functions (a connection per call, durable
+/// commits); the queue operations through a kept store on the same file.
+struct Seed {
+    path: PathBuf,
+    queue: SqliteStore,
+}
+
+impl Store for Seed {
+    fn enqueue(&self, job_id: JobId<'_>) -> leasefence::Result<bool> {
+        leasefence::enqueue(&self.path, job_id.as_str())
+    }
+    fn state(&self, job_id: JobId<'_>) -> leasefence::Result<Option<JobState>> {
+        leasefence::state(&self.path, job_id.as_str())
+    }
+    fn claim(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> leasefence::Result<Option<Fence>> {
+        leasefence::claim(
+            &self.path,
+            job_id.as_str(),
+            owner.as_str(),
+            now.seconds(),
+            ttl.seconds(),
+        )
+    }
+    fn renew(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        ttl: Ttl,
+    ) -> leasefence::Result<bool> {
+        leasefence::renew(
+            &self.path,
+            job_id.as_str(),
+            owner.as_str(),
+            fence,
+            now.seconds(),
+            ttl.seconds(),
+        )
+    }
+    fn complete(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        result: &str,
+    ) -> leasefence::Result<bool> {
+        leasefence::complete(
+            &self.path,
+            job_id.as_str(),
+            owner.as_str(),
+            fence,
+            now.seconds(),
+            result,
+        )
+    }
+    fn release(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+    ) -> leasefence::Result<bool> {
+        leasefence::release(&self.path, job_id.as_str(), owner.as_str(), fence)
+    }
+    fn enqueue_many(&self, jobs: &[NewJob]) -> leasefence::Result<Vec<bool>> {
+        self.queue.enqueue_many(jobs)
+    }
+    fn claim_batch(
+        &self,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+        n: usize,
+    ) -> leasefence::Result<Vec<Lease>> {
+        self.queue.claim_batch(owner, now, ttl, n)
+    }
+    fn fail(
+        &self,
+        lease: &Lease,
+        now: Now,
+        error: &str,
+        retry_at: Option<Now>,
+    ) -> leasefence::Result<Option<Failed>> {
+        self.queue.fail(lease, now, error, retry_at)
+    }
+    fn cancel(&self, job_id: JobId<'_>, now: Now) -> leasefence::Result<bool> {
+        self.queue.cancel(job_id, now)
+    }
+    fn purge(&self, finished_before: Now) -> leasefence::Result<u64> {
+        self.queue.purge(finished_before)
+    }
+    fn list(
+        &self,
+        now: Now,
+        status: Option<Status>,
+        limit: usize,
+    ) -> leasefence::Result<Vec<JobInfo>> {
+        self.queue.list(now, status, limit)
+    }
+    fn stats(&self, now: Now) -> leasefence::Result<Stats> {
+        self.queue.stats(now)
+    }
+    fn admit(&self, resource: &str, fence: Fence) -> leasefence::Result<bool> {
+        self.queue.admit(resource, fence)
+    }
+}
+
+/// Runs the checker against a broken store, deterministically and without saving the failure
+/// (it is expected), and returns the minimal failing sequence it shrank to.
+fn catch(store: &dyn Store, probe: &dyn Probe) -> Vec<ops::Op> {
+    let config = Config {
+        cases: 500,
+        failure_persistence: None,
+        rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,
+        ..Config::default()
+    };
+    let runner = proptest::test_runner::TestRunner::new_with_rng(
+        config.clone(),
+        proptest::test_runner::TestRng::deterministic_rng(config.rng_algorithm),
+    );
+    let Err(failure) = runner::check_with(runner, store, probe, STEPS) else {
+        panic!("the checker passed a broken store: it cannot fail");
+    };
+    eprintln!("caught as expected: {}", runner::describe(&failure));
+    match *failure {
+        TestError::Abort(why) => panic!("the checker aborted: {why}"),
+        TestError::Fail(_, (_, ops, _)) => ops,
+    }
+}
+
+#[test]
+fn the_checker_catches_a_release_that_only_says_it_released() {
+    let db = Db::new();
+    let store = broken::Broken::new(&db.path, broken::Fault::ReleaseLies);
+    let minimal = catch(&store, &KeptProbe::new(&db));
+    // enqueue, claim, release: nothing shorter can show it.
+    assert!(minimal.len() <= 4, "not shrunk: {minimal:#?}");
+    assert!(
+        minimal
+            .iter()
+            .any(|op| matches!(op, ops::Op::Release { .. } | ops::Op::ReleaseLease { .. })),
+        "{minimal:#?}"
+    );
+}
+
+#[test]
+fn the_checker_catches_a_renew_that_revives_an_expired_lease() {
+    let db = Db::new();
+    let store = broken::Broken::new(&db.path, broken::Fault::RenewRevives);
+    let minimal = catch(&store, &KeptProbe::new(&db));
+    // enqueue, claim, renew at or after the lease's end.
+    assert!(minimal.len() <= 4, "not shrunk: {minimal:#?}");
+    assert!(
+        minimal
+            .iter()
+            .any(|op| matches!(op, ops::Op::Renew { .. } | ops::Op::RenewLease { .. })),
+        "{minimal:#?}"
+    );
+}
