@@ -153,7 +153,7 @@ impl ReferenceStateMachine for Machine {
 
 fn ids() -> BoxedStrategy<String> {
     prop_oneof![
-        40 => select(&IDS[..]).prop_map(str::to_owned),
+        100 => select(&IDS[..]).prop_map(str::to_owned),
         1 => Just(String::new()),
     ]
     .boxed()
@@ -161,7 +161,7 @@ fn ids() -> BoxedStrategy<String> {
 
 fn any_owner() -> BoxedStrategy<String> {
     prop_oneof![
-        40 => select(&OWNERS[..]).prop_map(str::to_owned),
+        100 => select(&OWNERS[..]).prop_map(str::to_owned),
         1 => Just(String::new()),
     ]
     .boxed()
@@ -199,17 +199,28 @@ fn clock(model: &Model) -> BoxedStrategy<f64> {
     let bad = select(vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY]);
     let marks = model.marks();
     if marks.is_empty() {
-        prop_oneof![24 => forward, 4 => back, 1 => bad].boxed()
+        prop_oneof![48 => forward, 8 => back, 1 => bad].boxed()
     } else {
         let near = (select(marks), select(vec![0.0, -0.5, 0.5])).prop_map(|(m, d)| m + d);
-        prop_oneof![24 => forward, 12 => near, 4 => back, 1 => bad].boxed()
+        prop_oneof![48 => forward, 24 => near, 8 => back, 1 => bad].boxed()
     }
+}
+
+/// A clock reading, often exactly at (or half a second around) the end of a lease: the
+/// boundary where `now == until` has expired.
+fn around(until: f64, now: BoxedStrategy<f64>) -> BoxedStrategy<f64> {
+    prop_oneof![
+        3 => now,
+        2 => Just(until),
+        1 => select(vec![until - 0.5, until + 0.5]),
+    ]
+    .boxed()
 }
 
 /// Integers and halves, so that `now + ttl` lands on other marks; rarely invalid.
 fn ttl() -> BoxedStrategy<f64> {
     prop_oneof![
-        30 => select(vec![0.5, 1.0, 1.5, 2.0, 3.0, 10.0]),
+        80 => select(vec![0.5, 1.0, 1.5, 2.0, 3.0, 10.0]),
         1 => select(vec![0.0, -1.0, f64::NAN, f64::INFINITY]),
     ]
     .boxed()
@@ -224,8 +235,9 @@ fn lease_time(now: BoxedStrategy<f64>) -> BoxedStrategy<(f64, f64)> {
     .boxed()
 }
 
-/// A job to aim at: its id, stored owner, current fence and the stale fences handed out for it.
-type Target = BoxedStrategy<(String, Option<String>, i64, Vec<i64>)>;
+/// A job to aim at: its id, stored owner, current fence, the stale fences handed out for it and
+/// the end of its lease.
+type Target = BoxedStrategy<(String, Option<String>, i64, Vec<i64>, f64)>;
 
 fn target(model: &Model) -> Target {
     let model = model.clone();
@@ -239,7 +251,8 @@ fn target(model: &Model) -> Target {
                 .filter(|(i, f)| *i == id && *f != fence)
                 .map(|(_, f)| *f)
                 .collect();
-            (id, owner, fence, stale)
+            let until = model.job(&id).map_or(0.0, |j| j.until);
+            (id, owner, fence, stale, until)
         })
         .boxed()
 }
@@ -250,7 +263,7 @@ fn lease(model: &Model, target: Target) -> BoxedStrategy<Lease> {
     // A lease is made by the store and never validated again: no empty owner or id here.
     let made_up = target
         .prop_filter("a valid id", |(id, ..)| !id.is_empty())
-        .prop_flat_map(|(id, owner, fence, stale)| {
+        .prop_flat_map(|(id, owner, fence, stale, until)| {
             let valid_owner = select(&OWNERS[..]).prop_map(str::to_owned);
             let owner = match owner {
                 Some(owner) => prop_oneof![2 => Just(owner), 1 => valid_owner].boxed(),
@@ -260,7 +273,7 @@ fn lease(model: &Model, target: Target) -> BoxedStrategy<Lease> {
                 job_id: id.clone(),
                 owner,
                 fence,
-                until: 0.0,
+                until,
                 payload: None,
                 priority: 0,
                 max_attempts: 0,
@@ -329,34 +342,42 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
     let enqueue_many =
         prop::collection::vec(spec(now.clone()), 1..=3).prop_map(|jobs| Op::EnqueueMany { jobs });
     let state = ids().prop_map(|id| Op::State { id });
-    let claim = (ids(), any_owner(), timed.clone()).prop_map(|(id, owner, (now, ttl))| Op::Claim {
-        id,
-        owner,
-        now,
-        ttl,
+    let n = now.clone();
+    let claim = target.clone().prop_flat_map(move |(id, .., until)| {
+        (any_owner(), lease_time(around(until, n.clone()))).prop_map(move |(owner, (now, ttl))| {
+            Op::Claim {
+                id: id.clone(),
+                owner,
+                now,
+                ttl,
+            }
+        })
     });
-    let t = timed.clone();
+    let n = now.clone();
     let renew = target
         .clone()
-        .prop_flat_map(move |(id, owner, fence, stale)| {
-            (owner_like(owner), fence_like(fence, stale), t.clone()).prop_map(
-                move |(owner, fence, (now, ttl))| Op::Renew {
+        .prop_flat_map(move |(id, owner, fence, stale, until)| {
+            (
+                owner_like(owner),
+                fence_like(fence, stale),
+                lease_time(around(until, n.clone())),
+            )
+                .prop_map(move |(owner, fence, (now, ttl))| Op::Renew {
                     id: id.clone(),
                     owner,
                     fence,
                     now,
                     ttl,
-                },
-            )
+                })
         });
     let n = now.clone();
     let complete = target
         .clone()
-        .prop_flat_map(move |(id, owner, fence, stale)| {
+        .prop_flat_map(move |(id, owner, fence, stale, until)| {
             (
                 owner_like(owner),
                 fence_like(fence, stale),
-                n.clone(),
+                around(until, n.clone()),
                 select(&RESULTS[..]),
             )
                 .prop_map(move |(owner, fence, now, result)| Op::Complete {
@@ -367,13 +388,19 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
                     result: result.to_owned(),
                 })
         });
-    let release = target.prop_flat_map(|(id, owner, fence, stale)| {
+    let release = target.prop_flat_map(|(id, owner, fence, stale, _)| {
         (owner_like(owner), fence_like(fence, stale)).prop_map(move |(owner, fence)| Op::Release {
             id: id.clone(),
             owner,
             fence,
         })
     });
+    // A lease and a clock reading around its end.
+    let n = now.clone();
+    let lease_at = lease
+        .clone()
+        .prop_flat_map(move |l| (around(l.until, n.clone()), Just(l)))
+        .boxed();
     let claim_batch = (
         any_owner(),
         timed.clone(),
@@ -391,8 +418,8 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
         1 => Just(None),
         4 => now.clone().prop_filter("a finite retry time", |t| t.is_finite()).prop_map(Some),
     ];
-    let fail = (lease.clone(), now.clone(), select(&ERRORS[..]), retry_at).prop_map(
-        |(lease, now, error, retry_at)| Op::Fail {
+    let fail = (lease_at.clone(), select(&ERRORS[..]), retry_at).prop_map(
+        |((now, lease), error, retry_at)| Op::Fail {
             lease,
             now,
             error: error.to_owned(),
@@ -400,14 +427,20 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
         },
     );
     let renew_lease =
-        (lease.clone(), timed).prop_map(|(lease, (now, ttl))| Op::RenewLease { lease, now, ttl });
+        (lease_at.clone(), ttl(), 0..60u8).prop_map(|((now, lease), ttl, overflow)| {
+            // Rarely, `now + ttl` overflows.
+            let (now, ttl) = if overflow == 0 {
+                (f64::MAX, f64::MAX)
+            } else {
+                (now, ttl)
+            };
+            Op::RenewLease { lease, now, ttl }
+        });
     let complete_lease =
-        (lease.clone(), now.clone(), select(&RESULTS[..])).prop_map(|(lease, now, result)| {
-            Op::CompleteLease {
-                lease,
-                now,
-                result: result.to_owned(),
-            }
+        (lease_at, select(&RESULTS[..])).prop_map(|((now, lease), result)| Op::CompleteLease {
+            lease,
+            now,
+            result: result.to_owned(),
         });
     let release_lease = lease.prop_map(|lease| Op::ReleaseLease { lease });
     let cancel = (ids(), now.clone()).prop_map(|(id, now)| Op::Cancel { id, now });

@@ -11,6 +11,7 @@ use proptest_state_machine::ReferenceStateMachine;
 
 use leasefence::{Error, JobId, NewJob, Now, Owner, Store, Ttl};
 
+use super::census::Census;
 use super::invariants;
 use super::ops::{Machine, Op};
 use super::reference::{Model, Outcome};
@@ -147,7 +148,12 @@ fn perform(store: &dyn Store, op: &Op) -> Result<Outcome, TestCaseError> {
 }
 
 /// Runs one case: the store must start empty, then agree with the model after every step.
-pub fn run_case(store: &dyn Store, probe: &dyn Probe, case: Case) -> TestCaseResult {
+pub fn run_case(
+    store: &dyn Store,
+    probe: &dyn Probe,
+    census: &Census,
+    case: Case,
+) -> TestCaseResult {
     let (mut model, ops, seen) = case;
     probe.exec(RESET);
     if probe.stored() != model.stored() {
@@ -159,6 +165,7 @@ pub fn run_case(store: &dyn Store, probe: &dyn Probe, case: Case) -> TestCaseRes
         }
         let before = model.clone();
         let expected = model.apply(op);
+        census.count(&before, op, &expected);
         invariants::check(&before, &model, op, &expected).map_err(|broken| {
             TestCaseError::fail(format!(
                 "step {step} {op:?}: the model broke an invariant: {broken}"
@@ -186,10 +193,11 @@ pub fn run_case(store: &dyn Store, probe: &dyn Probe, case: Case) -> TestCaseRes
 pub fn check(
     store: &dyn Store,
     probe: &dyn Probe,
+    census: &Census,
     config: Config,
     steps: usize,
 ) -> Result<(), Box<TestError<Case>>> {
-    check_with(TestRunner::new(config), store, probe, steps)
+    check_with(TestRunner::new(config), store, probe, census, steps)
 }
 
 /// `check` with a runner of the caller's (e.g. with a deterministic random number generator).
@@ -197,11 +205,12 @@ pub fn check_with(
     mut runner: TestRunner,
     store: &dyn Store,
     probe: &dyn Probe,
+    census: &Census,
     steps: usize,
 ) -> Result<(), Box<TestError<Case>>> {
     runner
         .run(&Machine::sequential_strategy(1..=steps), |case| {
-            run_case(store, probe, case)
+            run_case(store, probe, census, case)
         })
         .map_err(Box::new)
 }
