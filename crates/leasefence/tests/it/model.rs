@@ -72,12 +72,12 @@ fn config(cases: u32) -> Config {
 }
 
 /// The one test body: `store` must agree with the model on every generated sequence.
-fn agrees_with_the_model(name: &str, store: &dyn Store, probe: &dyn Probe, cases: u32) {
+fn agrees_with_the_model(name: &str, subject: runner::Subject<'_>, cases: u32) {
     let config = config(cases);
     let steps = env_number("LEASEFENCE_MODEL_STEPS").unwrap_or(STEPS);
     let (cases, started) = (config.cases, Instant::now());
     let census = census::Census::default();
-    if let Err(failure) = runner::check(store, probe, &census, config, steps) {
+    if let Err(failure) = runner::check(&subject, &census, config, steps) {
         panic!(
             "{name} disagrees with the model: {}",
             runner::describe(&failure)
@@ -158,11 +158,22 @@ impl Probe for KeptProbe<'_> {
     }
 }
 
+/// A worker restart on an SQLite file: `init_db` again (it opens a store, which checks the
+/// schema and runs any migration left); it may not change a row.
+fn sqlite_restart(path: &Path) {
+    leasefence::init_db(path).expect("init_db again");
+}
+
 #[test]
 fn sqlite_store_agrees_with_the_model() {
     let db = Db::new();
     let store = fast_sqlite(&db.path);
-    agrees_with_the_model("SqliteStore", &store, &KeptProbe::new(&db), SQLITE_CASES);
+    let subject = runner::Subject {
+        store: &store,
+        probe: &KeptProbe::new(&db),
+        restart: &|| sqlite_restart(&db.path),
+    };
+    agrees_with_the_model("SqliteStore", subject, SQLITE_CASES);
 }
 
 #[test]
@@ -173,14 +184,24 @@ fn seed_functions_agree_with_the_model() {
         queue: fast_sqlite(&db.path),
     };
     let probe = KeptProbe::new(&db);
-    agrees_with_the_model("the seed's free functions", &store, &probe, SEED_CASES);
+    let subject = runner::Subject {
+        store: &store,
+        probe: &probe,
+        restart: &|| sqlite_restart(&db.path),
+    };
+    agrees_with_the_model("the seed's free functions", subject, SEED_CASES);
 }
 
 #[test]
 fn pg_store_agrees_with_the_model() {
     let Some(db) = PgDb::new() else { return };
     let store = db.store();
-    agrees_with_the_model("PgStore", &store, &db, PG_CASES);
+    let subject = runner::Subject {
+        store: &store,
+        probe: &db,
+        restart: &|| drop(db.store()),
+    };
+    agrees_with_the_model("PgStore", subject, PG_CASES);
 }
 
 /// The eight operations through the seed's free functions (a connection per call, durable
@@ -299,7 +320,7 @@ impl Store for Seed {
 
 /// Runs the checker against a broken store, deterministically and without saving the failure
 /// (it is expected), and returns the minimal failing sequence it shrank to.
-fn catch(store: &dyn Store, probe: &dyn Probe) -> Vec<ops::Op> {
+fn catch(subject: runner::Subject<'_>) -> Vec<ops::Op> {
     let config = Config {
         cases: 500,
         failure_persistence: None,
@@ -311,7 +332,7 @@ fn catch(store: &dyn Store, probe: &dyn Probe) -> Vec<ops::Op> {
         proptest::test_runner::TestRng::deterministic_rng(config.rng_algorithm),
     );
     let census = census::Census::default();
-    let Err(failure) = runner::check_with(runner, store, probe, &census, STEPS) else {
+    let Err(failure) = runner::check_with(runner, &subject, &census, STEPS) else {
         panic!("the checker passed a broken store: it cannot fail");
     };
     eprintln!("caught as expected: {}", runner::describe(&failure));
@@ -325,7 +346,11 @@ fn catch(store: &dyn Store, probe: &dyn Probe) -> Vec<ops::Op> {
 fn the_checker_catches_a_release_that_only_says_it_released() {
     let db = Db::new();
     let store = broken::Broken::new(&db.path, broken::Fault::ReleaseLies);
-    let minimal = catch(&store, &KeptProbe::new(&db));
+    let minimal = catch(runner::Subject {
+        store: &store,
+        probe: &KeptProbe::new(&db),
+        restart: &|| sqlite_restart(&db.path),
+    });
     // enqueue, claim, release: nothing shorter can show it.
     assert!(minimal.len() <= 4, "not shrunk: {minimal:#?}");
     assert!(
@@ -340,7 +365,11 @@ fn the_checker_catches_a_release_that_only_says_it_released() {
 fn the_checker_catches_a_renew_that_revives_an_expired_lease() {
     let db = Db::new();
     let store = broken::Broken::new(&db.path, broken::Fault::RenewRevives);
-    let minimal = catch(&store, &KeptProbe::new(&db));
+    let minimal = catch(runner::Subject {
+        store: &store,
+        probe: &KeptProbe::new(&db),
+        restart: &|| sqlite_restart(&db.path),
+    });
     // enqueue, claim, renew at or after the lease's end.
     assert!(minimal.len() <= 4, "not shrunk: {minimal:#?}");
     assert!(

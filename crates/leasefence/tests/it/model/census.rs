@@ -44,6 +44,7 @@ pub const REQUIRED: &[&str] = &[
     "invalid: resource",
     "invalid: not_before",
     "time went backward",
+    "restart",
     "status: ready",
     "status: scheduled",
     "status: leased",
@@ -201,6 +202,7 @@ fn situations(before: &Model, op: &Op, outcome: &Outcome) -> Vec<&'static str> {
             None => "fail: refused",
         }),
         (Op::Cancel { .. }, Outcome::Bool(true)) => found.push("cancel: cancelled"),
+        (Op::Restart, _) => found.push("restart"),
         (Op::Purge { .. }, Outcome::Count(n)) if *n > 0 => found.push("purge: deleted"),
         (Op::List { .. }, Outcome::List(jobs)) if !jobs.is_empty() => {
             found.push("list: listed jobs")

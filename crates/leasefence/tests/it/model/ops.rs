@@ -127,6 +127,8 @@ pub enum Op {
         resource: String,
         fence: i64,
     },
+    /// A worker restart: `init_db` again, a new store on the same database.
+    Restart,
 }
 
 /// The reference state machine of proptest-state-machine: the model drives generation (and
@@ -491,6 +493,7 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
         2 => list,
         2 => stats,
         3 => admit,
+        1 => Just(Op::Restart),
     ]
     .boxed()
 }

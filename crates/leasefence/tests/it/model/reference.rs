@@ -153,6 +153,8 @@ pub enum Outcome {
     Count(u64),
     List(Vec<JobInfo>),
     Stats(Stats),
+    /// A restart (init again, a new store) returns nothing and changes nothing.
+    Restarted,
 }
 
 /// How many handed-out leases the model remembers for later operations to aim at.
@@ -430,6 +432,7 @@ impl Model {
                 }
                 Outcome::Stats(stats)
             }
+            Op::Restart => Outcome::Restarted,
             Op::Admit { resource, fence } => {
                 if resource.is_empty() {
                     return Err("resource");

@@ -17,6 +17,15 @@ use super::ops::{Machine, Op};
 use super::reference::{Model, Outcome};
 use crate::common::Probe;
 
+/// What the checker drives: a store, an independent reader of what it stored, and a restart
+/// (`init_db` / a new store on the same database: the migrations run again) that must change
+/// nothing.
+pub struct Subject<'a> {
+    pub store: &'a dyn Store,
+    pub probe: &'a dyn Probe,
+    pub restart: &'a dyn Fn(),
+}
+
 /// Empties every table the model covers, between cases.
 pub const RESET: &str = "DELETE FROM jobs; DELETE FROM fence_floor; DELETE FROM fence_gate";
 
@@ -124,6 +133,7 @@ fn call(store: &dyn Store, op: &Op) -> Result<Outcome, Error> {
         }
         Op::Stats { now } => Outcome::Stats(store.stats(Now::new(*now)?)?),
         Op::Admit { resource, fence } => Outcome::Bool(store.admit(resource, *fence)?),
+        Op::Restart => unreachable!("run_case restarts"),
     })
 }
 
@@ -148,13 +158,9 @@ fn perform(store: &dyn Store, op: &Op) -> Result<Outcome, TestCaseError> {
 }
 
 /// Runs one case: the store must start empty, then agree with the model after every step.
-pub fn run_case(
-    store: &dyn Store,
-    probe: &dyn Probe,
-    census: &Census,
-    case: Case,
-) -> TestCaseResult {
+pub fn run_case(subject: &Subject<'_>, census: &Census, case: Case) -> TestCaseResult {
     let (mut model, ops, seen) = case;
+    let (store, probe) = (subject.store, subject.probe);
     probe.exec(RESET);
     if probe.stored() != model.stored() {
         return Err(TestCaseError::fail("the store did not start empty"));
@@ -171,7 +177,13 @@ pub fn run_case(
                 "step {step} {op:?}: the model broke an invariant: {broken}"
             ))
         })?;
-        let actual = perform(store, op)?;
+        let actual = match op {
+            Op::Restart => {
+                (subject.restart)();
+                Outcome::Restarted
+            }
+            op => perform(store, op)?,
+        };
         if actual != expected {
             return Err(TestCaseError::fail(format!(
                 "step {step} {op:?}:\n  the store returned {actual:?}\n  the model expects  {expected:?}"
@@ -191,26 +203,24 @@ pub fn run_case(
 /// Runs `config.cases` random sequences of 1..=`steps` operations against `store` (its state
 /// read through `probe`), shrinking the first failure.
 pub fn check(
-    store: &dyn Store,
-    probe: &dyn Probe,
+    subject: &Subject<'_>,
     census: &Census,
     config: Config,
     steps: usize,
 ) -> Result<(), Box<TestError<Case>>> {
-    check_with(TestRunner::new(config), store, probe, census, steps)
+    check_with(TestRunner::new(config), subject, census, steps)
 }
 
 /// `check` with a runner of the caller's (e.g. with a deterministic random number generator).
 pub fn check_with(
     mut runner: TestRunner,
-    store: &dyn Store,
-    probe: &dyn Probe,
+    subject: &Subject<'_>,
     census: &Census,
     steps: usize,
 ) -> Result<(), Box<TestError<Case>>> {
     runner
         .run(&Machine::sequential_strategy(1..=steps), |case| {
-            run_case(store, probe, census, case)
+            run_case(subject, census, case)
         })
         .map_err(Box::new)
 }
