@@ -42,7 +42,7 @@ const SQLITE_CASES: u32 = 1000;
 /// The seed's free functions open the file and commit durably on every call: fewer cases.
 const SEED_CASES: u32 = 100;
 /// Every PostgreSQL call is a round trip, and so is each state read.
-const PG_CASES: u32 = 128;
+const PG_CASES: u32 = 100;
 /// The longest operation sequence unless `LEASEFENCE_MODEL_STEPS` says otherwise.
 const STEPS: usize = 40;
 
