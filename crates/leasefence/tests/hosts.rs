@@ -346,7 +346,10 @@ fn worker_postgres_follows_the_database_clock_by_default() {
     let seen = seen.lock().unwrap();
     let (headroom, off) = seen[0];
     assert!(headroom > 0.0 && headroom <= TTL + 0.5, "{headroom}");
-    assert!(off.abs() < 0.5, "the worker's clock is {off} s off the database's");
+    assert!(
+        off.abs() < 0.5,
+        "the worker's clock is {off} s off the database's"
+    );
     let row = db.row("long").unwrap();
     assert_eq!((row.done, row.fence), (1, 1));
 }

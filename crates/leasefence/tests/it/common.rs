@@ -179,6 +179,10 @@ pub trait Probe {
     fn fence_floor(&self, id: &str) -> Option<i64>;
     /// The longest job id the backend takes, in bytes (`None`: no limit short of memory).
     fn max_key_bytes(&self) -> Option<usize>;
+    /// Everything the store keeps: every job with all its columns in enqueue order (SQLite's
+    /// rowid, PostgreSQL's `seq`), every fence floor and every fence-gate entry (by key). The
+    /// model-based tests compare this with the model after every step.
+    fn stored(&self) -> Stored;
 
     /// A job leased by `owner` under `fence` until `until`, arranged directly in the store.
     fn leased(&self, id: &str, owner: &str, fence: i64, until: f64) -> Row {
@@ -255,6 +259,68 @@ impl Probe for Db {
             })
             .ok()
     }
+    fn stored(&self) -> Stored {
+        sqlite_stored(&self.raw())
+    }
+}
+
+/// `Probe::stored` through the given connection to an SQLite file.
+pub fn sqlite_stored(conn: &Connection) -> Stored {
+    let jobs = conn
+        .prepare_cached(STORED_JOBS_SQLITE)
+        .unwrap()
+        .query_map([], |r| {
+            Ok((
+                Row {
+                    id: r.get(0)?,
+                    owner: r.get(1)?,
+                    until: r.get(2)?,
+                    fence: r.get(3)?,
+                    result: r.get(4)?,
+                    done: r.get(5)?,
+                },
+                QueueRow {
+                    payload: r.get(6)?,
+                    priority: r.get(7)?,
+                    not_before: r.get(8)?,
+                    max_attempts: r.get(9)?,
+                    error: r.get(10)?,
+                    outcome: r.get(11)?,
+                    finished_at: r.get(12)?,
+                },
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let pairs = |sql: &str| -> Vec<(String, i64)> {
+        conn.prepare_cached(sql)
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    Stored {
+        jobs,
+        fence_floor: pairs("SELECT id, fence FROM fence_floor ORDER BY id"),
+        fence_gate: pairs("SELECT resource, fence FROM fence_gate ORDER BY resource"),
+    }
+}
+
+/// Every column of `jobs` in enqueue order, for `Probe::stored`.
+const STORED_JOBS_SQLITE: &str = "SELECT id, owner, until, fence, result, done, payload, \
+     priority, not_before, max_attempts, error, outcome, finished_at FROM jobs ORDER BY rowid";
+
+/// Everything a store keeps, read independently (`Probe::stored`).
+#[derive(Debug, PartialEq)]
+pub struct Stored {
+    /// Every job, in enqueue order: the six contract columns and the queue columns.
+    pub jobs: Vec<(Row, QueueRow)>,
+    /// `(id, fence)` of every fence floor, by id.
+    pub fence_floor: Vec<(String, i64)>,
+    /// `(resource, fence)` of every fence-gate entry, by resource.
+    pub fence_gate: Vec<(String, i64)>,
 }
 
 /// The queue columns of one row, read independently.
@@ -484,6 +550,53 @@ impl Probe for PgDb {
             .query_opt("SELECT fence FROM fence_floor WHERE id = $1", &[&id])
             .expect("fence floor")
             .map(|r| r.get(0))
+    }
+    fn stored(&self) -> Stored {
+        let mut raw = self.raw.lock().unwrap();
+        let jobs = raw
+            .query(
+                "SELECT id, owner, until, fence, result, done, payload, priority, not_before, \
+                 max_attempts, error, outcome, finished_at FROM jobs ORDER BY seq",
+                &[],
+            )
+            .expect("stored jobs")
+            .iter()
+            .map(|r| {
+                (
+                    Row {
+                        id: r.get(0),
+                        owner: r.get(1),
+                        until: r.get(2),
+                        fence: r.get(3),
+                        result: r.get(4),
+                        done: i64::from(r.get::<_, i32>(5)),
+                    },
+                    QueueRow {
+                        payload: r.get(6),
+                        priority: r.get(7),
+                        not_before: r.get(8),
+                        max_attempts: r.get(9),
+                        error: r.get(10),
+                        outcome: r.get(11),
+                        finished_at: r.get(12),
+                    },
+                )
+            })
+            .collect();
+        let mut pairs = |sql: &str| -> Vec<(String, i64)> {
+            raw.query(sql, &[])
+                .expect("stored pairs")
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect()
+        };
+        Stored {
+            jobs,
+            fence_floor: pairs("SELECT id, fence FROM fence_floor ORDER BY id COLLATE \"C\""),
+            fence_gate: pairs(
+                "SELECT resource, fence FROM fence_gate ORDER BY resource COLLATE \"C\"",
+            ),
+        }
     }
 }
 

@@ -20,6 +20,7 @@ mod any_store;
 mod bad_input;
 mod busy;
 mod faults;
+mod model;
 mod postgres;
 mod processes;
 mod queue;

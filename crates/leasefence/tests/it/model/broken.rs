@@ -1,0 +1,140 @@
+//! Deliberately broken stores: a kept `SqliteStore` with one operation replaced by a wrong
+//! one. The model-based checker must catch each (a checker that cannot fail proves nothing).
+
+use std::path::Path;
+
+use leasefence::rusqlite::{Connection, params};
+use leasefence::{
+    Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, SqliteStore, Stats, Status,
+    Store, Ttl,
+};
+
+/// What is broken.
+#[derive(Debug, Clone, Copy)]
+pub enum Fault {
+    /// `release` returns `true` without releasing anything.
+    ReleaseLies,
+    /// `renew` without the liveness check (`until > now` dropped): an expired lease that nobody
+    /// re-claimed is revived — the mutant `renew.sql` without `AND until > ?4`.
+    RenewRevives,
+}
+
+pub struct Broken {
+    inner: SqliteStore,
+    raw: Connection,
+    fault: Fault,
+}
+
+impl Broken {
+    pub fn new(path: &Path, fault: Fault) -> Broken {
+        Broken {
+            inner: super::fast_sqlite(path),
+            raw: Connection::open(path).expect("a connection of the broken store's own"),
+            fault,
+        }
+    }
+}
+
+impl Store for Broken {
+    fn enqueue(&self, job_id: JobId<'_>) -> leasefence::Result<bool> {
+        self.inner.enqueue(job_id)
+    }
+    fn state(&self, job_id: JobId<'_>) -> leasefence::Result<Option<JobState>> {
+        self.inner.state(job_id)
+    }
+    fn claim(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> leasefence::Result<Option<Fence>> {
+        self.inner.claim(job_id, owner, now, ttl)
+    }
+    fn renew(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        ttl: Ttl,
+    ) -> leasefence::Result<bool> {
+        match self.fault {
+            Fault::RenewRevives => {
+                let until = ttl.until(now)?;
+                let changed = self
+                    .raw
+                    .execute(
+                        "UPDATE jobs SET until = ?4 \
+                         WHERE id = ?1 AND owner = ?2 AND fence = ?3 AND done = 0",
+                        params![job_id.as_str(), owner.as_str(), fence, until],
+                    )
+                    .expect("broken renew");
+                Ok(changed == 1)
+            }
+            Fault::ReleaseLies => self.inner.renew(job_id, owner, fence, now, ttl),
+        }
+    }
+    fn complete(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        result: &str,
+    ) -> leasefence::Result<bool> {
+        self.inner.complete(job_id, owner, fence, now, result)
+    }
+    fn release(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+    ) -> leasefence::Result<bool> {
+        match self.fault {
+            Fault::ReleaseLies => Ok(true),
+            Fault::RenewRevives => self.inner.release(job_id, owner, fence),
+        }
+    }
+    fn enqueue_many(&self, jobs: &[NewJob]) -> leasefence::Result<Vec<bool>> {
+        self.inner.enqueue_many(jobs)
+    }
+    fn claim_batch(
+        &self,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+        n: usize,
+    ) -> leasefence::Result<Vec<Lease>> {
+        self.inner.claim_batch(owner, now, ttl, n)
+    }
+    fn fail(
+        &self,
+        lease: &Lease,
+        now: Now,
+        error: &str,
+        retry_at: Option<Now>,
+    ) -> leasefence::Result<Option<Failed>> {
+        self.inner.fail(lease, now, error, retry_at)
+    }
+    fn cancel(&self, job_id: JobId<'_>, now: Now) -> leasefence::Result<bool> {
+        self.inner.cancel(job_id, now)
+    }
+    fn purge(&self, finished_before: Now) -> leasefence::Result<u64> {
+        self.inner.purge(finished_before)
+    }
+    fn list(
+        &self,
+        now: Now,
+        status: Option<Status>,
+        limit: usize,
+    ) -> leasefence::Result<Vec<JobInfo>> {
+        self.inner.list(now, status, limit)
+    }
+    fn stats(&self, now: Now) -> leasefence::Result<Stats> {
+        self.inner.stats(now)
+    }
+    fn admit(&self, resource: &str, fence: Fence) -> leasefence::Result<bool> {
+        self.inner.admit(resource, fence)
+    }
+}

@@ -1,0 +1,139 @@
+//! Invariants checked on the model after every step (before → after). The store is compared
+//! with the model after every step, so whatever holds for the model holds for the store too.
+
+use leasefence::Lease;
+
+use super::ops::Op;
+use super::reference::{Model, Outcome};
+
+/// The fences an outcome hands out, as `(id, fence)`.
+fn handed_out(op: &Op, outcome: &Outcome) -> Vec<(String, i64)> {
+    match (op, outcome) {
+        (Op::Claim { id, .. }, Outcome::Fence(Some(f))) => vec![(id.clone(), *f)],
+        (_, Outcome::Leases(leases)) => {
+            leases.iter().map(|l| (l.job_id.clone(), l.fence)).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The highest fence `model` ever let `id` reach: the stored one or the floor.
+fn reached(model: &Model, id: &str) -> i64 {
+    let stored = model.job(id).map_or(i64::MIN, |j| j.fence);
+    stored.max(model.fence_floor.get(id).copied().unwrap_or(i64::MIN))
+}
+
+/// Whether the lease would still be accepted by renew/complete at `now`.
+fn live(model: &Model, lease: &Lease, now: f64) -> bool {
+    model.job(&lease.job_id).is_some_and(|j| {
+        j.owner.as_deref() == Some(&*lease.owner)
+            && j.fence == lease.fence
+            && !j.done
+            && j.until > now
+    })
+}
+
+pub fn check(before: &Model, after: &Model, op: &Op, outcome: &Outcome) -> Result<(), String> {
+    // A refused or invalid call changes nothing that is stored.
+    let refused = matches!(
+        outcome,
+        Outcome::Invalid(_)
+            | Outcome::Bool(false)
+            | Outcome::Fence(None)
+            | Outcome::Failed(None)
+            | Outcome::Renewed(false, _)
+            | Outcome::Count(0)
+    ) || matches!(outcome, Outcome::Leases(l) if l.is_empty())
+        || matches!(outcome, Outcome::Bools(b) if !b.contains(&true));
+    if refused && after.stored() != before.stored() {
+        return Err(format!(
+            "a refused call ({outcome:?}) changed the stored state"
+        ));
+    }
+
+    // A job's fence only grows, across purge and re-enqueue too (the floor carries it).
+    let ids = before
+        .jobs
+        .iter()
+        .map(|j| j.id.as_str())
+        .chain(before.fence_floor.keys().map(String::as_str));
+    for id in ids {
+        if reached(after, id) != i64::MIN && reached(after, id) < reached(before, id) {
+            return Err(format!(
+                "the fence of {id} went down: {} → {}",
+                reached(before, id),
+                reached(after, id)
+            ));
+        }
+    }
+    for job in &after.jobs {
+        if before.job(&job.id).is_none() {
+            let floor = before.fence_floor.get(&job.id).copied().unwrap_or(0);
+            if job.fence != floor {
+                return Err(format!(
+                    "{} re-enqueued at fence {} instead of its floor {floor}",
+                    job.id, job.fence
+                ));
+            }
+        }
+    }
+
+    // No fence is issued twice for one id, and a new one is above every earlier one.
+    for (id, fence) in handed_out(op, outcome) {
+        if before.issued.contains(&(id.clone(), fence)) {
+            return Err(format!("fence {fence} of {id} was issued twice"));
+        }
+        if let Some(highest) = before
+            .issued
+            .iter()
+            .filter(|(i, _)| *i == id)
+            .map(|(_, f)| *f)
+            .max()
+            && fence <= highest
+        {
+            return Err(format!(
+                "fence {fence} of {id} is not above the earlier {highest}"
+            ));
+        }
+    }
+
+    // A finished job never changes (until purge deletes it).
+    for done in before.jobs.iter().filter(|j| j.done) {
+        if let Some(now) = after.job(&done.id)
+            && now != done
+        {
+            return Err(format!(
+                "finished job {} changed: {done:?} → {now:?}",
+                done.id
+            ));
+        }
+    }
+
+    // At most one live lease per job among the leases handed out.
+    for job in &after.jobs {
+        let live = after
+            .leases
+            .iter()
+            .filter(|l| l.job_id == job.id && live(after, l, after.clock))
+            .count();
+        if live > 1 {
+            return Err(format!("{live} live leases on {}", job.id));
+        }
+    }
+
+    // Release keeps the fence, clears the owner and the lease end.
+    let released = match op {
+        Op::Release { id, .. } => Some(id.as_str()),
+        Op::ReleaseLease { lease } => Some(lease.job_id.as_str()),
+        _ => None,
+    };
+    if let (Some(id), Outcome::Bool(true)) = (released, outcome) {
+        let (was, is) = (before.job(id).unwrap(), after.job(id).unwrap());
+        if is.fence != was.fence || is.owner.is_some() || is.until != 0.0 {
+            return Err(format!(
+                "release of {id} did not keep the fence: {was:?} → {is:?}"
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,644 @@
+//! The reference model: every `Store` operation on plain Rust values, written from
+//! `CONTRACT.md` and the `Store` trait's documentation — not from the SQL.
+//!
+//! Per job id it keeps the six contract columns and the queue columns, in enqueue order; beside
+//! them the fence floor of purged ids and the fence gate. It also keeps what only the tests need:
+//! the last clock reading (to generate the next one), the leases handed out (to aim renew,
+//! complete, release and fail at them, stale or current) and every fence ever issued (for the
+//! invariants).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use leasefence::{Backoff, Failed, JobInfo, JobState, Lease, Stats, Status};
+
+use super::ops::{Op, Spec};
+use crate::common::{QueueRow, Row, Stored};
+
+/// One job as the contract describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: String,
+    pub owner: Option<String>,
+    pub until: f64,
+    pub fence: i64,
+    pub result: Option<String>,
+    pub done: bool,
+    pub payload: Option<Vec<u8>>,
+    pub priority: i64,
+    pub not_before: f64,
+    pub max_attempts: u32,
+    pub error: Option<String>,
+    /// `completed`, `dead` or `cancelled` once finished.
+    pub outcome: Option<&'static str>,
+    pub finished_at: Option<f64>,
+}
+
+impl Job {
+    /// A freshly enqueued job: no owner, `until = 0`, not done; its fence starts at the floor.
+    fn new(spec: &Spec, floor: i64) -> Job {
+        Job {
+            id: spec.id.clone(),
+            owner: None,
+            until: 0.0,
+            fence: floor,
+            result: None,
+            done: false,
+            payload: spec.payload.clone(),
+            priority: spec.priority,
+            not_before: spec.not_before,
+            max_attempts: spec.max_attempts,
+            error: None,
+            outcome: None,
+            finished_at: None,
+        }
+    }
+
+    /// The lease is live while `until > now`; `now == until` has expired.
+    fn live(&self, now: f64) -> bool {
+        !self.done && self.until > now
+    }
+
+    /// The current lease: owner and fence match, not done, `until > now`.
+    fn current(&self, owner: &str, fence: i64, now: f64) -> bool {
+        self.owner.as_deref() == Some(owner) && self.fence == fence && self.live(now)
+    }
+
+    fn attempts_left(&self) -> bool {
+        self.max_attempts == 0 || self.fence < i64::from(self.max_attempts)
+    }
+
+    /// Claimable by `claim_next`: not done, lease expired, due, attempts left.
+    fn ready(&self, now: f64) -> bool {
+        !self.done && self.until <= now && self.not_before <= now && self.attempts_left()
+    }
+
+    /// The status at `now`, from `Status`'s documentation: a finished job by its outcome; then
+    /// a live lease; then an exhausted budget (dead); a lease that ran out without release or
+    /// fail (expired: the owner is still recorded); a failed attempt (retrying); not yet due
+    /// (scheduled); otherwise ready.
+    pub fn status(&self, now: f64) -> Status {
+        if self.done {
+            match self.outcome {
+                Some("dead") => Status::Dead,
+                Some("cancelled") => Status::Cancelled,
+                _ => Status::Done,
+            }
+        } else if self.until > now {
+            Status::Leased
+        } else if !self.attempts_left() {
+            Status::Dead
+        } else if self.owner.is_some() {
+            Status::Expired
+        } else if self.error.is_some() {
+            Status::Retrying
+        } else if self.not_before > now {
+            Status::Scheduled
+        } else {
+            Status::Ready
+        }
+    }
+
+    pub fn state(&self) -> JobState {
+        JobState {
+            id: self.id.clone(),
+            owner: self.owner.clone(),
+            until: self.until,
+            fence: self.fence,
+            result: self.result.clone(),
+            done: self.done,
+        }
+    }
+
+    fn info(&self, now: f64) -> JobInfo {
+        JobInfo {
+            state: self.state(),
+            status: self.status(now),
+            payload: self.payload.clone(),
+            priority: self.priority,
+            not_before: self.not_before,
+            max_attempts: self.max_attempts,
+            error: self.error.clone(),
+            finished_at: self.finished_at,
+        }
+    }
+
+    /// The lease a claim of this job hands out (after the claim was applied).
+    fn lease(&self) -> Lease {
+        Lease {
+            job_id: self.id.clone(),
+            owner: self.owner.clone().unwrap_or_default(),
+            fence: self.fence,
+            until: self.until,
+            payload: self.payload.clone(),
+            priority: self.priority,
+            max_attempts: self.max_attempts,
+            last_error: self.error.clone(),
+        }
+    }
+}
+
+/// What an operation returned. The driver turns the store's answer into the same shape.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// An invalid-argument error naming this argument; nothing was changed.
+    Invalid(&'static str),
+    Bool(bool),
+    Bools(Vec<bool>),
+    Fence(Option<i64>),
+    State(Option<JobState>),
+    Leases(Vec<Lease>),
+    Failed(Option<Failed>),
+    /// `renew_lease`: whether it renewed, and the lease's `until` afterwards.
+    Renewed(bool, f64),
+    Count(u64),
+    List(Vec<JobInfo>),
+    Stats(Stats),
+    /// A restart (init again, a new store) returns nothing and changes nothing.
+    Restarted,
+}
+
+/// How many handed-out leases the model remembers for later operations to aim at.
+const KEPT_LEASES: usize = 8;
+
+/// The whole model state.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    /// The jobs in enqueue order.
+    pub jobs: Vec<Job>,
+    /// The highest fence of every purged id: a re-enqueued id starts from here.
+    pub fence_floor: BTreeMap<String, i64>,
+    /// The highest fence admitted per resource.
+    pub fence_gate: BTreeMap<String, i64>,
+    /// The last clock reading an operation used (generation only).
+    pub clock: f64,
+    /// The latest leases handed out, oldest first (generation only).
+    pub leases: Vec<Lease>,
+    /// Every `(id, fence)` ever handed out (invariants only).
+    pub issued: BTreeSet<(String, i64)>,
+}
+
+// The argument rules of CONTRACT.md ("Decisions where the note is silent"), in the order the
+// driver builds the validated arguments (the order of the signatures).
+fn job_id(id: &str) -> Result<(), &'static str> {
+    if id.is_empty() { Err("job_id") } else { Ok(()) }
+}
+fn owner(owner: &str) -> Result<(), &'static str> {
+    if owner.is_empty() {
+        Err("owner")
+    } else {
+        Ok(())
+    }
+}
+fn now(now: f64) -> Result<(), &'static str> {
+    if now.is_finite() { Ok(()) } else { Err("now") }
+}
+fn ttl(ttl: f64) -> Result<(), &'static str> {
+    if ttl.is_finite() && ttl > 0.0 {
+        Ok(())
+    } else {
+        Err("ttl")
+    }
+}
+/// `now + ttl`; an overflow to infinity names `ttl`.
+fn until(now: f64, ttl: f64) -> Result<f64, &'static str> {
+    let until = now + ttl;
+    if until.is_finite() {
+        Ok(until)
+    } else {
+        Err("ttl")
+    }
+}
+
+impl Model {
+    pub fn job(&self, id: &str) -> Option<&Job> {
+        self.jobs.iter().find(|j| j.id == id)
+    }
+
+    fn job_mut(&mut self, id: &str) -> Option<&mut Job> {
+        self.jobs.iter_mut().find(|j| j.id == id)
+    }
+
+    /// The fence the next claim of `id` builds on: the stored one, else the floor, else 0.
+    pub fn fence_of(&self, id: &str) -> i64 {
+        self.job(id)
+            .map(|j| j.fence)
+            .or_else(|| self.fence_floor.get(id).copied())
+            .unwrap_or(0)
+    }
+
+    /// Clock readings at which something changes (lease ends, due times, finish times): the
+    /// generator aims `now` at them to make the `now == until` boundaries likely.
+    pub fn marks(&self) -> Vec<f64> {
+        let mut marks: Vec<f64> = self
+            .jobs
+            .iter()
+            .flat_map(|j| [Some(j.until), Some(j.not_before), j.finished_at])
+            .flatten()
+            .filter(|t| t.is_finite() && t.abs() < 1e6)
+            .collect();
+        marks.sort_by(f64::total_cmp);
+        marks.dedup();
+        marks
+    }
+
+    fn tick(&mut self, t: f64) {
+        if t.is_finite() && t.abs() < 1e6 {
+            self.clock = t;
+        }
+    }
+
+    fn handed_out(&mut self, lease: Lease) {
+        self.issued.insert((lease.job_id.clone(), lease.fence));
+        self.leases.push(lease);
+        if self.leases.len() > KEPT_LEASES {
+            self.leases.remove(0);
+        }
+    }
+
+    /// Applies `op` and returns what the store must return.
+    pub fn apply(&mut self, op: &Op) -> Outcome {
+        match self.apply_checked(op) {
+            Ok(outcome) => outcome,
+            Err(argument) => Outcome::Invalid(argument),
+        }
+    }
+
+    fn apply_checked(&mut self, op: &Op) -> Result<Outcome, &'static str> {
+        Ok(match op {
+            Op::Enqueue { id } => {
+                job_id(id)?;
+                let spec = Spec::plain(id);
+                Outcome::Bool(self.enqueue(&spec))
+            }
+            Op::EnqueueMany { jobs } => {
+                for spec in jobs {
+                    job_id(&spec.id)?;
+                    if !spec.not_before.is_finite() {
+                        return Err("not_before");
+                    }
+                }
+                Outcome::Bools(jobs.iter().map(|spec| self.enqueue(spec)).collect())
+            }
+            Op::State { id } => {
+                job_id(id)?;
+                Outcome::State(self.job(id).map(Job::state))
+            }
+            Op::Claim {
+                id,
+                owner: who,
+                now: t,
+                ttl: d,
+            } => {
+                job_id(id)?;
+                owner(who)?;
+                now(*t)?;
+                ttl(*d)?;
+                self.tick(*t);
+                let until = until(*t, *d)?;
+                Outcome::Fence(self.claim(id, who, *t, until))
+            }
+            Op::Renew {
+                id,
+                owner: who,
+                fence,
+                now: t,
+                ttl: d,
+            } => {
+                job_id(id)?;
+                owner(who)?;
+                now(*t)?;
+                ttl(*d)?;
+                self.tick(*t);
+                let until = until(*t, *d)?;
+                Outcome::Bool(self.renew(id, who, *fence, *t, until))
+            }
+            Op::Complete {
+                id,
+                owner: who,
+                fence,
+                now: t,
+                result,
+            } => {
+                job_id(id)?;
+                owner(who)?;
+                now(*t)?;
+                self.tick(*t);
+                Outcome::Bool(self.complete(id, who, *fence, *t, result))
+            }
+            Op::Release {
+                id,
+                owner: who,
+                fence,
+            } => {
+                job_id(id)?;
+                owner(who)?;
+                Outcome::Bool(self.release(id, who, *fence))
+            }
+            Op::ClaimBatch {
+                owner: who,
+                now: t,
+                ttl: d,
+                n,
+                next,
+            } => {
+                owner(who)?;
+                now(*t)?;
+                ttl(*d)?;
+                self.tick(*t);
+                // claim_next is claim_batch of one.
+                let n = if *next { 1 } else { *n };
+                if n == 0 {
+                    return Err("n");
+                }
+                let until = until(*t, *d)?;
+                Outcome::Leases(self.claim_batch(who, *t, until, n))
+            }
+            Op::Fail {
+                lease,
+                now: t,
+                error,
+                retry_at,
+            } => {
+                now(*t)?;
+                self.tick(*t);
+                Outcome::Failed(self.fail(lease, *t, error, *retry_at))
+            }
+            Op::RenewLease {
+                lease,
+                now: t,
+                ttl: d,
+            } => {
+                now(*t)?;
+                ttl(*d)?;
+                self.tick(*t);
+                let until = until(*t, *d)?;
+                let renewed = self.renew(&lease.job_id, &lease.owner, lease.fence, *t, until);
+                Outcome::Renewed(renewed, if renewed { until } else { lease.until })
+            }
+            Op::CompleteLease {
+                lease,
+                now: t,
+                result,
+            } => {
+                now(*t)?;
+                self.tick(*t);
+                Outcome::Bool(self.complete(&lease.job_id, &lease.owner, lease.fence, *t, result))
+            }
+            Op::ReleaseLease { lease } => {
+                Outcome::Bool(self.release(&lease.job_id, &lease.owner, lease.fence))
+            }
+            Op::Cancel { id, now: t } => {
+                job_id(id)?;
+                now(*t)?;
+                self.tick(*t);
+                Outcome::Bool(self.cancel(id, *t))
+            }
+            Op::Purge { before } => {
+                now(*before)?;
+                Outcome::Count(self.purge(*before))
+            }
+            Op::List {
+                now: t,
+                status,
+                limit,
+            } => {
+                now(*t)?;
+                self.tick(*t);
+                Outcome::List(
+                    self.jobs
+                        .iter()
+                        .map(|j| j.info(*t))
+                        .filter(|info| status.is_none_or(|s| info.status == s))
+                        .take(*limit)
+                        .collect(),
+                )
+            }
+            Op::Stats { now: t } => {
+                now(*t)?;
+                self.tick(*t);
+                let mut stats = Stats::default();
+                for job in &self.jobs {
+                    match job.status(*t) {
+                        Status::Ready => stats.ready += 1,
+                        Status::Scheduled => stats.scheduled += 1,
+                        Status::Leased => stats.leased += 1,
+                        Status::Expired => stats.expired += 1,
+                        Status::Retrying => stats.retrying += 1,
+                        Status::Done => stats.done += 1,
+                        Status::Dead => stats.dead += 1,
+                        Status::Cancelled => stats.cancelled += 1,
+                        other => panic!("the model knows no status {other:?}"),
+                    }
+                }
+                Outcome::Stats(stats)
+            }
+            Op::Restart => Outcome::Restarted,
+            Op::Admit { resource, fence } => {
+                if resource.is_empty() {
+                    return Err("resource");
+                }
+                Outcome::Bool(self.admit(resource, *fence))
+            }
+        })
+    }
+
+    /// An unknown id is inserted with the default state, its fence starting at the floor of a
+    /// purged id; a known id is left exactly as it is.
+    fn enqueue(&mut self, spec: &Spec) -> bool {
+        if self.job(&spec.id).is_some() {
+            return false;
+        }
+        let floor = self.fence_floor.get(&spec.id).copied().unwrap_or(0);
+        self.jobs.push(Job::new(spec, floor));
+        true
+    }
+
+    /// Claimable: known, not done, lease expired (`until <= now`). Then owner, `until`, fence + 1.
+    fn claim(&mut self, id: &str, who: &str, now: f64, until: f64) -> Option<i64> {
+        let job = self.job_mut(id)?;
+        if job.done || job.until > now {
+            return None;
+        }
+        job.owner = Some(who.to_owned());
+        job.until = until;
+        job.fence += 1;
+        let lease = job.lease();
+        let fence = lease.fence;
+        self.handed_out(lease);
+        Some(fence)
+    }
+
+    /// Only the current lease is extended; an expired one is never revived.
+    fn renew(&mut self, id: &str, who: &str, fence: i64, now: f64, until: f64) -> bool {
+        match self.job_mut(id) {
+            Some(job) if job.current(who, fence, now) => {
+                job.until = until;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Only the current lease stores a result; owner, fence and `until` stay as a record.
+    fn complete(&mut self, id: &str, who: &str, fence: i64, now: f64, result: &str) -> bool {
+        match self.job_mut(id) {
+            Some(job) if job.current(who, fence, now) => {
+                job.result = Some(result.to_owned());
+                job.done = true;
+                job.outcome = Some("completed");
+                job.finished_at = Some(now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Owner and fence match and not done (no clock): owner cleared, `until = 0`, fence kept.
+    fn release(&mut self, id: &str, who: &str, fence: i64) -> bool {
+        match self.job_mut(id) {
+            Some(job) if job.owner.as_deref() == Some(who) && job.fence == fence && !job.done => {
+                job.owner = None;
+                job.until = 0.0;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The best `n` ready jobs — highest priority, earliest not-before, oldest — each claimed.
+    fn claim_batch(&mut self, who: &str, now: f64, until: f64, n: usize) -> Vec<Lease> {
+        let mut order: Vec<usize> = (0..self.jobs.len())
+            .filter(|&i| self.jobs[i].ready(now))
+            .collect();
+        // Stable: among equals the enqueue order (the order of `jobs`) decides.
+        order.sort_by(|&a, &b| {
+            let (a, b) = (&self.jobs[a], &self.jobs[b]);
+            b.priority
+                .cmp(&a.priority)
+                .then(a.not_before.total_cmp(&b.not_before))
+        });
+        order.truncate(n);
+        let mut leases = Vec::new();
+        for i in order {
+            let job = &mut self.jobs[i];
+            job.owner = Some(who.to_owned());
+            job.until = until;
+            job.fence += 1;
+            let lease = job.lease();
+            leases.push(lease.clone());
+            self.handed_out(lease);
+        }
+        leases
+    }
+
+    /// Fenced like complete. Gives the lease up (fence kept), stores the error and the retry
+    /// time — given, or `Backoff::default()` from the public `delay` — and buries the job when
+    /// that was its last attempt.
+    fn fail(
+        &mut self,
+        lease: &Lease,
+        now: f64,
+        error: &str,
+        retry_at: Option<f64>,
+    ) -> Option<Failed> {
+        let job = self.job_mut(&lease.job_id)?;
+        if !job.current(&lease.owner, lease.fence, now) {
+            return None;
+        }
+        let at = retry_at.unwrap_or_else(|| {
+            let at = now + Backoff::default().delay(&lease.job_id, lease.fence);
+            if at.is_finite() { at } else { now }
+        });
+        let dead = !job.attempts_left();
+        job.owner = None;
+        job.until = 0.0;
+        job.error = Some(error.to_owned());
+        job.not_before = at;
+        job.done = dead;
+        job.outcome = dead.then_some("dead");
+        job.finished_at = dead.then_some(now);
+        Some(if dead {
+            Failed::Dead
+        } else {
+            Failed::Retrying { at }
+        })
+    }
+
+    /// Any unfinished job becomes cancelled (done, fence kept); a finished one stays as it is.
+    fn cancel(&mut self, id: &str, now: f64) -> bool {
+        match self.job_mut(id) {
+            Some(job) if !job.done => {
+                job.done = true;
+                job.outcome = Some("cancelled");
+                job.finished_at = Some(now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Deletes the jobs finished before `before`, raising each one's fence floor to its fence.
+    fn purge(&mut self, before: f64) -> u64 {
+        let (gone, kept): (Vec<Job>, Vec<Job>) = std::mem::take(&mut self.jobs)
+            .into_iter()
+            .partition(|j| j.done && j.finished_at.is_some_and(|f| f < before));
+        self.jobs = kept;
+        for job in &gone {
+            let floor = self.fence_floor.entry(job.id.clone()).or_insert(job.fence);
+            *floor = (*floor).max(job.fence);
+        }
+        gone.len() as u64
+    }
+
+    /// Admits a fence at least the highest admitted one (the first always), and records it.
+    fn admit(&mut self, resource: &str, fence: i64) -> bool {
+        match self.fence_gate.get(resource) {
+            Some(&highest) if fence < highest => false,
+            _ => {
+                self.fence_gate.insert(resource.to_owned(), fence);
+                true
+            }
+        }
+    }
+
+    /// What the store must hold now, in the shape `Probe::stored` reads it.
+    pub fn stored(&self) -> Stored {
+        Stored {
+            jobs: self
+                .jobs
+                .iter()
+                .map(|j| {
+                    (
+                        Row {
+                            id: j.id.clone(),
+                            owner: j.owner.clone(),
+                            until: j.until,
+                            fence: j.fence,
+                            result: j.result.clone(),
+                            done: i64::from(j.done),
+                        },
+                        QueueRow {
+                            payload: j.payload.clone(),
+                            priority: j.priority,
+                            not_before: j.not_before,
+                            max_attempts: i64::from(j.max_attempts),
+                            error: j.error.clone(),
+                            outcome: j.outcome.map(str::to_owned),
+                            finished_at: j.finished_at,
+                        },
+                    )
+                })
+                .collect(),
+            fence_floor: self
+                .fence_floor
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            fence_gate: self
+                .fence_gate
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+        }
+    }
+}
