@@ -8,6 +8,8 @@
 //! - `cargo xtask worksheet [--check]`: rewrites `docs/worksheet.md` from the catalog and the
 //!   last observations, without running anything; `--check` verifies that the committed one is
 //!   in sync with the catalog.
+//! - `cargo xtask reliability [--quick]`: the long tier of the reliability tests (model-based
+//!   sequences, concurrency histories, pauses, crashes, faults), scaled up.
 //! - `cargo xtask cargo-mutants [--in-diff REV | --since-base | --record-base] [--jobs N]
 //!   [-- ARGS…]`: cargo-mutants over the library's Rust code with `.cargo/mutants.toml`, judged
 //!   by its output files; `--since-base` mutates only the lines changed since the commit recorded
@@ -20,6 +22,7 @@ mod cargo_mutants;
 mod catalog;
 mod mutants;
 mod process;
+mod reliability;
 mod worksheet;
 
 use std::path::PathBuf;
@@ -47,6 +50,11 @@ commands:
       last clean full run); the whole library if that commit is unknown (e.g. a shallow clone).
       --record-base: a full run that, when clean, records HEAD in mutants/cargo-mutants.base
       (the library and the config must be committed).
+  reliability [--quick]
+      The long tier of the reliability tests: model-based sequences, linearizability of
+      concurrency histories, SIGSTOP pauses, SIGKILL crashes, faults and bad input, scaled up
+      (--quick: a shorter run), printing the counts each reports. PostgreSQL variants run
+      when LEASEFENCE_TEST_PG is set.
 ";
 
 fn main() -> ExitCode {
@@ -156,6 +164,15 @@ fn run(args: &[String]) -> Result<bool, String> {
                 }
             }
             cargo_mutants::run(&root, &options)
+        }
+        "reliability" => {
+            let quick = match rest.next().map(String::as_str) {
+                None => false,
+                Some("--quick") => true,
+                Some(other) => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
+            };
+            process::install_interrupt_handler();
+            reliability::run(quick)
         }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

@@ -22,7 +22,14 @@ use support::{Backend, PgSchema};
 
 const CHILD_ENV: &str = "LEASEFENCE_PAUSE_CHILD";
 const WORKERS: usize = 3;
-const JOBS: usize = 12;
+/// Jobs per run unless `LEASEFENCE_PAUSE_JOBS` says otherwise (the long tier, `cargo xtask
+/// reliability`, runs more).
+fn jobs() -> usize {
+    std::env::var("LEASEFENCE_PAUSE_JOBS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(12)
+}
 /// The lease; a job's work takes `WORK` and is renewed every `BEAT`; a pause lasts `PAUSE`.
 const TTL: f64 = 0.6;
 const WORK: Duration = Duration::from_millis(900);
@@ -59,7 +66,7 @@ struct Event {
 
 fn pause_run(backend: &Backend) {
     let store = backend.store();
-    let jobs: Vec<NewJob> = (0..JOBS)
+    let jobs: Vec<NewJob> = (0..jobs())
         .map(|i| NewJob::new(format!("job-{i:02}")).unwrap())
         .collect();
     store.enqueue_many(&jobs).unwrap();
@@ -159,7 +166,7 @@ fn pause_run(backend: &Backend) {
 fn check(store: &dyn Store, events: &[Event]) {
     let mut taken_over = 0;
     let mut stale_refused = 0;
-    for i in 0..JOBS {
+    for i in 0..jobs() {
         let job = format!("job-{i:02}");
         let row = store
             .state(leasefence::JobId::new(&job).unwrap())
@@ -208,8 +215,9 @@ fn check(store: &dyn Store, events: &[Event]) {
     );
     assert!(stale_refused >= taken_over);
     eprintln!(
-        "{JOBS} jobs; {taken_over} leases taken over while frozen; {stale_refused} stale writes \
-         refused, 0 accepted"
+        "{} jobs; {taken_over} leases taken over while frozen; {stale_refused} stale writes \
+         refused, 0 accepted",
+        jobs()
     );
 }
 
@@ -241,7 +249,7 @@ fn child() {
     let deadline = Instant::now() + Duration::from_secs(100);
     while Instant::now() < deadline {
         let Some(mut lease) = store.claim_next(me, now(), ttl).unwrap() else {
-            if store.stats(now()).unwrap().done as usize == JOBS {
+            if store.stats(now()).unwrap().done as usize == jobs() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
