@@ -165,10 +165,10 @@ fn crash_run(backend: &Backend) {
         }
     }
     assert_eq!(exits, WORKERS, "the last workers finished normally");
-    check(store.as_ref(), jobs, &acks, kills);
+    check(backend.name(), store.as_ref(), jobs, &acks, kills);
 }
 
-fn check(store: &dyn Store, jobs: usize, acks: &Acks, kills: usize) {
+fn check(name: &str, store: &dyn Store, jobs: usize, acks: &Acks, kills: usize) {
     // No fence acknowledged to one claimer was ever handed to another.
     for ((job, fence), n) in &acks.claims {
         assert_eq!(*n, 1, "{job}: fence {fence} was issued {n} times");
@@ -206,7 +206,7 @@ fn check(store: &dyn Store, jobs: usize, acks: &Acks, kills: usize) {
         "some kills should have left leases for others to take over"
     );
     eprintln!(
-        "{kills} kills; {jobs} jobs all done; {reclaimed} taken over after a kill; {} \
+        "{name}: {kills} kills; {jobs} jobs all done; {reclaimed} taken over after a kill; {} \
          acknowledged claims, none reissued; {} acknowledged completions, none lost",
         acks.claims.len(),
         acks.completed.len()

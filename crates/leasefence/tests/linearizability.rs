@@ -340,7 +340,8 @@ fn threads_run(backend: &Backend, rounds: usize) {
     let bad = check(events);
     assert!(bad.is_empty(), "not linearizable: {:#?}", bad.first());
     eprintln!(
-        "{rounds} histories of {} calls by {WORKERS} threads: all linearizable",
+        "{}: {rounds} histories of {} calls by {WORKERS} threads: all linearizable",
+        backend.name(),
         WORKERS * OPS_PER_ROUND
     );
 }
@@ -407,7 +408,7 @@ fn sqlite_process_histories_are_linearizable() {
     assert_eq!(events.len(), WORKERS * rounds * OPS_PER_ROUND * 2);
     let bad = check(events);
     assert!(bad.is_empty(), "not linearizable: {:#?}", bad.first());
-    eprintln!("{rounds} histories by {WORKERS} processes: all linearizable");
+    eprintln!("SQLite: {rounds} histories by {WORKERS} processes: all linearizable");
 }
 
 #[test]

@@ -160,10 +160,10 @@ fn pause_run(backend: &Backend) {
     for child in &mut children {
         assert!(child.wait().unwrap().success(), "a worker process failed");
     }
-    check(store.as_ref(), &events);
+    check(backend.name(), store.as_ref(), &events);
 }
 
-fn check(store: &dyn Store, events: &[Event]) {
+fn check(name: &str, store: &dyn Store, events: &[Event]) {
     let mut taken_over = 0;
     let mut stale_refused = 0;
     for i in 0..jobs() {
@@ -215,7 +215,7 @@ fn check(store: &dyn Store, events: &[Event]) {
     );
     assert!(stale_refused >= taken_over);
     eprintln!(
-        "{} jobs; {taken_over} leases taken over while frozen; {stale_refused} stale writes \
+        "{name}: {} jobs; {taken_over} leases taken over while frozen; {stale_refused} stale writes \
          refused, 0 accepted",
         jobs()
     );

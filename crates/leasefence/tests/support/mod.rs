@@ -11,6 +11,14 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The backend's name, for reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite(_) => "SQLite",
+            Backend::Pg { .. } => "PostgreSQL",
+        }
+    }
+
     /// A one-line-per-field description handed to a child process through the environment.
     pub fn spec(&self) -> String {
         match self {
