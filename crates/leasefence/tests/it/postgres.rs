@@ -579,3 +579,56 @@ fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() 
     // the holder's own calls still work afterwards
     assert!(store.complete(j, w, fence, now(1.0), "r").unwrap());
 }
+
+#[test]
+fn each_sqlstate_is_sorted_into_its_error_kind() {
+    // A killed backend reaches the driver either as SQLSTATE 57P01 or as a closed socket,
+    // depending on timing; a trigger raising each SQLSTATE checks every mapping every time.
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    db.leased("job", "w", 1, 100.0);
+    db.exec(
+        "CREATE TABLE raise_code (code TEXT); \
+         CREATE FUNCTION raise_code() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN RAISE EXCEPTION 'raised on purpose' USING ERRCODE = (SELECT code FROM raise_code); \
+         END $$; \
+         CREATE TRIGGER raise_code BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION raise_code();",
+    );
+    let before = db.rows();
+    for (code, kind) in [
+        ("40001", "busy"),
+        ("40P01", "busy"),
+        ("55P03", "busy"),
+        ("08006", "lost"),
+        ("08003", "lost"),
+        ("57P01", "lost"),
+        ("57P02", "lost"),
+        ("57P03", "lost"),
+        ("22012", "backend"),
+    ] {
+        db.exec(&format!(
+            "DELETE FROM raise_code; INSERT INTO raise_code VALUES ('{code}')"
+        ));
+        let err = store
+            .renew(
+                JobId::new("job").unwrap(),
+                Owner::new("w").unwrap(),
+                1,
+                now(0.0),
+                ttl(10.0),
+            )
+            .unwrap_err();
+        let got = match &err {
+            Error::Busy => "busy",
+            Error::ConnectionLost { target, .. } => {
+                assert!(target.contains("dbname="), "{code}: {target}");
+                "lost"
+            }
+            Error::Backend(_) => "backend",
+            other => panic!("{code}: unexpected {other:?}"),
+        };
+        assert_eq!(got, kind, "{code}: {err:?}");
+        assert_eq!(err.is_retryable(), kind == "busy", "{code}");
+    }
+    assert_eq!(db.rows(), before);
+}
