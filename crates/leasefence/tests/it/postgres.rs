@@ -86,6 +86,7 @@ fn concurrent_claim_batches_never_hand_out_the_same_job() {
                             break got;
                         }
                         got.extend(batch.into_iter().map(|l| (l.job_id, l.fence)));
+                        assert!(got.len() <= 300, "a leased job was handed out again");
                     }
                 })
             })
@@ -502,4 +503,132 @@ fn the_worker_runtime_drains_a_postgresql_queue() {
         let owner = row.owner.unwrap();
         assert_eq!(row.result, Some(format!("{} by {owner}", row.id)));
     }
+}
+
+#[test]
+fn claim_next_skips_a_job_another_transaction_has_locked() {
+    // SKIP LOCKED: a worker never queues behind a row another transaction holds (another
+    // worker's claim in flight, an operator's UPDATE); it takes the next ready job at once.
+    let Some(db) = PgDb::new() else { return };
+    let store = db
+        .options()
+        .lock_timeout(Duration::from_millis(300))
+        .open(&db.url)
+        .unwrap();
+    store
+        .enqueue_many(&[
+            NewJob::new("best").unwrap().priority(9),
+            NewJob::new("next").unwrap(),
+        ])
+        .unwrap();
+    let commit = db.hold("UPDATE jobs SET priority = priority WHERE id = 'best'");
+    let started = std::time::Instant::now();
+    let lease = store
+        .claim_next(Owner::new("w").unwrap(), now(0.0), ttl(10.0))
+        .unwrap()
+        .unwrap();
+    assert_eq!((lease.job_id.as_str(), lease.fence), ("next", 1));
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "it waited for the lock"
+    );
+    commit();
+    // the locked job was left alone, and is handed out once it is free
+    assert_eq!(db.row("best").unwrap(), Row::fresh("best"));
+    let lease = store
+        .claim_next(Owner::new("w").unwrap(), now(0.0), ttl(10.0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(lease.job_id, "best");
+}
+
+#[test]
+fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() {
+    // PostgreSQL text cannot hold NUL (SQLite's can): refused up front as an invalid argument
+    // naming the argument, never sent to the server as a backend encoding error.
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    let (j, w) = (JobId::new("j").unwrap(), Owner::new("w").unwrap());
+    store.enqueue(j).unwrap();
+    let fence = store.claim(j, w, now(0.0), ttl(10.0)).unwrap().unwrap();
+    let before = db.rows();
+    let nul = Owner::new("w\0x").unwrap();
+    assert_invalid(store.claim(j, nul, now(20.0), ttl(10.0)), "owner");
+    assert_invalid(store.renew(j, nul, fence, now(1.0), ttl(10.0)), "owner");
+    assert_invalid(store.release(j, nul, fence), "owner");
+    assert_invalid(store.complete(j, w, fence, now(1.0), "r\0"), "result");
+    let lease = leasefence::Lease {
+        job_id: "j".into(),
+        owner: "w".into(),
+        fence,
+        until: 10.0,
+        payload: None,
+        priority: 0,
+        max_attempts: 0,
+        last_error: None,
+    };
+    assert_invalid(store.fail(&lease, now(1.0), "e\0", None), "error");
+    assert_invalid(
+        store.complete_with(&lease, now(1.0), "r\0", |_| Ok::<(), Error>(())),
+        "result",
+    );
+    assert_invalid(store.admit("res\0", 1), "resource");
+    assert_invalid(store.enqueue_many(&[NewJob::new("k\0").unwrap()]), "job_id");
+    assert_eq!(db.rows(), before);
+    assert_eq!(db.query_i64("SELECT count(*) FROM fence_gate"), [0]);
+    // the holder's own calls still work afterwards
+    assert!(store.complete(j, w, fence, now(1.0), "r").unwrap());
+}
+
+#[test]
+fn each_sqlstate_is_sorted_into_its_error_kind() {
+    // A killed backend reaches the driver either as SQLSTATE 57P01 or as a closed socket,
+    // depending on timing; a trigger raising each SQLSTATE checks every mapping every time.
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    db.leased("job", "w", 1, 100.0);
+    db.exec(
+        "CREATE TABLE raise_code (code TEXT); \
+         CREATE FUNCTION raise_code() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN RAISE EXCEPTION 'raised on purpose' USING ERRCODE = (SELECT code FROM raise_code); \
+         END $$; \
+         CREATE TRIGGER raise_code BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION raise_code();",
+    );
+    let before = db.rows();
+    for (code, kind) in [
+        ("40001", "busy"),
+        ("40P01", "busy"),
+        ("55P03", "busy"),
+        ("08006", "lost"),
+        ("08003", "lost"),
+        ("57P01", "lost"),
+        ("57P02", "lost"),
+        ("57P03", "lost"),
+        ("22012", "backend"),
+    ] {
+        db.exec(&format!(
+            "DELETE FROM raise_code; INSERT INTO raise_code VALUES ('{code}')"
+        ));
+        let err = store
+            .renew(
+                JobId::new("job").unwrap(),
+                Owner::new("w").unwrap(),
+                1,
+                now(0.0),
+                ttl(10.0),
+            )
+            .unwrap_err();
+        let got = match &err {
+            Error::Busy => "busy",
+            Error::ConnectionLost { target, .. } => {
+                assert!(target.contains("dbname="), "{code}: {target}");
+                "lost"
+            }
+            Error::Backend(_) => "backend",
+            other => panic!("{code}: unexpected {other:?}"),
+        };
+        assert_eq!(got, kind, "{code}: {err:?}");
+        assert_eq!(err.is_retryable(), kind == "busy", "{code}");
+    }
+    assert_eq!(db.rows(), before);
 }

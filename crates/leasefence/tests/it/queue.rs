@@ -339,6 +339,31 @@ mod claim_next {
         }
     );
 
+    queue_case!(
+        fn an_expired_lease_is_taken_over_under_the_new_owners_name(api, db, s) {
+            s.enqueue_many(&[job("j")]).unwrap();
+            let a = s
+                .claim_next(owner("a"), now(0.0), ttl(10.0))
+                .unwrap()
+                .unwrap();
+            // a's lease runs out unused; b takes the job over through claim_next
+            let b = s
+                .claim_next(owner("b"), now(10.0), ttl(10.0))
+                .unwrap()
+                .unwrap();
+            assert_eq!((b.owner.as_str(), b.fence, b.until), ("b", 2, 20.0));
+            let row = db.row("j").unwrap();
+            assert_eq!(
+                (row.owner.as_deref(), row.until, row.fence),
+                (Some("b"), 20.0, 2)
+            );
+            // the row is b's: a is fenced out, b completes
+            assert!(!s.complete_lease(&a, now(11.0), "a's").unwrap());
+            assert!(s.complete_lease(&b, now(11.0), "b's").unwrap());
+            assert_eq!(db.row("j").unwrap().result.as_deref(), Some("b's"));
+        }
+    );
+
     #[test]
     fn concurrent_workers_never_get_the_same_job() {
         let db = Db::new();
