@@ -251,7 +251,13 @@ impl NewJob {
     }
 
     /// How many claims the job gets before a failure makes it dead; `0` (the default) means
-    /// no limit. The fence is the attempt number: the `n`-th claim of a job holds fence `n`.
+    /// no limit. The fence counts the attempts: the `n`-th claim of a job holds fence `n`.
+    ///
+    /// The store keeps the budget as the last fence the job may reach. For an id that was
+    /// purged and is enqueued again, fences continue above every one handed out before (its
+    /// fence floor `f`), so the stored budget is `f + max_attempts`: the new job still gets
+    /// all `max_attempts` claims, and [`Lease::max_attempts`] / [`JobInfo::max_attempts`]
+    /// show `f + max_attempts`.
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = max_attempts;
         self
@@ -299,7 +305,9 @@ pub struct Lease {
     pub payload: Option<Vec<u8>>,
     /// The job's priority.
     pub priority: i64,
-    /// The job's attempts budget (`0` = unlimited).
+    /// The last fence the job may be handed out under (`0` = unlimited): its attempts budget,
+    /// offset by the fence floor for an id purged and enqueued again (see
+    /// [`NewJob::max_attempts`]).
     pub max_attempts: u32,
     /// The error recorded by the previous failed attempt, if any.
     pub last_error: Option<String>,
@@ -484,7 +492,9 @@ pub struct JobInfo {
     pub priority: i64,
     /// The not-before time.
     pub not_before: f64,
-    /// The attempts budget (`0` = unlimited).
+    /// The last fence the job may be handed out under (`0` = unlimited): its attempts budget,
+    /// offset by the fence floor for an id purged and enqueued again (see
+    /// [`NewJob::max_attempts`]).
     pub max_attempts: u32,
     /// The error of the last failed attempt, if any.
     pub error: Option<String>,

@@ -383,15 +383,10 @@ fn the_checker_catches_a_renew_that_revives_an_expired_lease() {
     );
 }
 
-/// Found while writing the model, where the documentation disagrees with itself:
-/// `NewJob::max_attempts` promises "how many claims the job gets" and "the n-th claim of a job
-/// holds fence n", while `claim_next` counts attempts by the fence (`fence < max_attempts`). A
-/// purged id enqueued again continues from its fence floor (so no fence is reused), so the new
-/// job starts with its budget (partly) spent: with `max_attempts <= floor` it is dead at once in
-/// `list`/`stats` and never handed out; with a larger budget it gets `max_attempts - floor`
-/// attempts, and `Lease::is_last_attempt` is wrong for it.
-/// The model follows the `claim_next` rule (as the store does); this case states what
-/// `NewJob`'s documentation promises.
+/// Found while writing the model: a purged id enqueued again continues from its fence floor
+/// (so no fence is reused), and used to start with its attempts budget (partly) spent, since
+/// `claim_next` counts attempts by the fence. The budget is now stored as the last fence the new
+/// job may reach (floor + max_attempts), so it gets every attempt it was enqueued with.
 fn a_purged_id_enqueued_again_gets_its_whole_attempts_budget(store: &dyn Store) {
     let (t, ttl) = (Now::new(0.0).unwrap(), Ttl::new(10.0).unwrap());
     let worker = Owner::new("w").unwrap();
@@ -413,20 +408,26 @@ fn a_purged_id_enqueued_again_gets_its_whole_attempts_budget(store: &dyn Store) 
     let again = store.claim_next(worker, now, ttl).unwrap();
     // Its fence continues above the purged one (never reused); its one attempt is its last.
     assert!(
-        again.as_ref().is_some_and(|l| l.fence == 2),
+        again
+            .as_ref()
+            .is_some_and(|l| l.fence == 2 && l.is_last_attempt()),
         "never handed out: {again:?}"
     );
+    let again = again.unwrap();
+    assert_eq!(
+        store.fail(&again, now, "boom", None).unwrap(),
+        Some(leasefence::Failed::Dead)
+    );
+    assert_eq!(store.stats(now).unwrap().dead, 1);
 }
 
 #[test]
-#[ignore = "bug: a purged id enqueued again with max_attempts starts with its budget spent (fence floor >= max_attempts): dead at once, never handed out"]
 fn sqlite_a_purged_id_enqueued_again_gets_its_whole_attempts_budget() {
     let db = Db::new();
     a_purged_id_enqueued_again_gets_its_whole_attempts_budget(&fast_sqlite(&db.path));
 }
 
 #[test]
-#[ignore = "bug: a purged id enqueued again with max_attempts starts with its budget spent (fence floor >= max_attempts): dead at once, never handed out"]
 fn pg_a_purged_id_enqueued_again_gets_its_whole_attempts_budget() {
     let Some(db) = PgDb::new() else { return };
     a_purged_id_enqueued_again_gets_its_whole_attempts_budget(&db.store());

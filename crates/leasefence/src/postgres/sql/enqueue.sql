@@ -1,6 +1,9 @@
 -- $1 id, $2 payload, $3 priority, $4 not_before, $5 max_attempts.
 -- Inserts only an unknown id; a known id keeps its row untouched (never an upsert). A purged
--- id starts from its fence floor, so no fence number is ever handed out twice.
+-- id starts from its fence floor, so no fence number is ever handed out twice; its attempts
+-- budget is stored as the last fence it may reach (floor + max_attempts), so a new life gets
+-- all of it.
 INSERT INTO jobs (id, fence, payload, priority, not_before, max_attempts)
-VALUES ($1, coalesce((SELECT fence FROM fence_floor WHERE id = $1), 0), $2, $3, $4, $5)
+SELECT $1, f.floor, $2, $3, $4, CASE WHEN $5::bigint > 0 THEN f.floor + $5::bigint ELSE 0 END
+  FROM (SELECT coalesce((SELECT fence FROM fence_floor WHERE id = $1), 0) AS floor) AS f
 ON CONFLICT (id) DO NOTHING

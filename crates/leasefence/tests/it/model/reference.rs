@@ -46,7 +46,14 @@ impl Job {
             payload: spec.payload.clone(),
             priority: spec.priority,
             not_before: spec.not_before,
-            max_attempts: spec.max_attempts,
+            // the budget is kept as the last fence the job may reach: a purged id enqueued
+            // again (floor > 0) still gets all of it
+            max_attempts: if spec.max_attempts > 0 {
+                spec.max_attempts
+                    .saturating_add(u32::try_from(floor).unwrap_or(u32::MAX))
+            } else {
+                0
+            },
             error: None,
             outcome: None,
             finished_at: None,
