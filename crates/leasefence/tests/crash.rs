@@ -76,7 +76,8 @@ struct Acks {
 
 fn crash_run(backend: &Backend) {
     let kills = kills();
-    let jobs = 60 + 8 * kills;
+    // Enough work that every kill lands on a worker that is still busy.
+    let jobs = 200 + 40 * kills;
     let store = backend.store();
     let batch: Vec<NewJob> = (0..jobs)
         .map(|i| NewJob::new(format!("job-{i:04}")).unwrap())
@@ -124,6 +125,9 @@ fn crash_run(backend: &Backend) {
         std::thread::sleep(Duration::from_millis(5 + rng.below(60)));
         let victim = rng.below(WORKERS as u64) as usize;
         let child = &mut children[victim];
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("a worker ended ({status}) before it could be killed");
+        }
         kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
         child.wait().unwrap();
         children[victim] = spawn(&tx);
@@ -164,7 +168,7 @@ fn crash_run(backend: &Backend) {
             _ => panic!("bad line {line:?}"),
         }
     }
-    assert_eq!(exits, WORKERS, "the last workers finished normally");
+    assert_eq!(exits, WORKERS, "only the last workers finished normally");
     check(backend.name(), store.as_ref(), jobs, &acks, kills);
 }
 
@@ -241,6 +245,8 @@ fn child() {
             continue;
         };
         println!("LF claim {} {}", lease.job_id, lease.fence);
+        // a little work between the writes: room for a kill at any point of the cycle
+        std::thread::sleep(Duration::from_millis(5));
         if !store.renew_lease(&mut lease, now(), ttl).unwrap() {
             continue;
         }
