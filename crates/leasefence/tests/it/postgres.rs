@@ -632,3 +632,22 @@ fn each_sqlstate_is_sorted_into_its_error_kind() {
     }
     assert_eq!(db.rows(), before);
 }
+
+/// One lock per id made a batch of tens of thousands of jobs fail with "out of shared memory"
+/// (PostgreSQL's lock table holds ~64 locks per connection, with some room to spare); the id
+/// locks are per bucket now.
+#[test]
+fn a_batch_of_thirty_thousand_jobs_is_enqueued_in_one_call_and_purged_in_one_call() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    let jobs: Vec<NewJob> = (0..30_000)
+        .map(|i| NewJob::new(format!("bulk-{i:05}")).unwrap())
+        .collect();
+    let inserted = store.enqueue_many(&jobs).unwrap();
+    assert!(inserted.iter().all(|&b| b) && inserted.len() == 30_000);
+    assert_eq!(db.query_i64("SELECT count(*) FROM jobs"), [30_000]);
+    db.exec("UPDATE jobs SET done = 1, outcome = 'completed', finished_at = 1, fence = 1");
+    assert_eq!(store.purge(now(2.0)).unwrap(), 30_000);
+    assert_eq!(db.query_i64("SELECT count(*) FROM fence_floor"), [30_000]);
+    assert_eq!(db.rows(), vec![]);
+}
