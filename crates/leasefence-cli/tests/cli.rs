@@ -10,17 +10,12 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod support;
+use support::Run;
+
 /// A temporary working directory with a database path in it.
 struct Sandbox {
     dir: TempDir,
-}
-
-/// The outcome of one run of the binary.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
 }
 
 /// One stored row of `jobs`, as a stock SQLite connection sees it.
@@ -116,55 +111,6 @@ impl Sandbox {
         )
         .optional()
         .unwrap()
-    }
-}
-
-impl Run {
-    #[track_caller]
-    fn status(&self, code: i32) -> &Self {
-        assert_eq!(self.code, code, "exit status; {self:#?}");
-        self
-    }
-
-    #[track_caller]
-    fn ok(&self) -> &Self {
-        self.status(0)
-    }
-
-    /// Refused by the contract: status 1, `refused: …` on stderr.
-    #[track_caller]
-    fn refused(&self) -> &Self {
-        self.status(1);
-        assert!(self.stderr.starts_with("refused: "), "{self:#?}");
-        self
-    }
-
-    /// Bad input or database error: status 2, `leasefence: error: …` mentioning `needle`.
-    #[track_caller]
-    fn error(&self, needle: &str) -> &Self {
-        self.status(2);
-        assert!(
-            self.stderr.contains("leasefence: error: ") && self.stderr.contains(needle),
-            "stderr should mention {needle:?}; {self:#?}"
-        );
-        self
-    }
-
-    #[track_caller]
-    fn says(&self, needle: &str) -> &Self {
-        assert!(
-            self.stdout.contains(needle),
-            "stdout should contain {needle:?}; {self:#?}"
-        );
-        self
-    }
-
-    /// The single JSON object on stdout.
-    #[track_caller]
-    fn json(&self) -> Value {
-        let lines: Vec<&str> = self.stdout.lines().collect();
-        assert_eq!(lines.len(), 1, "one JSON line; {self:#?}");
-        serde_json::from_str(lines[0]).unwrap()
     }
 }
 

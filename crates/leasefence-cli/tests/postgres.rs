@@ -15,6 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use leasefence::postgres::{Client, NoTls};
 use serde_json::Value;
 
+mod support;
+use support::Run;
+
 /// `LEASEFENCE_TEST_PG`, as `crates/leasefence/tests/it/common.rs` reads it.
 fn pg_conn() -> Option<String> {
     match std::env::var("LEASEFENCE_TEST_PG") {
@@ -105,72 +108,6 @@ fn row(owner: Option<&str>, until: f64, fence: i64, result: Option<&str>, done: 
         fence,
         result: result.map(str::to_owned),
         done,
-    }
-}
-
-/// The outcome of one run of the binary.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    #[track_caller]
-    fn status(&self, code: i32) -> &Self {
-        assert_eq!(self.code, code, "exit status; {self:#?}");
-        self
-    }
-
-    #[track_caller]
-    fn ok(&self) -> &Self {
-        self.status(0)
-    }
-
-    /// Refused by the contract: status 1, `refused: …` on stderr.
-    #[track_caller]
-    fn refused(&self) -> &Self {
-        self.status(1);
-        assert!(self.stderr.starts_with("refused: "), "{self:#?}");
-        self
-    }
-
-    /// Bad input or database error: status 2, `leasefence: error: …` mentioning `needle`.
-    #[track_caller]
-    fn error(&self, needle: &str) -> &Self {
-        self.status(2);
-        assert!(
-            self.stderr.contains("leasefence: error: ") && self.stderr.contains(needle),
-            "stderr should mention {needle:?}; {self:#?}"
-        );
-        self
-    }
-
-    #[track_caller]
-    fn says(&self, needle: &str) -> &Self {
-        assert!(
-            self.stdout.contains(needle),
-            "stdout should contain {needle:?}; {self:#?}"
-        );
-        self
-    }
-
-    /// Every line of stdout as JSON.
-    #[track_caller]
-    fn json_lines(&self) -> Vec<Value> {
-        self.stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
-            .collect()
-    }
-
-    /// The single JSON object on stdout.
-    #[track_caller]
-    fn json(&self) -> Value {
-        let mut lines = self.json_lines();
-        assert_eq!(lines.len(), 1, "one JSON line; {self:#?}");
-        lines.remove(0)
     }
 }
 
@@ -609,7 +546,7 @@ fn the_queue_commands_run_on_postgres() {
     let listed: Vec<(String, String)> = pg
         .lf(&["--json", "list", "--now", "12"])
         .ok()
-        .json_lines()
+        .jsons()
         .iter()
         .map(|r| {
             (
@@ -671,7 +608,7 @@ fn work_exec_drains_a_postgres_queue() {
         "10",
     ]);
     run.ok();
-    let lines = run.json_lines();
+    let lines = run.jsons();
     let stopped = lines.last().unwrap();
     assert_eq!(stopped["event"], "stopped");
     assert_eq!(
@@ -716,7 +653,7 @@ fn demo_on_postgres_refuses_every_stale_write_and_does_every_job_once() {
         "0.05",
     ]);
     run.ok();
-    let lines = run.json_lines();
+    let lines = run.jsons();
     let setup = &lines[0];
     assert_eq!(
         (&setup["phase"], &setup["schema"], &setup["temporary"]),
@@ -793,7 +730,7 @@ fn demo_on_postgres_without_a_schema_uses_a_fresh_one_and_drops_it() {
         &[],
     );
     run.ok();
-    let lines = run.json_lines();
+    let lines = run.jsons();
     let setup = &lines[0];
     assert_eq!(setup["temporary"], true);
     assert_eq!(setup["job_prefix"], "");

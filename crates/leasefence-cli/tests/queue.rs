@@ -12,17 +12,12 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod support;
+use support::Run;
+
 /// A temporary working directory with a database in it.
 struct Sandbox {
     dir: TempDir,
-}
-
-/// The outcome of one run of the binary.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
 }
 
 /// One stored row with the queue's columns, as a stock SQLite connection sees it.
@@ -219,83 +214,6 @@ impl Sandbox {
         s.lf(&["enqueue", "x"]).ok();
         s.lf(&["cancel", "x", "--now", "92"]).ok();
         s
-    }
-}
-
-impl Run {
-    #[track_caller]
-    fn status(&self, code: i32) -> &Self {
-        assert_eq!(self.code, code, "exit status; {self:#?}");
-        self
-    }
-
-    #[track_caller]
-    fn ok(&self) -> &Self {
-        self.status(0)
-    }
-
-    /// Refused by the contract: status 1, `refused: …` on stderr.
-    #[track_caller]
-    fn refused(&self) -> &Self {
-        self.status(1);
-        assert!(self.stderr.starts_with("refused: "), "{self:#?}");
-        self
-    }
-
-    /// Bad input or database error: status 2, stderr mentioning `needle`.
-    #[track_caller]
-    fn bad(&self, needle: &str) -> &Self {
-        self.status(2);
-        assert!(
-            self.stderr.contains("error") && self.stderr.contains(needle),
-            "stderr should mention {needle:?}; {self:#?}"
-        );
-        self
-    }
-
-    #[track_caller]
-    fn says(&self, needle: &str) -> &Self {
-        assert!(
-            self.stdout.contains(needle),
-            "stdout should contain {needle:?}; {self:#?}"
-        );
-        self
-    }
-
-    #[track_caller]
-    fn warns(&self, needle: &str) -> &Self {
-        assert!(
-            self.stderr.contains(needle),
-            "stderr should contain {needle:?}; {self:#?}"
-        );
-        self
-    }
-
-    /// The single JSON object on stdout.
-    #[track_caller]
-    fn json(&self) -> Value {
-        let lines = self.jsons();
-        assert_eq!(lines.len(), 1, "one JSON line; {self:#?}");
-        lines.into_iter().next().unwrap()
-    }
-
-    /// Every stdout line, parsed as JSON.
-    #[track_caller]
-    fn jsons(&self) -> Vec<Value> {
-        self.stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
-            .collect()
-    }
-
-    /// The table row (whitespace-separated cells) whose first cell is `id`.
-    #[track_caller]
-    fn table_row(&self, id: &str) -> Vec<&str> {
-        self.stdout
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|cells| cells.first() == Some(&id))
-            .unwrap_or_else(|| panic!("no row {id:?}; {self:#?}"))
     }
 }
 

@@ -1,0 +1,101 @@
+//! What the CLI test binaries share: the outcome of one run of `leasefence` and the checks on it.
+#![allow(dead_code)]
+
+use serde_json::Value;
+
+/// The outcome of one run of the binary.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    #[track_caller]
+    pub fn status(&self, code: i32) -> &Self {
+        assert_eq!(self.code, code, "exit status; {self:#?}");
+        self
+    }
+
+    #[track_caller]
+    pub fn ok(&self) -> &Self {
+        self.status(0)
+    }
+
+    /// Refused by the contract: status 1, `refused: …` on stderr.
+    #[track_caller]
+    pub fn refused(&self) -> &Self {
+        self.status(1);
+        assert!(self.stderr.starts_with("refused: "), "{self:#?}");
+        self
+    }
+
+    /// Bad input or database error: status 2, `leasefence: error: …` mentioning `needle`.
+    #[track_caller]
+    pub fn error(&self, needle: &str) -> &Self {
+        self.status(2);
+        assert!(
+            self.stderr.contains("leasefence: error: ") && self.stderr.contains(needle),
+            "stderr should mention {needle:?}; {self:#?}"
+        );
+        self
+    }
+
+    /// Bad input or database error: status 2, stderr mentioning `needle` (clap's usage errors
+    /// included).
+    #[track_caller]
+    pub fn bad(&self, needle: &str) -> &Self {
+        self.status(2);
+        assert!(
+            self.stderr.contains("error") && self.stderr.contains(needle),
+            "stderr should mention {needle:?}; {self:#?}"
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn says(&self, needle: &str) -> &Self {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout should contain {needle:?}; {self:#?}"
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn warns(&self, needle: &str) -> &Self {
+        assert!(
+            self.stderr.contains(needle),
+            "stderr should contain {needle:?}; {self:#?}"
+        );
+        self
+    }
+
+    /// The single JSON object on stdout.
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        let lines = self.jsons();
+        assert_eq!(lines.len(), 1, "one JSON line; {self:#?}");
+        lines.into_iter().next().unwrap()
+    }
+
+    /// Every stdout line, parsed as JSON.
+    #[track_caller]
+    pub fn jsons(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+            .collect()
+    }
+
+    /// The table row (whitespace-separated cells) whose first cell is `id`.
+    #[track_caller]
+    pub fn table_row(&self, id: &str) -> Vec<&str> {
+        self.stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|cells| cells.first() == Some(&id))
+            .unwrap_or_else(|| panic!("no row {id:?}; {self:#?}"))
+    }
+}
