@@ -20,7 +20,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 mod support;
-use support::{Backend, PgSchema};
+use support::{Backend, PgSchema, Rng};
 
 const CHILD_ENV: &str = "LEASEFENCE_CRASH_CHILD";
 const WORKERS: usize = 3;
@@ -31,18 +31,6 @@ fn kills() -> usize {
         .ok()
         .and_then(|k| k.parse().ok())
         .unwrap_or(20)
-}
-
-/// A small deterministic generator (xorshift64*), so a failing schedule can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % n
-    }
 }
 
 #[test]

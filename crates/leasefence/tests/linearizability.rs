@@ -13,7 +13,7 @@ use leasefence::{JobId, Now, Owner, Store, Ttl};
 use stateright::semantics::{ConsistencyTester, LinearizabilityTester, SequentialSpec};
 
 mod support;
-use support::{Backend, PgSchema};
+use support::{Backend, PgSchema, Rng};
 
 const CHILD_ENV: &str = "LEASEFENCE_LIN_CHILD";
 const WORKERS: usize = 4;
@@ -152,18 +152,6 @@ fn stamp() -> u128 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos()
-}
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % n
-    }
 }
 
 /// The next call of `worker` in a round: times on a small grid so that boundaries (now ==

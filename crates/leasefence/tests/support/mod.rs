@@ -113,3 +113,18 @@ impl Drop for PgSchema {
         }
     }
 }
+
+/// A small deterministic generator (xorshift64*), so that a failing schedule can be replayed
+/// from its printed seed. The seed must not be 0.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number in `0..n`.
+    #[allow(dead_code)]
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % n
+    }
+}
