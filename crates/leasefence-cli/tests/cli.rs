@@ -721,3 +721,73 @@ fn demo_rejects_bad_arguments() {
         .error("stall-rate");
     s.raw(&["demo", "--workers", "0"], None, &[]).status(2);
 }
+
+/// The CLI's bad-input table: missing values, unparsable numbers and unknown flags are usage
+/// errors (exit 2) naming what is wrong, and change nothing; a non-UTF-8 database path works
+/// like any other.
+#[test]
+fn missing_or_malformed_flags_exit_2_and_change_nothing() {
+    let s = Sandbox::with_jobs(&["j"]);
+    let cases: &[(&[&str], &str)] = &[
+        (&["claim"], "<ID>"),
+        (&["claim", "j"], "--owner"),
+        (&["claim", "j", "--owner"], "--owner"),
+        (&["claim", "j", "--owner", "a", "--ttl"], "--ttl"),
+        (&["claim", "j", "--owner", "a", "--ttl", "1e"], "--ttl"),
+        (
+            &["renew", "j", "--owner", "a", "--fence", "1.5", "--ttl", "1"],
+            "--fence",
+        ),
+        (
+            &[
+                "renew", "j", "--owner", "a", "--fence", "1", "--ttl", "1", "--now", "x",
+            ],
+            "--now",
+        ),
+        (
+            &["complete", "j", "--owner", "a", "--fence", "1", "--bogus"],
+            "--bogus",
+        ),
+        (&["release", "j", "--owner", "a"], "--fence"),
+        (&["enqueue"], "ID"),
+    ];
+    for (args, needle) in cases {
+        let run = s.lf(args);
+        run.status(2);
+        assert!(
+            run.stderr.to_lowercase().contains(&needle.to_lowercase()),
+            "{args:?} should name {needle}: {run:#?}"
+        );
+    }
+    assert_eq!(s.row("j"), row(None, 0.0, 0, None, 0));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_non_utf8_database_path_works_like_any_other() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"jobs-\xff.db"));
+    let lf = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_leasefence"))
+            .arg("--db")
+            .arg(&path)
+            .args(args)
+            .env_remove("LEASEFENCE_DB")
+            .output()
+            .unwrap()
+    };
+    assert!(lf(&["init"]).status.success());
+    assert!(lf(&["enqueue", "j"]).status.success());
+    let out = lf(&["claim", "j", "--owner", "a", "--ttl", "10", "--now", "0"]);
+    assert!(out.status.success(), "{out:?}");
+    let conn = Connection::open(&path).unwrap();
+    let (owner, fence): (String, i64) = conn
+        .query_row("SELECT owner, fence FROM jobs WHERE id = 'j'", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((owner.as_str(), fence), ("a", 1));
+}
