@@ -10,10 +10,12 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use postgres::Config;
 use postgres::error::SqlState;
-use postgres::{Client, Config, NoTls};
-use r2d2::{CustomizeConnection, Pool, PooledConnection};
-use r2d2_postgres::PostgresConnectionManager;
+use r2d2::{Pool, PooledConnection};
+
+mod pool;
+use pool::Manager;
 
 use crate::error::{BackendError, Error, Result};
 use crate::store::Store;
@@ -39,6 +41,8 @@ const FAIL: &str = include_str!("sql/fail.sql");
 const CANCEL: &str = include_str!("sql/cancel.sql");
 const PURGE: &str = include_str!("sql/purge.sql");
 const ADMIT: &str = include_str!("sql/admit.sql");
+/// The database's clock: seconds since the Unix epoch on the server.
+const CLOCK: &str = "SELECT extract(epoch FROM clock_timestamp())::float8";
 const STATUS: &str = include_str!("sql/status.sql");
 /// Serialises `enqueue` and `purge` per job id (PostgreSQL-only; SQLite serialises all writers).
 /// Without it, under READ COMMITTED an enqueue whose snapshot predates a concurrent purge's
@@ -61,7 +65,6 @@ static LIST: LazyLock<String> =
 static STATS: LazyLock<String> =
     LazyLock::new(|| include_str!("sql/stats.sql").replace("{status}", STATUS));
 
-type Manager = PostgresConnectionManager<NoTls>;
 type Conn = PooledConnection<Manager>;
 
 /// Options for opening a [`PgStore`]. The defaults are the durable ones.
@@ -168,8 +171,8 @@ impl PgOptions {
         })?;
         config.connect_timeout(self.connect_timeout);
         let target = describe(&config);
-        let manager = PostgresConnectionManager::new(config, NoTls);
-        let session = Session {
+        let manager = Manager {
+            config,
             setup: format!(
                 "SET search_path TO \"{schema}\"; SET synchronous_commit TO on; \
                  SET lock_timeout TO {}",
@@ -180,7 +183,6 @@ impl PgOptions {
             .max_size(self.pool_size)
             .min_idle(Some(0))
             .connection_timeout(self.connect_timeout)
-            .connection_customizer(Box::new(session))
             .build_unchecked(manager);
         let store = PgStore {
             pool,
@@ -190,18 +192,6 @@ impl PgOptions {
         };
         store.migrate()?;
         Ok(store)
-    }
-}
-
-/// Runs the per-session settings on every new connection of the pool.
-#[derive(Debug)]
-struct Session {
-    setup: String,
-}
-
-impl CustomizeConnection<Client, postgres::Error> for Session {
-    fn on_acquire(&self, conn: &mut Client) -> std::result::Result<(), postgres::Error> {
-        conn.batch_execute(&self.setup)
     }
 }
 
@@ -265,8 +255,9 @@ impl PgStore {
     /// Connection or backend failures.
     pub fn now(&self) -> Result<Now> {
         let mut conn = self.conn()?;
+        let statement = conn.prepared(CLOCK).map_err(|e| self.err(e))?;
         let seconds: f64 = conn
-            .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+            .query_one(&statement, &[])
             .map_err(|e| self.err(e))?
             .get(0);
         Now::new(seconds)
@@ -313,10 +304,11 @@ impl PgStore {
         text("result", result)?;
         let now = self.clock(now)?;
         let mut conn = self.conn()?;
+        let complete = conn.prepared(COMPLETE).map_err(|e| self.err(e))?;
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
         let changed = tx
             .execute(
-                COMPLETE,
+                &complete,
                 &[
                     &lease.job_id,
                     &lease.owner,
@@ -420,11 +412,12 @@ impl PgStore {
     /// Runs one guarded write statement and reports whether it changed exactly one row.
     fn write_one(
         &self,
-        sql: &str,
+        sql: &'static str,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<bool> {
         let mut conn = self.conn()?;
-        let changed = conn.execute(sql, params).map_err(|e| self.err(e))?;
+        let statement = conn.prepared(sql).map_err(|e| self.err(e))?;
+        let changed = conn.execute(&statement, params).map_err(|e| self.err(e))?;
         Ok(changed == 1)
     }
 }
@@ -524,8 +517,9 @@ impl Store for PgStore {
 
     fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
         let mut conn = self.conn()?;
+        let statement = conn.prepared(STATE).map_err(|e| self.err(e))?;
         let row = conn
-            .query_opt(STATE, &[&text("job_id", job_id.as_str())?])
+            .query_opt(&statement, &[&text("job_id", job_id.as_str())?])
             .map_err(|e| self.err(e))?;
         Ok(row.as_ref().map(job_state))
     }
@@ -540,9 +534,10 @@ impl Store for PgStore {
         let now = self.clock(now)?;
         let until = ttl.until(now)?;
         let mut conn = self.conn()?;
+        let statement = conn.prepared(CLAIM).map_err(|e| self.err(e))?;
         let row = conn
             .query_opt(
-                CLAIM,
+                &statement,
                 &[
                     &text("job_id", job_id.as_str())?,
                     &text("owner", owner.as_str())?,
@@ -603,10 +598,10 @@ impl Store for PgStore {
             text("job_id", job.id())?;
         }
         let mut conn = self.conn()?;
+        let stmt = conn.prepared(ENQUEUE).map_err(|e| self.err(e))?;
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
         let ids: Vec<&str> = jobs.iter().map(NewJob::id).collect();
         self.lock_ids(&mut tx, &ids)?;
-        let stmt = tx.prepare(ENQUEUE).map_err(|e| self.err(e))?;
         let mut inserted = Vec::with_capacity(jobs.len());
         for job in jobs {
             let changed = tx
@@ -634,9 +629,10 @@ impl Store for PgStore {
         let limit = i64::try_from(n).unwrap_or(i64::MAX);
         text("owner", owner.as_str())?;
         let mut conn = self.conn()?;
+        let statement = conn.prepared(CLAIM_NEXT).map_err(|e| self.err(e))?;
         let rows = conn
             .query(
-                CLAIM_NEXT,
+                &statement,
                 &[&owner.as_str(), &until, &now.seconds(), &limit],
             )
             .map_err(|e| self.err(e))?;
@@ -678,9 +674,10 @@ impl Store for PgStore {
         let (now, at) = (now.seconds(), retry_at.seconds());
         text("error", error)?;
         let mut conn = self.conn()?;
+        let statement = conn.prepared(FAIL).map_err(|e| self.err(e))?;
         let row = conn
             .query_opt(
-                FAIL,
+                &statement,
                 &[&lease.job_id, &lease.owner, &lease.fence, &now, &error, &at],
             )
             .map_err(|e| self.err(e))?;
@@ -725,9 +722,10 @@ impl Store for PgStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let now = self.clock(now)?;
         let mut conn = self.conn()?;
+        let statement = conn.prepared(&LIST).map_err(|e| self.err(e))?;
         let rows = conn
             .query(
-                LIST.as_str(),
+                &statement,
                 &[&now.seconds(), &status.map(Status::as_str), &limit],
             )
             .map_err(|e| self.err(e))?;
@@ -750,8 +748,9 @@ impl Store for PgStore {
     fn stats(&self, now: Now) -> Result<Stats> {
         let now = self.clock(now)?;
         let mut conn = self.conn()?;
+        let statement = conn.prepared(&STATS).map_err(|e| self.err(e))?;
         let rows = conn
-            .query(STATS.as_str(), &[&now.seconds()])
+            .query(&statement, &[&now.seconds()])
             .map_err(|e| self.err(e))?;
         let mut stats = Stats::default();
         for r in &rows {

@@ -651,3 +651,45 @@ fn a_batch_of_thirty_thousand_jobs_is_enqueued_in_one_call_and_purged_in_one_cal
     assert_eq!(db.query_i64("SELECT count(*) FROM fence_floor"), [30_000]);
     assert_eq!(db.rows(), vec![]);
 }
+
+/// The hot-path statements are prepared once per pooled connection and reused: the session's
+/// prepared statements (read inside `complete_with`, on the store's own connection) do not grow
+/// with the number of calls.
+#[test]
+fn statements_are_prepared_once_per_connection_and_reused() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db.options().pool_size(1).open(&db.url).unwrap();
+    let prepared = |store: &PgStore, id: &str| -> i64 {
+        let mut lease = store
+            .claim_next(Owner::new("w").unwrap(), now(0.0), ttl(10.0))
+            .unwrap()
+            .unwrap_or_else(|| panic!("{id} claimable"));
+        assert!(store.renew_lease(&mut lease, now(1.0), ttl(10.0)).unwrap());
+        store.state(JobId::new(id).unwrap()).unwrap().unwrap();
+        store
+            .complete_with(&lease, now(2.0), "r", |tx| {
+                tx.query_one("SELECT count(*) FROM pg_prepared_statements", &[])
+                    .map(|r| r.get::<_, i64>(0))
+                    .map_err(|e| Failure(e.to_string()))
+            })
+            .unwrap()
+            .unwrap()
+    };
+    let jobs: Vec<NewJob> = (0..20)
+        .map(|i| NewJob::new(format!("j{i:02}")).unwrap())
+        .collect();
+    store.enqueue_many(&jobs).unwrap();
+    let first = prepared(&store, "j00");
+    assert!(first >= 4, "claim_next, renew, state and complete: {first}");
+    for i in 1..20 {
+        assert_eq!(
+            prepared(&store, &format!("j{i:02}")),
+            first,
+            "call round {i}"
+        );
+    }
+    assert_eq!(
+        db.query_i64("SELECT count(*) FROM jobs WHERE done = 1"),
+        [20]
+    );
+}

@@ -1,0 +1,69 @@
+//! The connection pool's connections: a PostgreSQL client with its session settings applied and
+//! a cache of the statements it has prepared, so each hot-path call is one round trip (bind and
+//! execute) instead of two (prepare, then bind and execute).
+
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+
+use postgres::{Client, Config, NoTls, Statement};
+
+/// Opens the pool's connections and runs the session settings on each.
+#[derive(Debug)]
+pub(super) struct Manager {
+    pub(super) config: Config,
+    /// `SET search_path …; SET synchronous_commit TO on; SET lock_timeout …`.
+    pub(super) setup: String,
+}
+
+/// One pooled connection: the client and the statements prepared on it.
+pub(super) struct Session {
+    client: Client,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl Session {
+    /// The statement for `sql`, prepared on this connection the first time it is asked for.
+    pub(super) fn prepared(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        self.statements.insert(sql, statement.clone());
+        Ok(statement)
+    }
+}
+
+impl Deref for Session {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl DerefMut for Session {
+    fn deref_mut(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Session;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<Session, postgres::Error> {
+        let mut client = self.config.connect(NoTls)?;
+        client.batch_execute(&self.setup)?;
+        Ok(Session {
+            client,
+            statements: HashMap::new(),
+        })
+    }
+
+    fn is_valid(&self, session: &mut Session) -> Result<(), postgres::Error> {
+        session.client.simple_query("").map(|_| ())
+    }
+
+    fn has_broken(&self, session: &mut Session) -> bool {
+        session.client.is_closed()
+    }
+}
