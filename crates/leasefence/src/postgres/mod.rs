@@ -392,7 +392,7 @@ impl PgStore {
         self.write_one(
             RENEW,
             &[
-                &text("job_id", job_id.as_str())?,
+                &key("job_id", job_id.as_str())?,
                 &text("owner", owner.as_str())?,
                 &fence,
                 &now.seconds(),
@@ -471,27 +471,34 @@ fn describe(config: &Config) -> String {
 }
 
 /// PostgreSQL `text` cannot hold a NUL byte (SQLite's can): such a value is refused as an
-/// invalid argument before anything is sent, instead of surfacing as an encoding error. Keys
-/// (`job_id`, `resource`) longer than [`PgStore::MAX_KEY_BYTES`] are refused the same way instead of
-/// failing in the index.
+/// invalid argument before anything is sent, instead of surfacing as an encoding error.
 fn text<'a>(argument: &'static str, value: &'a str) -> Result<&'a str> {
     if value.contains('\0') {
         Err(Error::invalid(
             argument,
             "contains a NUL byte, which PostgreSQL text cannot store",
         ))
-    } else if matches!(argument, "job_id" | "resource") && value.len() > PgStore::MAX_KEY_BYTES {
-        Err(Error::invalid(
+    } else {
+        Ok(value)
+    }
+}
+
+/// A primary-key value (`job_id`, `resource`): [`text`], and at most
+/// [`PgStore::MAX_KEY_BYTES`] long, refused as an invalid argument instead of failing in the
+/// index.
+fn key<'a>(argument: &'static str, value: &'a str) -> Result<&'a str> {
+    let value = text(argument, value)?;
+    if value.len() > PgStore::MAX_KEY_BYTES {
+        return Err(Error::invalid(
             argument,
             format!(
                 "is {} bytes long; the PostgreSQL backend takes at most {}",
                 value.len(),
                 PgStore::MAX_KEY_BYTES
             ),
-        ))
-    } else {
-        Ok(value)
+        ));
     }
+    Ok(value)
 }
 
 fn to_u32(value: i64) -> u32 {
@@ -519,7 +526,7 @@ impl Store for PgStore {
         let mut conn = self.conn()?;
         let statement = conn.prepared(STATE).map_err(|e| self.err(e))?;
         let row = conn
-            .query_opt(&statement, &[&text("job_id", job_id.as_str())?])
+            .query_opt(&statement, &[&key("job_id", job_id.as_str())?])
             .map_err(|e| self.err(e))?;
         Ok(row.as_ref().map(job_state))
     }
@@ -539,7 +546,7 @@ impl Store for PgStore {
             .query_opt(
                 &statement,
                 &[
-                    &text("job_id", job_id.as_str())?,
+                    &key("job_id", job_id.as_str())?,
                     &text("owner", owner.as_str())?,
                     &until,
                     &now.seconds(),
@@ -573,7 +580,7 @@ impl Store for PgStore {
         self.write_one(
             COMPLETE,
             &[
-                &text("job_id", job_id.as_str())?,
+                &key("job_id", job_id.as_str())?,
                 &text("owner", owner.as_str())?,
                 &fence,
                 &now.seconds(),
@@ -586,7 +593,7 @@ impl Store for PgStore {
         self.write_one(
             RELEASE,
             &[
-                &text("job_id", job_id.as_str())?,
+                &key("job_id", job_id.as_str())?,
                 &text("owner", owner.as_str())?,
                 &fence,
             ],
@@ -595,7 +602,7 @@ impl Store for PgStore {
 
     fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>> {
         for job in jobs {
-            text("job_id", job.id())?;
+            key("job_id", job.id())?;
         }
         let mut conn = self.conn()?;
         let stmt = conn.prepared(ENQUEUE).map_err(|e| self.err(e))?;
@@ -692,7 +699,7 @@ impl Store for PgStore {
 
     fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
         let now = self.clock(now)?;
-        self.write_one(CANCEL, &[&text("job_id", job_id.as_str())?, &now.seconds()])
+        self.write_one(CANCEL, &[&key("job_id", job_id.as_str())?, &now.seconds()])
     }
 
     fn purge(&self, finished_before: Now) -> Result<u64> {
@@ -780,7 +787,7 @@ impl Store for PgStore {
     }
 
     fn admit(&self, resource_name: &str, fence: Fence) -> Result<bool> {
-        let resource_name = text("resource", resource(resource_name)?)?;
+        let resource_name = key("resource", resource(resource_name)?)?;
         self.write_one(ADMIT, &[&resource_name, &fence])
     }
 }
