@@ -2,9 +2,8 @@
 //! output, and the stored state after each command, read back through an independent rusqlite
 //! connection.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
@@ -63,33 +62,7 @@ impl Sandbox {
 
     /// Runs the binary in the sandbox directory with exactly `args`, `stdin` and `env`.
     fn raw(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasefence"));
-        cmd.args(args)
-            .current_dir(self.dir.path())
-            .env_remove("LEASEFENCE_DB")
-            .envs(env.iter().copied())
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        if let Some(text) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        Run {
-            code: out.status.code().expect("exited normally"),
-            stdout: String::from_utf8(out.stdout).unwrap(),
-            stderr: String::from_utf8(out.stderr).unwrap(),
-        }
+        Run::of(self.dir.path(), args, stdin, env)
     }
 
     /// The stored row, read through a fresh read-only rusqlite connection.

@@ -7,8 +7,6 @@
 //! Without `LEASEFENCE_TEST_PG` the tests print why and pass without running, except in CI
 //! (`CI` set), where that is a failure. The bad-URL test needs no server and always runs.
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -115,41 +113,10 @@ fn row(owner: Option<&str>, until: f64, fence: i64, result: Option<&str>, done: 
 /// inherited, in a temporary working directory (so that a stray SQLite file would show).
 fn raw(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let out = raw_in(dir.path(), args, stdin, env);
+    let out = Run::of(dir.path(), args, stdin, env);
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "nothing is written locally: {left:?}");
     out
-}
-
-fn raw_in(dir: &std::path::Path, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasefence"));
-    cmd.args(args)
-        .current_dir(dir)
-        .env_remove("LEASEFENCE_DB")
-        .env_remove("LEASEFENCE_PG_SCHEMA")
-        .envs(env.iter().copied())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().expect("exited normally"),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
 }
 
 impl Pg {
@@ -485,7 +452,7 @@ fn leasefence_db_is_used_when_db_is_absent() {
         ("LEASEFENCE_DB", "local.db"),
         ("LEASEFENCE_PG_SCHEMA", pg.schema.as_str()),
     ];
-    raw_in(
+    Run::of(
         dir.path(),
         &["--db", &pg.url, "enqueue", "from-flag"],
         None,

@@ -1,6 +1,10 @@
 //! What the CLI test binaries share: the outcome of one run of `leasefence` and the checks on it.
 #![allow(dead_code)]
 
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
 use serde_json::Value;
 
 /// The outcome of one run of the binary.
@@ -12,6 +16,39 @@ pub struct Run {
 }
 
 impl Run {
+    /// Runs the binary in `dir` with exactly `args`, `stdin` and `env`: no `LEASEFENCE_DB` or
+    /// `LEASEFENCE_PG_SCHEMA` is inherited.
+    pub fn of(dir: &Path, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasefence"));
+        cmd.args(args)
+            .current_dir(dir)
+            .env_remove("LEASEFENCE_DB")
+            .env_remove("LEASEFENCE_PG_SCHEMA")
+            .envs(env.iter().copied())
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        if let Some(text) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().expect("exited normally"),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+
     #[track_caller]
     pub fn status(&self, code: i32) -> &Self {
         assert_eq!(self.code, code, "exit status; {self:#?}");
