@@ -1107,6 +1107,12 @@ mod admit {
         }
         assert_eq!(db.fence_gate("r"), Some(199));
         assert!(admitted.iter().flatten().any(|&f| f == 199));
+        // and once the race is over, every older generation is refused and changes nothing
+        let s = open(&db);
+        for older in [198, 100, 0] {
+            assert!(!s.admit("r", older).unwrap(), "fence {older} after 199");
+        }
+        assert_eq!(db.fence_gate("r"), Some(199));
     }
 }
 
