@@ -459,6 +459,10 @@ impl Store for AnyStore {
         delegate!(self, s => s.complete_lease(lease, now, result))
     }
 
+    fn complete_batch(&self, completions: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>> {
+        delegate!(self, s => s.complete_batch(completions, now))
+    }
+
     fn release_lease(&self, lease: &Lease) -> Result<bool> {
         delegate!(self, s => s.release_lease(lease))
     }

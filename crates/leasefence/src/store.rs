@@ -217,6 +217,37 @@ pub trait Store {
         self.complete(lease.job(), lease.holder(), lease.fence, now, result)
     }
 
+    /// Completes several leases in **one transaction** (one commit, one fsync), each judged
+    /// exactly as [`Store::complete`] judges it at `now`: per item, in input order, whether its
+    /// result was stored. A refused item changes nothing and does not stop the others; an
+    /// error stores none of them.
+    ///
+    /// This is how a worker with many short jobs amortises the commit: the default
+    /// implementation completes one lease per call; [`SqliteStore`](crate::SqliteStore) and
+    /// `PgStore` override it with one transaction.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{NewJob, Now, Owner, SqliteStore, Store, Ttl};
+    ///
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// store.enqueue_many(&[NewJob::new("a")?, NewJob::new("b")?])?;
+    /// let leases = store.claim_batch(Owner::new("w1")?, Now::new(0.0)?, Ttl::new(30.0)?, 2)?;
+    /// let results = [(&leases[0], "done a"), (&leases[1], "done b")];
+    /// assert_eq!(store.complete_batch(&results, Now::new(1.0)?)?, [true, true]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// Busy or backend failures; then none of the results was stored.
+    fn complete_batch(&self, completions: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>> {
+        completions
+            .iter()
+            .map(|(lease, result)| self.complete_lease(lease, now, result))
+            .collect()
+    }
+
     /// [`Store::release`] for `lease`.
     ///
     /// # Errors

@@ -669,6 +669,33 @@ impl Store for PgStore {
         Ok(claimed.into_iter().map(|(lease, _)| lease).collect())
     }
 
+    fn complete_batch(&self, completions: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>> {
+        if completions.is_empty() {
+            return Ok(Vec::new());
+        }
+        for (lease, result) in completions {
+            key("job_id", &lease.job_id)?;
+            text("owner", &lease.owner)?;
+            text("result", result)?;
+        }
+        let now = self.clock(now)?.seconds();
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(COMPLETE).map_err(|e| self.err(e))?;
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        let mut stored = Vec::with_capacity(completions.len());
+        for (lease, result) in completions {
+            let changed = tx
+                .execute(
+                    &statement,
+                    &[&lease.job_id, &lease.owner, &lease.fence, &now, result],
+                )
+                .map_err(|e| self.err(e))?;
+            stored.push(changed == 1);
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(stored)
+    }
+
     fn fail(
         &self,
         lease: &Lease,
