@@ -1422,3 +1422,179 @@ impl AnyOwner for Row {
         self
     }
 }
+
+/// Quick handlers are claimed and completed in batches; waiting jobs keep their leases; a
+/// stopping worker gives back what it has not started.
+mod batches {
+    use super::*;
+
+    fn ids(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("j{i:02}")).collect()
+    }
+
+    fn enqueue(db: &Db, ids: &[String]) {
+        let jobs: Vec<NewJob> = ids.iter().map(|id| job(id)).collect();
+        open(db).enqueue_many(&jobs).unwrap();
+    }
+
+    #[test]
+    fn quick_handlers_are_claimed_in_batches_no_larger_than_the_limit() {
+        let db = Db::new();
+        let all = ids(40);
+        enqueue(&db, &all);
+        let clock = ManualClock::new(100.0);
+        let path = db.path.clone();
+        let biggest = Arc::new(AtomicUsize::new(0));
+        let seen = biggest.clone();
+        let stats = worker(&db, &clock, "b")
+            .batch(4)
+            .drain(true)
+            .build(move |ctx| {
+                // This thread's unfinished leases: the running job, the ones queued behind it
+                // and the results waiting to be written with the batch.
+                let held: i64 = rusqlite::Connection::open(&path)
+                    .unwrap()
+                    .query_row(
+                        "SELECT count(*) FROM jobs WHERE owner = ?1 AND done = 0",
+                        [ctx.owner()],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                seen.fetch_max(usize::try_from(held).unwrap(), Ordering::SeqCst);
+                Ok::<_, String>(format!("ok {}", ctx.job_id()))
+            })
+            .unwrap()
+            .run_drained();
+        assert_eq!((stats.claimed, stats.completed), (40, 40));
+        let held = biggest.load(Ordering::SeqCst);
+        assert!((2..=4).contains(&held), "largest batch held: {held}");
+        for id in &all {
+            let row = db.row(id).unwrap();
+            assert_eq!((row.done, row.fence), (1, 1), "{row:?}");
+            assert_eq!(row.result, Some(format!("ok {id}")));
+        }
+    }
+
+    /// The jobs after `id` that `owner` holds unfinished: those queued behind it in its batch.
+    fn queued_behind(path: &std::path::Path, owner: &str, id: &str) -> Vec<String> {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT id FROM jobs WHERE owner = ?1 AND done = 0 AND id > ?2 ORDER BY id")
+            .unwrap();
+        stmt.query_map([owner, id], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn jobs_waiting_in_a_batch_keep_their_leases_while_an_earlier_handler_runs_long() {
+        let db = Db::new();
+        let all = ids(20);
+        enqueue(&db, &all);
+        let clock = ManualClock::new(100.0);
+        let (open_gate, gate) = Gate::new();
+        let (tx, started) = channel();
+        let tx = Mutex::new(Some(tx));
+        let path = db.path.clone();
+        let (handle, run) = spawn(
+            worker(&db, &clock, "b")
+                .ttl(3.0)
+                .drain(true)
+                .build(move |ctx| {
+                    // The first job with others queued behind it is held for a long time.
+                    let behind = queued_behind(&path, ctx.owner(), ctx.job_id());
+                    if !behind.is_empty()
+                        && let Some(tx) = tx.lock().unwrap().take()
+                    {
+                        tx.send(behind).unwrap();
+                        gate.wait();
+                    }
+                    Ok::<_, String>("ok".to_string())
+                })
+                .unwrap(),
+        );
+        let waiting = recv(&started);
+        // Ten seconds of clock pass in steps: more than three lease lengths.
+        for _ in 0..10 {
+            let now = clock.advance(1.0);
+            wait_until("the heartbeat renews every waiting job", || {
+                waiting
+                    .iter()
+                    .all(|id| db.row(id).unwrap().until > now + 1.5)
+            });
+        }
+        open_gate.send(()).unwrap();
+        assert!(ends_within(&run, PATIENCE), "{:?}", handle.stats());
+        let stats = run.join().unwrap().unwrap();
+        assert_eq!(
+            (stats.completed, stats.stale_refused, stats.lost),
+            (20, 0, 0)
+        );
+        for id in &all {
+            let row = db.row(id).unwrap();
+            assert_eq!(
+                (row.done, row.fence, row.owner.as_deref()),
+                (1, 1, Some("b-0"))
+            );
+        }
+    }
+
+    #[test]
+    fn a_stopping_worker_releases_the_jobs_of_its_batch_it_has_not_started() {
+        let db = Db::new();
+        let all = ids(20);
+        enqueue(&db, &all);
+        let clock = ManualClock::new(100.0);
+        let handle: Arc<OnceLock<ShutdownHandle>> = Arc::new(OnceLock::new());
+        let inside = handle.clone();
+        let stopped_at: Arc<OnceLock<(String, Vec<String>)>> = Arc::new(OnceLock::new());
+        let record = stopped_at.clone();
+        let path = db.path.clone();
+        let worker = worker(&db, &clock, "b")
+            .build(move |ctx| {
+                // Stop at the first job with others queued behind it in its batch.
+                let behind = queued_behind(&path, ctx.owner(), ctx.job_id());
+                if !behind.is_empty() && record.set((ctx.job_id().to_owned(), behind)).is_ok() {
+                    inside.get().unwrap().shutdown();
+                }
+                Ok::<_, String>("ok".to_string())
+            })
+            .unwrap();
+        handle.set(worker.shutdown_handle()).ok().unwrap();
+        let (_, run) = spawn(worker);
+        assert!(ends_within(&run, PATIENCE));
+        let stats = run.join().unwrap().unwrap();
+        let (last, behind) = stopped_at
+            .get()
+            .expect("some batch held more than one job")
+            .clone();
+        let ran = all.iter().filter(|id| **id <= last).count() as u64;
+        assert_eq!(
+            (stats.claimed, stats.completed, stats.released),
+            (ran + behind.len() as u64, ran, behind.len() as u64)
+        );
+        for id in all.iter().filter(|id| **id <= last) {
+            assert_eq!(db.row(id).unwrap(), done_row(id, "b-0", 1, 130.0, "ok"));
+        }
+        // Given back at once, fence kept: claimable now, under fence 2.
+        for id in &behind {
+            assert_eq!(
+                db.row(id).unwrap(),
+                Row {
+                    fence: 1,
+                    ..Row::fresh(id)
+                }
+            );
+        }
+        let next = open(&db)
+            .claim_next(
+                Owner::new("other").unwrap(),
+                Now::new(100.0).unwrap(),
+                Ttl::new(5.0).unwrap(),
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!((next.job_id.as_str(), next.fence), (behind[0].as_str(), 2));
+    }
+}
