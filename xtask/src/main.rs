@@ -8,6 +8,8 @@
 //! - `cargo xtask worksheet [--check]`: rewrites `docs/worksheet.md` from the catalog and the
 //!   last observations, without running anything; `--check` verifies that the committed one is
 //!   in sync with the catalog.
+//! - `cargo xtask bench [--quick] [-- ARGS…]`: builds the peers and the harness and runs the
+//!   benchmarks of `docs/benchmarks.md` (floor, leasefence, peers, alternating in one run).
 //! - `cargo xtask reliability [--quick]`: the long tier of the reliability tests (model-based
 //!   sequences, concurrency histories, pauses, crashes, faults), scaled up.
 //! - `cargo xtask cargo-mutants [--in-diff REV | --since-base | --record-base] [--jobs N]
@@ -18,6 +20,7 @@
 //! Exit status: 0 all well; 1 a mutant not killed as predicted (or missed by cargo-mutants);
 //! 2 an error (catalog stale, unknown test name, failing baseline, bad usage); 130 Ctrl-C.
 
+mod bench;
 mod cargo_mutants;
 mod catalog;
 mod mutants;
@@ -50,6 +53,12 @@ commands:
       last clean full run); the whole library if that commit is unknown (e.g. a shallow clone).
       --record-base: a full run that, when clean, records HEAD in mutants/cargo-mutants.base
       (the library and the config must be committed).
+  bench [--quick] [-- ARGS...]
+      Build the peers (bench/peers) and the harness (crates/leasefence-bench) in release mode
+      and run the benchmarks: the floor, leasefence and its peers alternating in one run;
+      results in target/bench (results.md, results.json, throughput.svg). --quick: smaller
+      sizes and 3 rounds (the ratio table in under three minutes once built). ARGS go to the
+      harness (see `target/release/leasefence-bench --help`).
   reliability [--quick]
       The long tier of the reliability tests: model-based sequences, linearizability of
       concurrency histories, SIGSTOP pauses, SIGKILL crashes, faults and bad input, scaled up
@@ -164,6 +173,18 @@ fn run(args: &[String]) -> Result<bool, String> {
                 }
             }
             cargo_mutants::run(&root, &options)
+        }
+        "bench" => {
+            let mut quick = false;
+            let mut extra = Vec::new();
+            while let Some(arg) = rest.next() {
+                match arg.as_str() {
+                    "--quick" => quick = true,
+                    "--" => extra.extend(rest.by_ref().cloned()),
+                    other => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
+                }
+            }
+            bench::run(&root, quick, &extra)
         }
         "reliability" => {
             let quick = match rest.next().map(String::as_str) {
