@@ -80,7 +80,6 @@ fn ops(c: &mut Criterion) {
     });
 }
 
-
 criterion_group! {
     name = benches;
     config = Criterion::default()

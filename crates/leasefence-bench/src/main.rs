@@ -55,6 +55,13 @@ struct Cli {
     /// Skip the claim-next scaling probe (1k / 100k / 1M jobs).
     #[arg(long)]
     no_scaling: bool,
+    /// Skip the 8-process contention probe.
+    #[arg(long)]
+    no_contention: bool,
+    /// Run only the cases whose "subject durability workers" line contains this text (e.g.
+    /// "single SQLite NORMAL 4 threads"; repeatable, any may match).
+    #[arg(long)]
+    only: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -176,7 +183,13 @@ fn main() -> Result<()> {
         eprintln!("note: {missing}");
     }
 
-    let cases = cases(&sizes, pg.is_some(), &peers);
+    let mut cases = cases(&sizes, pg.is_some(), &peers);
+    if !cli.only.is_empty() {
+        cases.retain(|c| {
+            let line = format!("{} {} {}", c.who.label(), c.durability.label(), c.mode());
+            cli.only.iter().any(|o| line.contains(o.as_str()))
+        });
+    }
     eprintln!(
         "{} cases × {rounds} rounds; peers: {}",
         cases.len(),

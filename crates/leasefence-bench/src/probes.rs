@@ -55,7 +55,9 @@ pub(crate) fn run(cli: &Cli, dir: &Path, pg: Option<&str>, quick: bool) -> Resul
         };
         probes.scaling = scaling(dir, pg, sizes, if quick { 3 } else { 5 })?;
     }
-    probes.contention = Some(contention(dir, if quick { 250 } else { 1_000 })?);
+    if !cli.no_contention {
+        probes.contention = Some(contention(dir, if quick { 250 } else { 1_000 })?);
+    }
     Ok(probes)
 }
 

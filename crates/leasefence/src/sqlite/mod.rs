@@ -26,6 +26,14 @@ const RENEW: &str = include_str!("sql/renew.sql");
 const COMPLETE: &str = include_str!("sql/complete.sql");
 const RELEASE: &str = include_str!("sql/release.sql");
 const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
+/// `claim_next`: the same statement with `rowid = (SELECT … LIMIT 1)` for `rowid IN (…)`. A
+/// scalar subquery needs no ephemeral table for its result, which halves the cost of a claim
+/// at `synchronous = NORMAL`; one source of truth for what "ready" and "best" mean.
+static CLAIM_ONE: LazyLock<String> = LazyLock::new(|| {
+    let one = CLAIM_NEXT.replacen("WHERE rowid IN (", "WHERE rowid = (", 1);
+    assert_ne!(one, CLAIM_NEXT, "claim_next.sql selects by `rowid IN (`");
+    one
+});
 const FAIL: &str = include_str!("sql/fail.sql");
 const CANCEL: &str = include_str!("sql/cancel.sql");
 const PURGE: &str = include_str!("sql/purge.sql");
@@ -586,8 +594,32 @@ impl Store for SqliteStore {
         Ok(inserted)
     }
 
+    fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
+        let until = ttl.until(now)?;
+        let now = now.seconds();
+        // One statement, so one implicit transaction: it takes the write lock before it reads
+        // (as BEGIN IMMEDIATE would) and commits when it finishes.
+        let mut stmt = self
+            .conn
+            .prepare_cached(&CLAIM_ONE)
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt
+            .query(params![owner.as_str(), until, now, 1])
+            .map_err(|e| self.err(e))?;
+        let lease = match rows.next().map_err(|e| self.err(e))? {
+            Some(row) => Some(claimed_lease(row, owner).map_err(|e| self.err(e))?),
+            None => None,
+        };
+        // Step to the end: the commit happens there, and a failed commit must be an error.
+        while rows.next().map_err(|e| self.err(e))?.is_some() {}
+        Ok(lease)
+    }
+
     fn claim_batch(&self, owner: Owner<'_>, now: Now, ttl: Ttl, n: usize) -> Result<Vec<Lease>> {
         let n = batch_size(n)?;
+        if n == 1 {
+            return Ok(self.claim_next(owner, now, ttl)?.into_iter().collect());
+        }
         let until = ttl.until(now)?;
         let now = now.seconds();
         let limit = i64::try_from(n).unwrap_or(i64::MAX);
@@ -598,18 +630,8 @@ impl Store for SqliteStore {
                 .prepare_cached(CLAIM_NEXT)
                 .map_err(|e| self.err(e))?;
             stmt.query_map(params![owner.as_str(), until, now, limit], |r| {
-                let lease = Lease {
-                    job_id: r.get(0)?,
-                    owner: owner.as_str().to_owned(),
-                    fence: r.get(1)?,
-                    until: r.get(2)?,
-                    payload: r.get(3)?,
-                    priority: r.get(4)?,
-                    max_attempts: r.get(5)?,
-                    last_error: r.get(6)?,
-                };
                 let order: (f64, i64) = (r.get(7)?, r.get(8)?);
-                Ok((lease, order))
+                Ok((claimed_lease(r, owner)?, order))
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| self.err(e))?
@@ -744,6 +766,20 @@ impl Store for SqliteStore {
 }
 
 /// Reads a status name written by `status.sql`.
+/// The lease of one row returned by the claim statements.
+fn claimed_lease(r: &rusqlite::Row<'_>, owner: Owner<'_>) -> rusqlite::Result<Lease> {
+    Ok(Lease {
+        job_id: r.get(0)?,
+        owner: owner.as_str().to_owned(),
+        fence: r.get(1)?,
+        until: r.get(2)?,
+        payload: r.get(3)?,
+        priority: r.get(4)?,
+        max_attempts: r.get(5)?,
+        last_error: r.get(6)?,
+    })
+}
+
 fn status_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Status> {
     let name: String = row.get(index)?;
     Status::parse(&name).map_err(|e| {

@@ -402,23 +402,66 @@ mod claim_next {
     #[test]
     fn walks_the_ready_index_instead_of_scanning_the_table() {
         let db = Db::new();
-        let plan = sqlite3(
-            &db.path,
-            &format!(
-                "EXPLAIN QUERY PLAN {}",
-                include_str!("../../src/sqlite/sql/claim_next.sql")
-                    .lines()
-                    .filter(|l| !l.starts_with("--"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    .replace("?1", "'w'")
-                    .replace("?2", "1")
-                    .replace("?3", "0")
-                    .replace("?4", "1")
-            ),
+        let sql = include_str!("../../src/sqlite/sql/claim_next.sql")
+            .lines()
+            .filter(|l| !l.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("?1", "'w'")
+            .replace("?2", "1")
+            .replace("?3", "0")
+            .replace("?4", "1");
+        // claim_batch as written, and claim_next's scalar-subquery form of it.
+        let one = sql.replacen("WHERE rowid IN (", "WHERE rowid = (", 1);
+        assert_ne!(one, sql);
+        for statement in [sql, one] {
+            let plan = sqlite3(&db.path, &format!("EXPLAIN QUERY PLAN {statement}"));
+            assert!(plan.contains("USING INDEX jobs_ready"), "{plan}");
+            assert!(!plan.contains("USE TEMP B-TREE FOR ORDER BY"), "{plan}");
+        }
+    }
+
+    /// claim_next and claim_batch(1) take the same job as claim_batch(n) would take first.
+    #[test]
+    fn claim_next_and_a_batch_of_one_agree_with_the_batch_order() {
+        let db = Db::new();
+        let s = open(&db);
+        let jobs = [
+            job("low").priority(1),
+            job("late").priority(5).not_before(3.0).unwrap(),
+            job("high-old").priority(5),
+            job("high-new").priority(5),
+        ];
+        s.enqueue_many(&jobs).unwrap();
+        let order = ids(&s.claim_batch(owner("peek"), now(4.0), ttl(1.0), 4).unwrap())
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>();
+        assert_eq!(order, ["high-old", "high-new", "late", "low"]);
+        // The peek's leases end at 5: from then on, one at a time in the same order.
+        let mut one_by_one = Vec::new();
+        for k in 0..4 {
+            let lease = if k % 2 == 0 {
+                s.claim_next(owner("w"), now(5.0), ttl(10.0)).unwrap()
+            } else {
+                s.claim_batch(owner("w"), now(5.0), ttl(10.0), 1)
+                    .unwrap()
+                    .pop()
+            };
+            let lease = lease.unwrap();
+            assert_eq!(
+                (lease.fence, lease.until, lease.owner.as_str()),
+                (2, 15.0, "w")
+            );
+            assert_eq!(db.row(&lease.job_id).unwrap().fence, 2);
+            one_by_one.push(lease.job_id);
+        }
+        assert_eq!(one_by_one, order);
+        assert!(
+            s.claim_next(owner("w"), now(5.0), ttl(10.0))
+                .unwrap()
+                .is_none()
         );
-        assert!(plan.contains("USING INDEX jobs_ready"), "{plan}");
-        assert!(!plan.contains("USE TEMP B-TREE FOR ORDER BY"), "{plan}");
     }
 }
 
