@@ -35,6 +35,7 @@ const STATE: &str = include_str!("sql/state.sql");
 const CLAIM: &str = include_str!("sql/claim.sql");
 const RENEW: &str = include_str!("sql/renew.sql");
 const COMPLETE: &str = include_str!("sql/complete.sql");
+const COMPLETE_BATCH: &str = include_str!("sql/complete_batch.sql");
 const RELEASE: &str = include_str!("sql/release.sql");
 const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
 const FAIL: &str = include_str!("sql/fail.sql");
@@ -678,21 +679,35 @@ impl Store for PgStore {
             text("owner", &lease.owner)?;
             text("result", result)?;
         }
+        // Judged one after another, a repeated (id, owner, fence) can never be stored: the
+        // first one stored it, or it was refused. Send each once; the repeats are refused.
+        // (Different owners or fences of one id are all sent: at most one matches the row.)
+        let mut seen = std::collections::HashSet::new();
+        let mut sent = Vec::with_capacity(completions.len());
+        let (mut ids, mut owners, mut fences, mut results) = (vec![], vec![], vec![], vec![]);
+        for (k, (lease, result)) in completions.iter().enumerate() {
+            if seen.insert((&lease.job_id, &lease.owner, lease.fence)) {
+                sent.push(k);
+                ids.push(lease.job_id.as_str());
+                owners.push(lease.owner.as_str());
+                fences.push(lease.fence);
+                results.push(*result);
+            }
+        }
         let now = self.clock(now)?.seconds();
         let mut conn = self.conn()?;
-        let statement = conn.prepared(COMPLETE).map_err(|e| self.err(e))?;
-        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
-        let mut stored = Vec::with_capacity(completions.len());
-        for (lease, result) in completions {
-            let changed = tx
-                .execute(
-                    &statement,
-                    &[&lease.job_id, &lease.owner, &lease.fence, &now, result],
-                )
-                .map_err(|e| self.err(e))?;
-            stored.push(changed == 1);
+        let statement = conn.prepared(COMPLETE_BATCH).map_err(|e| self.err(e))?;
+        let rows = conn
+            .query(&statement, &[&ids, &owners, &fences, &now, &results])
+            .map_err(|e| self.err(e))?;
+        let mut stored = vec![false; completions.len()];
+        for row in rows {
+            // WITH ORDINALITY counts from 1.
+            let position: i64 = row.get(0);
+            if let Some(&k) = usize::try_from(position - 1).ok().and_then(|i| sent.get(i)) {
+                stored[k] = true;
+            }
         }
-        tx.commit().map_err(|e| self.err(e))?;
         Ok(stored)
     }
 
