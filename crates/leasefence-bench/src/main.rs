@@ -133,6 +133,7 @@ struct Sizes {
     normal: usize,
     pg: usize,
     seed: usize,
+    peer_max: usize,
     rounds: usize,
 }
 
@@ -154,6 +155,7 @@ fn main() -> Result<()> {
             normal: 3_000,
             pg: 1_000,
             seed: 200,
+            peer_max: 3_000,
             rounds: 3,
         }
     } else {
@@ -162,6 +164,7 @@ fn main() -> Result<()> {
             normal: 15_000,
             pg: 4_000,
             seed: 600,
+            peer_max: 3_000,
             rounds: 5,
         }
     };
@@ -284,8 +287,10 @@ fn cases(sizes: &Sizes, pg: bool, peers: &peers::Peers) -> Vec<Case> {
                 add(Who::Ours(Subject::Seed), sizes.seed);
             }
             if !processes {
+                // The peers run at a few hundred to a few thousand jobs/s: a bounded count keeps
+                // the run short without changing their rate.
                 for peer in peers.for_durability(durability) {
-                    add(Who::Peer(peer), jobs);
+                    add(Who::Peer(peer), jobs.min(sizes.peer_max));
                 }
             }
         }
