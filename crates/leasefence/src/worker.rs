@@ -1,13 +1,14 @@
 //! The worker runtime: claim → heartbeat → complete | fail | release, on a [`Clock`].
 //!
 //! A [`Worker`] runs a handler closure on `N` threads. Each thread opens its own store, claims
-//! the best ready job ([`Store::claim_next`]), and runs the handler with a [`JobContext`]. While
-//! the handler runs, a heartbeat renews the lease at a fraction of its ttl. What the handler
-//! returns decides the write, and every write is fenced by the store:
+//! the best ready jobs ([`Store::claim_batch`]), and runs the handler on each with a
+//! [`JobContext`]. While a job runs or waits its turn, a heartbeat renews its lease at a
+//! fraction of its ttl. What the handler returns decides the write, and every write is fenced by
+//! the store:
 //!
 //! | handler | write | when the lease is no longer current |
 //! |---|---|---|
-//! | `Ok(result)` | [`Store::complete_lease`] | refused, counted in [`WorkerStats::stale_refused`] |
+//! | `Ok(result)` | [`Store::complete_lease`], or [`Store::complete_batch`] with the other results of its batch | refused, counted in [`WorkerStats::stale_refused`] |
 //! | `Err(e)` or a panic | [`Store::fail`] with [`Backoff`]: retrying, or dead after the last attempt | refused, counted the same way |
 //! | [`JobContext::complete_with`] | the caller's writes commit with the completion | `Ok(None)`: nothing runs |
 //!
@@ -15,6 +16,12 @@
 //! cancelled), the context reports the lease as lost ([`JobContext::is_lost`]) and its
 //! [`CancelToken`] fires. The handler may go on running — nothing stops a thread — but nothing it
 //! tries to store is accepted any more.
+//!
+//! **Batches.** A thread starts by claiming one job at a time. While its handlers are quick, it
+//! claims as many jobs as it can run in about 10 ms (at most [`WorkerBuilder::batch`], default
+//! 32) in one transaction, and writes their results together in one more: two commits — two
+//! fsyncs at `synchronous = FULL` — for the whole batch instead of two per job. Slow handlers
+//! keep it at one job per claim, so no claimed job waits long behind another.
 //!
 //! Time for leases is read from a [`Clock`] ([`SystemClock`] by default); tests drive a
 //! [`ManualClock`] instead of sleeping. Real time is only used for the short polling ticks
