@@ -411,13 +411,15 @@ impl SqliteStore {
 }
 
 /// Installs the busy handler: while another connection holds the write lock, wait in short,
-/// jittered sleeps (20 µs doubling to at most 1 ms) until `limit` has passed since the first
-/// refusal, then give up with `SQLITE_BUSY` ([`Error::Busy`]).
+/// jittered sleeps (from 25–50 µs, doubling, to at most 2–4 ms) until `limit` has passed since
+/// the first refusal, then give up with `SQLITE_BUSY` ([`Error::Busy`]).
 ///
 /// SQLite's own busy timeout sleeps up to 100 ms between tries, so a waiter can sleep through
-/// many releases of the lock and a claim can stall for a tenth of a second under contention;
-/// short sleeps keep every waiter close to the lock, and the jitter keeps waiters from waking
-/// in lockstep.
+/// many releases of the lock and a claim can stall for a tenth of a second under contention.
+/// Much shorter sleeps (at most 1 ms) kept latency low but cost throughput at
+/// `synchronous = FULL`: waiters woke so often that the lock changed hands between nearly
+/// every transaction. The 4 ms ceiling measured best for both (`cargo xtask bench`: eight
+/// processes, p99 claim 3–6 ms). The jitter keeps waiters from waking in lockstep.
 fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite::Result<()> {
     let mut first_refusal = Instant::now();
     // xorshift64; seeded per connection so that processes and threads do not share a sequence.
@@ -436,8 +438,8 @@ fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite::Result<()
         jitter ^= jitter << 13;
         jitter ^= jitter >> 7;
         jitter ^= jitter << 17;
-        let ceiling = 20u64 << count.clamp(0, 6) as u32; // 20 µs … 1.28 ms
-        let micros = ceiling.min(1_000) / 2 + jitter % (ceiling.min(1_000) / 2);
+        let ceiling = (50u64 << count.clamp(0, 7) as u32).min(4_000); // 50 µs … 4 ms
+        let micros = ceiling / 2 + jitter % (ceiling / 2);
         std::thread::sleep(Duration::from_micros(micros).min(limit - waited));
         true
     }))
