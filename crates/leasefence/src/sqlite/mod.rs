@@ -418,9 +418,12 @@ impl SqliteStore {
 /// many releases of the lock and a claim can stall for a tenth of a second under contention.
 /// Much shorter sleeps (at most 1 ms) kept latency low but cost throughput at
 /// `synchronous = FULL`: waiters woke so often that the lock changed hands between nearly
-/// every transaction. The 4 ms ceiling measured best for both (`cargo xtask bench`: eight
-/// processes, p99 claim 3–6 ms). The jitter keeps waiters from waking in lockstep.
+/// every transaction; a 4 ms ceiling lets a writer run on. Long sleeps starve the unlucky,
+/// though (a 164 ms claim among eight processes), so a waiter that has waited 15 ms already
+/// retries every 50–100 µs until it gets its turn. The jitter keeps waiters from waking in
+/// lockstep. (`cargo xtask bench` measures both sides: docs/benchmarks.md.)
 fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite::Result<()> {
+    const STARVING: Duration = Duration::from_millis(15);
     let mut first_refusal = Instant::now();
     // xorshift64; seeded per connection so that processes and threads do not share a sequence.
     let nanos = std::time::SystemTime::now()
@@ -438,7 +441,13 @@ fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite::Result<()
         jitter ^= jitter << 13;
         jitter ^= jitter >> 7;
         jitter ^= jitter << 17;
-        let ceiling = (50u64 << count.clamp(0, 7) as u32).min(4_000); // 50 µs … 4 ms
+        // A waiter that has already waited long (the others kept winning) retries often, so
+        // that it gets its turn: long sleeps keep throughput, this keeps the tail short.
+        let ceiling = if waited >= STARVING {
+            100
+        } else {
+            (50u64 << count.clamp(0, 7) as u32).min(4_000) // 50 µs … 4 ms
+        };
         let micros = ceiling / 2 + jitter % (ceiling / 2);
         std::thread::sleep(Duration::from_micros(micros).min(limit - waited));
         true
