@@ -222,9 +222,10 @@ pub trait Store {
     /// result was stored. A refused item changes nothing and does not stop the others; an
     /// error stores none of them.
     ///
-    /// This is how a worker with many short jobs amortises the commit: the default
-    /// implementation completes one lease per call; [`SqliteStore`](crate::SqliteStore) and
-    /// `PgStore` override it with one transaction.
+    /// This is how a worker with many short jobs amortises the commit.
+    /// [`SqliteStore`](crate::SqliteStore) and `PgStore` do it in one transaction; the default
+    /// implementation, for other stores, completes one lease per call, so an error there
+    /// leaves the items before it stored.
     ///
     /// ```
     /// # fn main() -> Result<(), leasefence::Error> {

@@ -1354,29 +1354,28 @@ fn run_batch<S: Store>(
         ran += 1;
         let ctx = JobContext { job, store, shared };
         let returned = catch_unwind(AssertUnwindSafe(|| (shared.handler)(&ctx)));
-        let lease = &job.lease;
-        let outcome = match job.settled.load(Ordering::SeqCst) {
-            SETTLED_COMPLETED => JobOutcome::Completed,
-            SETTLED_REFUSED => JobOutcome::Refused,
-            _ => match returned {
-                Ok(Ok(result)) => {
-                    // Written with the batch; the heartbeat keeps the lease alive meanwhile.
-                    results.push((job.clone(), result));
-                    oldest.get_or_insert_with(Instant::now);
-                    continue;
-                }
-                Ok(Err(error)) => {
-                    job.finish();
-                    record_failure(shared, store, lease, error)
-                }
-                Err(panic) => {
-                    job.finish();
-                    let error = format!("handler panicked: {}", panic_message(&*panic));
-                    record_failure(shared, store, lease, error)
-                }
-            },
-        };
+        let settled = job.settled.load(Ordering::SeqCst);
+        if settled == UNSETTLED
+            && let Ok(Ok(result)) = returned
+        {
+            // Written with the batch; the heartbeat keeps the lease alive meanwhile.
+            results.push((job.clone(), result));
+            oldest.get_or_insert_with(Instant::now);
+            continue;
+        }
+        // Any other outcome is written now, with the heartbeat stopped first.
         job.finish();
+        let lease = &job.lease;
+        let outcome = match (settled, returned) {
+            (SETTLED_COMPLETED, _) => JobOutcome::Completed,
+            (SETTLED_REFUSED, _) => JobOutcome::Refused,
+            (_, Ok(Ok(_))) => unreachable!("an unsettled result is written with the batch"),
+            (_, Ok(Err(error))) => record_failure(shared, store, lease, error),
+            (_, Err(panic)) => {
+                let error = format!("handler panicked: {}", panic_message(&*panic));
+                record_failure(shared, store, lease, error)
+            }
+        };
         report(shared, lease, &outcome);
     }
     store_results(shared, store, results);

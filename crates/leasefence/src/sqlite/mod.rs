@@ -776,7 +776,6 @@ impl Store for SqliteStore {
     }
 }
 
-/// Reads a status name written by `status.sql`.
 /// The lease of one row returned by the claim statements.
 fn claimed_lease(r: &rusqlite::Row<'_>, owner: Owner<'_>) -> rusqlite::Result<Lease> {
     Ok(Lease {
@@ -791,6 +790,7 @@ fn claimed_lease(r: &rusqlite::Row<'_>, owner: Owner<'_>) -> rusqlite::Result<Le
     })
 }
 
+/// Reads a status name written by `status.sql`.
 fn status_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Status> {
     let name: String = row.get(index)?;
     Status::parse(&name).map_err(|e| {
