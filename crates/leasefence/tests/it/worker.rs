@@ -1515,13 +1515,19 @@ mod batches {
                 .unwrap(),
         );
         let waiting = recv(&started);
-        // Ten seconds of clock pass in steps: more than three lease lengths.
+        // Ten seconds of clock pass in steps: more than three lease lengths. Each step waits
+        // until every lease the worker holds — the running job, a result waiting to be
+        // written, the jobs queued behind — was renewed at this step's time.
         for _ in 0..10 {
             let now = clock.advance(1.0);
-            wait_until("the heartbeat renews every waiting job", || {
-                waiting
-                    .iter()
-                    .all(|id| db.row(id).unwrap().until > now + 1.5)
+            wait_until("the heartbeat renews every held job at this step", || {
+                let held: Vec<Row> = db
+                    .rows()
+                    .into_iter()
+                    .filter(|r| r.owner.as_deref() == Some("b-0") && r.done == 0)
+                    .collect();
+                waiting.iter().all(|id| held.iter().any(|r| &r.id == id))
+                    && held.iter().all(|r| r.until >= now + 3.0)
             });
         }
         open_gate.send(()).unwrap();
