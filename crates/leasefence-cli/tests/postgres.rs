@@ -219,6 +219,10 @@ fn the_test_database_string_becomes_a_url() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn the_contract_round_trip_on_postgres_refuses_the_stale_fence() {
     let Some(pg) = Pg::new() else { return };
     pg.lf(&["init"])
@@ -384,6 +388,10 @@ fn the_contract_round_trip_on_postgres_refuses_the_stale_fence() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn without_now_postgres_judges_leases_by_the_database_clock() {
     let Some(pg) = Pg::new() else { return };
     pg.lf(&["enqueue", "j"]).ok();
@@ -427,6 +435,10 @@ fn without_now_postgres_judges_leases_by_the_database_clock() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn leasefence_db_is_used_when_db_is_absent() {
     let Some(pg) = Pg::new() else { return };
     let env = [
@@ -484,6 +496,10 @@ fn leasefence_db_is_used_when_db_is_absent() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn the_queue_commands_run_on_postgres() {
     let Some(pg) = Pg::new() else { return };
     pg.lf(&[
@@ -552,6 +568,10 @@ fn the_queue_commands_run_on_postgres() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn work_exec_drains_a_postgres_queue() {
     let Some(pg) = Pg::new() else { return };
     pg.lf_in(
@@ -606,6 +626,10 @@ fn work_exec_drains_a_postgres_queue() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn demo_on_postgres_refuses_every_stale_write_and_does_every_job_once() {
     let Some(pg) = Pg::new() else { return };
     const JOBS: usize = 300;
@@ -674,6 +698,10 @@ fn demo_on_postgres_refuses_every_stale_write_and_does_every_job_once() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn demo_on_postgres_without_a_schema_uses_a_fresh_one_and_drops_it() {
     let Some(pg) = Pg::new() else { return };
     // A job of someone else's, in another schema: the demo must leave it alone.

@@ -46,6 +46,10 @@ fn sqlite_killed_workers_lose_nothing_and_never_reissue_a_fence() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn postgres_killed_workers_lose_nothing_and_never_reissue_a_fence() {
     let Some(pg) = PgSchema::new("crash") else {
         return;

@@ -120,6 +120,10 @@ fn overlaps(runs: &[Run]) -> Vec<(Run, Run)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn workers_whose_clocks_disagree_by_more_than_the_ttl_never_both_hold_a_live_lease() {
     let Some(db) = PgDb::new() else { return };
     let (runs, lost) = skewed_workers(&db, true, 8);
@@ -149,6 +153,10 @@ fn workers_whose_clocks_disagree_by_more_than_the_ttl_never_both_hold_a_live_lea
 /// The contrast that shows the test above can fail: on the workers' own clocks, the fast one
 /// finds the slow one's live leases expired and takes them while their handlers still run.
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn on_their_own_clocks_the_same_workers_take_each_others_live_leases() {
     let Some(db) = PgDb::new() else { return };
     let (runs, lost) = skewed_workers(&db, false, 4);
@@ -174,6 +182,10 @@ fn stalls(job: &str, fence: i64) -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn several_processes_with_stalls_finish_every_job_once_and_refuse_every_stale_write() {
     let Some(db) = PgDb::new() else { return };
     let jobs: Vec<NewJob> = (0..JOBS)
@@ -318,6 +330,10 @@ fn pg_child_worker() {
 /// monotonic timer: a fresh lease has about a ttl left on it, and heartbeats keep a job that
 /// runs for several ttls.
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn worker_postgres_follows_the_database_clock_by_default() {
     let Some(db) = PgDb::new() else { return };
     db.store()

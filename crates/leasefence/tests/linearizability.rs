@@ -342,6 +342,10 @@ fn sqlite_thread_histories_are_linearizable() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn postgres_thread_histories_are_linearizable() {
     let Some(pg) = PgSchema::new("lin") else {
         return;

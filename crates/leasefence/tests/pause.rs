@@ -44,6 +44,10 @@ fn sqlite_frozen_workers_never_store_with_an_old_fence() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn postgres_frozen_workers_never_store_with_an_old_fence() {
     let Some(pg) = PgSchema::new("pause") else {
         return;

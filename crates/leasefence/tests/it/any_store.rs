@@ -106,6 +106,10 @@ fn bad_database_strings_are_invalid_arguments_naming_db() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn a_postgres_url_opens_pgstore_and_its_overrides_are_kept() {
     let Some(pg) = PgDb::new() else { return };
     let url = as_url(&pg.url);

@@ -767,6 +767,7 @@ macro_rules! contract {
             }
 
             #[test]
+            #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
             fn pg() {
                 let Some(db) = PgDb::new() else { return };
                 case(&Kept(db.store()), &db);

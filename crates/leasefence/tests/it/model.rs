@@ -196,6 +196,10 @@ fn seed_functions_agree_with_the_model() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn pg_store_agrees_with_the_model() {
     let Some(db) = PgDb::new() else { return };
     let store = db.store();
@@ -428,6 +432,10 @@ fn sqlite_a_purged_id_enqueued_again_gets_its_whole_attempts_budget() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn pg_a_purged_id_enqueued_again_gets_its_whole_attempts_budget() {
     let Some(db) = PgDb::new() else { return };
     a_purged_id_enqueued_again_gets_its_whole_attempts_budget(&db.store());

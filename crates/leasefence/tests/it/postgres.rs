@@ -20,6 +20,10 @@ fn ttl(t: f64) -> Ttl {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn of_many_racing_claims_from_separate_stores_exactly_one_wins() {
     let Some(db) = PgDb::new() else { return };
     const OWNERS: usize = 8;
@@ -64,6 +68,10 @@ fn of_many_racing_claims_from_separate_stores_exactly_one_wins() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn concurrent_claim_batches_never_hand_out_the_same_job() {
     let Some(db) = PgDb::new() else { return };
     let jobs: Vec<NewJob> = (0..300)
@@ -101,6 +109,10 @@ fn concurrent_claim_batches_never_hand_out_the_same_job() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
     let Some(db) = PgDb::new() else { return };
     // a second, brand-new schema, initialised by eight stores at once
@@ -158,7 +170,7 @@ fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
 }
 
 #[test]
-fn the_default_schema_is_leasefence_and_bad_names_are_refused() {
+fn bad_schema_names_and_urls_are_refused_before_connecting() {
     assert_invalid(
         PgOptions::new().schema("Bad-Name").open("host=127.0.0.1"),
         "schema",
@@ -168,6 +180,14 @@ fn the_default_schema_is_leasefence_and_bad_names_are_refused() {
         "schema",
     );
     assert_invalid(PgOptions::new().open("postgres://[::1"), "url");
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn without_a_schema_option_the_tables_live_in_leasefence() {
     let Some(db) = PgDb::new() else { return };
     // the default schema; shared with other runs, so only look, never drop
     let store = PgStore::open(&db.url).unwrap();
@@ -175,6 +195,10 @@ fn the_default_schema_is_leasefence_and_bad_names_are_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn commits_are_durable_synchronous_commit_is_on() {
     let Some(db) = PgDb::new() else { return };
     let store = db.store();
@@ -208,6 +232,10 @@ fn claim_one(store: &PgStore) -> leasefence::Lease {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn claim_next_walks_the_ready_index_in_order_without_sorting() {
     let Some(db) = PgDb::new() else { return };
     let sql: String = include_str!("../../src/postgres/sql/claim_next.sql")
@@ -225,6 +253,10 @@ fn claim_next_walks_the_ready_index_in_order_without_sorting() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn complete_with_commits_the_callers_writes_only_with_a_current_lease() {
     let Some(db) = PgDb::new() else { return };
     let store = db.store();
@@ -286,6 +318,10 @@ fn an_unreachable_server_is_a_clear_connection_error() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn a_row_lock_held_past_the_lock_timeout_is_busy_and_changes_nothing() {
     let Some(db) = PgDb::new() else { return };
     let store = db
@@ -311,6 +347,10 @@ fn a_row_lock_held_past_the_lock_timeout_is_busy_and_changes_nothing() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn a_purge_racing_an_enqueue_of_the_same_id_never_lets_a_fence_be_issued_again() {
     // Under READ COMMITTED an enqueue whose snapshot predates the purge's commit could insert
     // the id afresh with fence 0; the per-id lock makes it see the fence floor.
@@ -341,6 +381,10 @@ fn a_purge_racing_an_enqueue_of_the_same_id_never_lets_a_fence_be_issued_again()
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn a_connection_killed_mid_statement_is_a_clear_error_changes_nothing_and_the_next_call_works() {
     let Some(db) = PgDb::new() else { return };
     let store = db
@@ -399,6 +443,10 @@ fn a_connection_killed_mid_statement_is_a_clear_error_changes_nothing_and_the_ne
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_lease() {
     let Some(db) = PgDb::new() else { return };
     let behind = db.options().database_clock(true).open(&db.url).unwrap();
@@ -475,6 +523,10 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn the_worker_runtime_drains_a_postgresql_queue() {
     let Some(db) = PgDb::new() else { return };
     let jobs: Vec<NewJob> = (0..40)
@@ -506,6 +558,10 @@ fn the_worker_runtime_drains_a_postgresql_queue() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn claim_next_skips_a_job_another_transaction_has_locked() {
     // SKIP LOCKED: a worker never queues behind a row another transaction holds (another
     // worker's claim in flight, an operator's UPDATE); it takes the next ready job at once.
@@ -543,6 +599,10 @@ fn claim_next_skips_a_job_another_transaction_has_locked() {
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() {
     // PostgreSQL text cannot hold NUL (SQLite's can): refused up front as an invalid argument
     // naming the argument, never sent to the server as a backend encoding error.
@@ -581,6 +641,10 @@ fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() 
 }
 
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn each_sqlstate_is_sorted_into_its_error_kind() {
     // A killed backend reaches the driver either as SQLSTATE 57P01 or as a closed socket,
     // depending on timing; a trigger raising each SQLSTATE checks every mapping every time.
@@ -637,6 +701,10 @@ fn each_sqlstate_is_sorted_into_its_error_kind() {
 /// (PostgreSQL's lock table holds ~64 locks per connection, with some room to spare); the id
 /// locks are per bucket now.
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn a_batch_of_thirty_thousand_jobs_is_enqueued_in_one_call_and_purged_in_one_call() {
     let Some(db) = PgDb::new() else { return };
     let store = db.store();
@@ -656,6 +724,10 @@ fn a_batch_of_thirty_thousand_jobs_is_enqueued_in_one_call_and_purged_in_one_cal
 /// prepared statements (read inside `complete_with`, on the store's own connection) do not grow
 /// with the number of calls.
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn statements_are_prepared_once_per_connection_and_reused() {
     let Some(db) = PgDb::new() else { return };
     let store = db.options().pool_size(1).open(&db.url).unwrap();

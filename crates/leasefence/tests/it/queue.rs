@@ -49,6 +49,7 @@ macro_rules! queue_case {
             }
 
             #[test]
+            #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
             fn pg() {
                 let Some(db) = PgDb::new() else { return };
                 let s = db.store();
@@ -1445,6 +1446,10 @@ fn complete_batch_an_error_stores_none_of_the_results() {
 
 /// PostgreSQL refuses a NUL in any result before it writes anything.
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn complete_batch_pg_a_bad_result_stores_none() {
     let Some(db) = PgDb::new() else { return };
     let s = db.store();
