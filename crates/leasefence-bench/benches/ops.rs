@@ -47,7 +47,9 @@ fn ops(c: &mut Criterion) {
     c.bench_function("claim_batch(64) + complete_batch, per batch", |b| {
         b.iter(|| {
             let now = tick();
-            let leases = batched.claim_batch(owner, now, ttl, 64).unwrap();
+            let leases = batched
+                .claim_batch(owner, now, ttl, leasefence::BatchSize::new(64).unwrap())
+                .unwrap();
             let items: Vec<(&leasefence::Lease, &str)> = leases.iter().map(|l| (l, "ok")).collect();
             black_box(batched.complete_batch(&items, now).unwrap());
         })
@@ -58,7 +60,8 @@ fn ops(c: &mut Criterion) {
     let fence = held
         .claim(job, owner, Now::new(0.5).expect("now"), ttl)
         .unwrap()
-        .expect("claimable");
+        .expect("claimable")
+        .fence;
     c.bench_function("renew", |b| {
         b.iter(|| assert!(held.renew(job, owner, fence, tick(), ttl).unwrap()))
     });

@@ -316,7 +316,7 @@ pub(crate) fn run_loop(subject: Subject, target: &Target, index: usize, of: usiz
                 Durability::Pg => Box::new(target.pg(1)?),
                 _ => Box::new(target.sqlite()?),
             };
-            let n = if subject == Subject::Batch { BATCH } else { 1 };
+            let n = leasefence::BatchSize::new(if subject == Subject::Batch { BATCH } else { 1 })?;
             loop {
                 let leases = match store.claim_batch(owner, Now::new(unix_now())?, ttl, n) {
                     Ok(leases) => leases,
@@ -330,7 +330,7 @@ pub(crate) fn run_loop(subject: Subject, target: &Target, index: usize, of: usiz
                     break;
                 }
                 let now = Now::new(unix_now())?;
-                let stored = if n == 1 {
+                let stored = if n == leasefence::BatchSize::ONE {
                     vec![store.complete_lease(&leases[0], now, "ok")?]
                 } else {
                     let results: Vec<_> = leases.iter().map(|l| (l, "ok")).collect();

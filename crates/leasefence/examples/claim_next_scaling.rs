@@ -35,7 +35,12 @@ fn build(path: &std::path::Path, size: usize, done_prefix: usize) -> leasefence:
     let mut finished = 0;
     while finished < done_prefix {
         let n = (done_prefix - finished).min(10_000);
-        for lease in store.claim_batch(owner, Now::new(0.0)?, Ttl::new(1.0)?, n)? {
+        for lease in store.claim_batch(
+            owner,
+            Now::new(0.0)?,
+            Ttl::new(1.0)?,
+            leasefence::BatchSize::new(n)?,
+        )? {
             store.complete_lease(&lease, Now::new(0.5)?, "")?;
         }
         finished += n;

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 ///
 /// A call the contract *refuses* — a stale fence, a job that is still leased, an unknown id — is
 /// not an error: it returns `false` or `None`. An `Error` means the call could not be judged at
-/// all, and in every case the store was left as it was before the call.
+/// all, and the store was left as it was before the call — except where a variant says
+/// otherwise: after [`Error::ConnectionLost`] during a commit, whether the write took effect is
+/// unknown until the state is read back.
 ///
 /// Match on the variant when you need to react to one case; use [`Error::is_retryable`] to decide
 /// whether to try the same call again, and [`Error::argument`] to find which argument was bad.
@@ -115,6 +117,17 @@ pub enum Error {
         /// What the engine reported.
         #[source]
         source: BackendError,
+    },
+
+    /// The database cannot give a guarantee the store relies on: SQLite could not switch the
+    /// file to WAL (its file system lacks shared memory or locking, e.g. some network
+    /// mounts). The schema was not touched.
+    #[error("database {database} cannot be used: {detail}")]
+    Unsupported {
+        /// The SQLite file.
+        database: String,
+        /// What is missing.
+        detail: String,
     },
 
     /// Any other failure reported by the database engine (an I/O error, …).

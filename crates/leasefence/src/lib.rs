@@ -102,6 +102,8 @@ mod open;
 #[cfg(feature = "postgres")]
 #[path = "postgres/mod.rs"]
 mod pg;
+/// The decisions above the seam that every backend shares (batch order, default retry time).
+mod policy;
 mod sqlite;
 mod store;
 mod types;
@@ -114,7 +116,8 @@ pub use pg::{PgOptions, PgStore};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::Store;
 pub use types::{
-    Backoff, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Stats, Status, Ttl,
+    Backoff, BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner,
+    Resource, Stats, Status, Ttl,
 };
 pub use worker::{
     CancelToken, Clock, JobContext, JobOutcome, ManualClock, ShutdownHandle, SystemClock, Worker,
@@ -193,7 +196,8 @@ pub fn claim(
     ttl: f64,
 ) -> Result<Option<i64>, Error> {
     let (job_id, owner, now, ttl) = claim_args(job_id, owner, now, ttl)?;
-    existing(path.as_ref())?.claim(job_id, owner, now, ttl)
+    let lease = existing(path.as_ref())?.claim(job_id, owner, now, ttl)?;
+    Ok(lease.map(|lease| lease.fence))
 }
 
 fn claim_args<'a>(

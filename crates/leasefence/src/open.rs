@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::sqlite::{SqliteOptions, SqliteStore};
 use crate::store::Store;
 use crate::types::{
-    Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Stats, Status, Ttl,
+    BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Resource, Stats,
+    Status, Ttl,
 };
 #[cfg(feature = "postgres")]
 use crate::{PgOptions, PgStore};
@@ -51,7 +52,7 @@ const SQLITE_SCHEME: &str = "sqlite://";
 /// assert!(Target::parse("").is_err());
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum Target {
     /// An SQLite database file.
     Sqlite(PathBuf),
@@ -126,6 +127,17 @@ impl fmt::Display for Target {
         match self {
             Target::Sqlite(path) => write!(f, "{}", path.display()),
             Target::Postgres(url) => f.write_str(&redact(url)),
+        }
+    }
+}
+
+/// As `Display`: a PostgreSQL URL's password never appears, not even in `{:?}` (a `Target`
+/// inside a logged error or struct must not leak it).
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            Target::Postgres(url) => f.debug_tuple("Postgres").field(&redact(url)).finish(),
         }
     }
 }
@@ -279,8 +291,8 @@ impl AnyOptions {
 /// let store = AnyStore::open(db)?;
 /// let (job, me) = (JobId::new("thumbnail-7")?, Owner::new("worker-1")?);
 /// store.enqueue(job)?;
-/// let fence = store.claim(job, me, Now::new(100.0)?, Ttl::new(30.0)?)?.expect("claimable");
-/// assert!(store.complete(job, me, fence, Now::new(110.0)?, "ok")?);
+/// let lease = store.claim(job, me, Now::new(100.0)?, Ttl::new(30.0)?)?.expect("claimable");
+/// assert!(store.complete_lease(&lease, Now::new(110.0)?, "ok")?);
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -375,7 +387,7 @@ impl Store for AnyStore {
         owner: Owner<'_>,
         now: Now,
         ttl: Ttl,
-    ) -> Result<Option<Fence>> {
+    ) -> Result<Option<Lease>> {
         delegate!(self, s => s.claim(job_id, owner, now, ttl))
     }
 
@@ -409,11 +421,21 @@ impl Store for AnyStore {
         delegate!(self, s => s.enqueue_many(jobs))
     }
 
+    fn enqueue_job(&self, job: NewJob) -> Result<bool> {
+        delegate!(self, s => s.enqueue_job(job))
+    }
+
     fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
         delegate!(self, s => s.claim_next(owner, now, ttl))
     }
 
-    fn claim_batch(&self, owner: Owner<'_>, now: Now, ttl: Ttl, n: usize) -> Result<Vec<Lease>> {
+    fn claim_batch(
+        &self,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+        n: BatchSize,
+    ) -> Result<Vec<Lease>> {
         delegate!(self, s => s.claim_batch(owner, now, ttl, n))
     }
 
@@ -443,7 +465,7 @@ impl Store for AnyStore {
         delegate!(self, s => s.stats(now))
     }
 
-    fn admit(&self, resource: &str, fence: Fence) -> Result<bool> {
+    fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
         delegate!(self, s => s.admit(resource, fence))
     }
 
@@ -514,5 +536,22 @@ mod tests {
         );
         assert_eq!(shown("postgres://u:p@w@h/d"), "postgres://u:***@h/d");
         assert_eq!(shown("jobs.db"), "jobs.db");
+    }
+
+    #[test]
+    fn passwords_are_not_in_debug_output() {
+        for url in [
+            "postgres://app:s3cret-pw@db.internal:5432/jobs",
+            "postgresql://db/jobs?user=app&password=s3cret-pw",
+        ] {
+            let target = Target::parse(url).unwrap();
+            let debug = format!("{target:?} {target:#?}");
+            assert!(!debug.contains("s3cret-pw"), "{debug}");
+            assert!(debug.contains("Postgres"), "{debug}");
+        }
+        assert_eq!(
+            format!("{:?}", Target::parse("jobs.db").unwrap()),
+            r#"Sqlite("jobs.db")"#
+        );
     }
 }

@@ -2,18 +2,25 @@
 
 use crate::error::Result;
 use crate::types::{
-    Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Stats, Status, Ttl,
+    BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Resource, Stats,
+    Status, Ttl,
 };
 
 /// The lease-and-fence contract, one method per operation.
 ///
 /// Every backend implements exactly these semantics; the contract suite in `tests/it` runs one
 /// set of test bodies against each of them. Arguments arrive already validated (see
-/// [`JobId`], [`Owner`], [`Now`], [`Ttl`]), so a backend never decides what is valid input.
+/// [`JobId`], [`Owner`], [`Now`], [`Ttl`], [`BatchSize`], [`Resource`]), so a backend never
+/// decides what is valid input; the decisions that are not storage (the order of a claimed
+/// batch, the default retry time) are shared code above the seam, so a backend implements
+/// storage only. `docs/architecture.md` lists what a new backend must provide.
 ///
 /// A refusal by the contract is a value (`false` / `None`), never an error. Every method returns
 /// an [`Error`](crate::Error) only when the call could not be judged (busy database, I/O failure,
-/// …), and then nothing was changed.
+/// …), and then nothing was changed — with two exceptions, said where they apply: when the
+/// connection is lost ([`Error::ConnectionLost`](crate::Error::ConnectionLost)) while a commit
+/// is under way, whether it took effect is unknown until the state is read back; and the
+/// default [`Store::complete_batch`] (for a backend without its own) is not one transaction.
 ///
 /// Clock values are the caller's and assumed non-decreasing. A lease is **live** while
 /// `until > now`; at `now == until` it has expired.
@@ -33,13 +40,14 @@ pub trait Store {
     /// Busy or backend failures only.
     fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>>;
 
-    /// Takes the lease on a claimable job and returns the new fence.
+    /// Takes the lease on a claimable job and returns it: the new fence **and** the lease end,
+    /// with the job's payload and queue settings, so the caller never reads the row again.
     ///
     /// A job is claimable when it exists, is not done and its lease has expired (`until <= now`;
     /// `now == until` is expired). Then, atomically with that check: `owner = owner`,
-    /// `until = now + ttl`, `fence = fence + 1`, and the new fence is returned. Unknown, done or
+    /// `until = now + ttl`, `fence = fence + 1`, and the lease is returned. Unknown, done or
     /// still-leased jobs return `None` and nothing changes. Of any number of concurrent claims
-    /// of one claimable job, exactly one gets a fence.
+    /// of one claimable job, exactly one gets a lease.
     ///
     /// # Errors
     /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
@@ -50,7 +58,7 @@ pub trait Store {
         owner: Owner<'_>,
         now: Now,
         ttl: Ttl,
-    ) -> Result<Option<Fence>>;
+    ) -> Result<Option<Lease>>;
 
     /// Extends a live lease to `until = now + ttl` and returns `true`, only when `owner` and
     /// `fence` match the stored ones, the job is not done and the lease is still live
@@ -106,25 +114,50 @@ pub trait Store {
     /// Busy or backend failures; then none of the jobs was inserted.
     fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>>;
 
+    /// Enqueues one job with its payload and queue settings: [`Store::enqueue_many`] of one.
+    /// `true` when inserted; `false` for a known id, left untouched.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{NewJob, SqliteStore, Store};
+    ///
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// assert!(store.enqueue_job(NewJob::new("resize-1")?.payload(b"640x480".to_vec()))?);
+    /// assert!(!store.enqueue_job(NewJob::new("resize-1")?)?); // known: untouched
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Store::enqueue_many`].
+    fn enqueue_job(&self, job: NewJob) -> Result<bool> {
+        Ok(self.enqueue_many(std::slice::from_ref(&job))? == [true])
+    }
+
     /// Claims the best ready job: highest priority, then earliest not-before, then oldest.
     /// Ready means not done, lease expired (`until <= now`), due (`not_before <= now`) and
     /// attempts left (`fence < max_attempts`, or no limit). Checked and written in one
     /// transaction, so concurrent callers never get the same job under the same fence.
     ///
+    /// This is [`Store::claim_batch`] of [`BatchSize::ONE`]; a backend may override it with a
+    /// faster statement of the same meaning (SQLite does), and its `claim_batch` must then not
+    /// call it back.
+    ///
     /// # Errors
     /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
     /// overflows; busy or backend failures.
     fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
-        Ok(self.claim_batch(owner, now, ttl, 1)?.pop())
+        Ok(self.claim_batch(owner, now, ttl, BatchSize::ONE)?.pop())
     }
 
     /// Claims up to `n` ready jobs in one transaction (one commit), best first; see
     /// [`Store::claim_next`].
     ///
     /// # Errors
-    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `n` when `n == 0`, or `ttl`
-    /// when `now + ttl` overflows; busy or backend failures.
-    fn claim_batch(&self, owner: Owner<'_>, now: Now, ttl: Ttl, n: usize) -> Result<Vec<Lease>>;
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
+    /// overflows; busy or backend failures.
+    fn claim_batch(&self, owner: Owner<'_>, now: Now, ttl: Ttl, n: BatchSize)
+    -> Result<Vec<Lease>>;
 
     /// Records a failed attempt, fenced like `complete` (owner, fence, not done, `until > now`).
     /// The lease is given up (fence kept) and the error stored; the job becomes claimable again
@@ -178,9 +211,8 @@ pub trait Store {
     /// never be admitted after the newer one.
     ///
     /// # Errors
-    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `resource` when it is empty;
-    /// busy or backend failures.
-    fn admit(&self, resource: &str, fence: Fence) -> Result<bool>;
+    /// Busy or backend failures.
+    fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool>;
 
     /// The clock this store judges leases by, when that is not the caller's: `Some(reading)`
     /// for a store whose operations ignore their `now` argument and read the database's own
@@ -241,7 +273,9 @@ pub trait Store {
     /// ```
     ///
     /// # Errors
-    /// Busy or backend failures; then none of the results was stored.
+    /// Busy or backend failures. With [`SqliteStore`](crate::SqliteStore) and `PgStore` none
+    /// of the results was then stored; with the default implementation, the items before the
+    /// failing one may have been.
     fn complete_batch(&self, completions: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>> {
         completions
             .iter()

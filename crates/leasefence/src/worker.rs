@@ -48,7 +48,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::error::{Error, Result};
 use crate::sqlite::SqliteStore;
 use crate::store::Store;
-use crate::types::{Backoff, Failed, Fence, Lease, Now, Owner, Ttl};
+use crate::types::{Backoff, BatchSize, Failed, Fence, Lease, Now, Owner, Resource, Ttl};
 
 /// How often the supervising thread looks at the clock to renew leases, in real time. Small
 /// enough that a [`ManualClock`] moved by a test is noticed at once.
@@ -632,7 +632,7 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// # Errors
     /// As [`Store::admit`].
     pub fn admit(&self, resource: &str) -> Result<bool> {
-        let admitted = self.store.admit(resource, self.fence())?;
+        let admitted = self.store.admit(Resource::new(resource)?, self.fence())?;
         if !admitted {
             tracing::warn!(
                 job_id = %self.job_id(), fence = self.fence(), resource,
@@ -1263,8 +1263,8 @@ fn work<S: Store>(shared: &Shared<S>, index: usize, store: S) {
             Ok(now) => now,
             Err(e) => return shared.fatal(e),
         };
-        let claimed =
-            Owner::new(&owner).and_then(|o| store.claim_batch(o, now, shared.config.ttl, want));
+        let claimed = Owner::new(&owner)
+            .and_then(|o| store.claim_batch(o, now, shared.config.ttl, BatchSize::new(want)?));
         match claimed {
             Ok(leases) if !leases.is_empty() => {
                 slot.idle.store(false, Ordering::SeqCst);

@@ -197,9 +197,12 @@ fn call(store: &dyn Store, id: &str, op: &Op) -> Ret {
     let n = |t: f64| Now::new(t).unwrap();
     let t = |t: f64| Ttl::new(t).unwrap();
     match op {
-        Op::Claim { owner, now, ttl } => {
-            Ret::Fence(store.claim(job, o(owner), n(*now), t(*ttl)).unwrap())
-        }
+        Op::Claim { owner, now, ttl } => Ret::Fence(
+            store
+                .claim(job, o(owner), n(*now), t(*ttl))
+                .unwrap()
+                .map(|lease| lease.fence),
+        ),
         Op::Renew {
             owner,
             fence,

@@ -261,7 +261,14 @@ fn child() {
         };
         // Announce the new fence to the downstream resource at once: from now on it refuses
         // every older one.
-        assert!(store.admit(&lease.job_id, lease.fence).unwrap());
+        assert!(
+            store
+                .admit(
+                    leasefence::Resource::new(&lease.job_id).unwrap(),
+                    lease.fence
+                )
+                .unwrap()
+        );
         report("claim", &lease, true);
         let started = Instant::now();
         while started.elapsed() < WORK {
@@ -273,7 +280,12 @@ fn child() {
             }
         }
         // A holder that lost its lease still tries to store, as a stalled worker would.
-        let admitted = store.admit(&lease.job_id, lease.fence).unwrap();
+        let admitted = store
+            .admit(
+                leasefence::Resource::new(&lease.job_id).unwrap(),
+                lease.fence,
+            )
+            .unwrap();
         report("downstream", &lease, admitted);
         let result = format!("{name}@{}", lease.fence);
         let ok = store.complete_lease(&lease, now(), &result).unwrap();

@@ -6,7 +6,7 @@ use serde_json::json;
 use leasefence::{Fence, JobId, Now, Owner, Store as _, Target, Ttl};
 
 use crate::Ctx;
-use crate::cmd::{now_on, now_or_clock, stored_until};
+use crate::cmd::{now_on, now_or_clock};
 use crate::output::Outcome;
 
 /// Arguments of `claim`.
@@ -83,13 +83,10 @@ fn claim_pg(
     }
     let store = ctx.open(now.is_some())?;
     let now = now_on(&store, now)?;
-    let fence = store.claim(job, who, Now::new(now)?, ttl)?;
-    let until = match fence {
-        Some(fence) => stored_until(&store, job, who, fence)?,
-        None => None,
-    };
-    let until = match until {
-        Some(until) => until,
+    let lease = store.claim(job, who, Now::new(now)?, ttl)?;
+    let fence = lease.as_ref().map(|lease| lease.fence);
+    let until = match lease {
+        Some(lease) => lease.until,
         None => ttl.until(Now::new(now)?)?,
     };
     Ok((now, fence, until))

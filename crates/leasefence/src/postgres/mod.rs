@@ -7,22 +7,19 @@
 //! it. `claim_next` picks rows with `FOR UPDATE SKIP LOCKED`. Every session runs with
 //! `synchronous_commit = on`.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use postgres::Config;
-use postgres::error::SqlState;
 use r2d2::{Pool, PooledConnection};
 
+mod errors;
 mod pool;
+mod store;
+use errors::map_error;
 use pool::Manager;
 
 use crate::error::{BackendError, Error, Result};
-use crate::store::Store;
-use crate::types::{
-    Backoff, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Stats, Status,
-    Ttl, batch_size, resource,
-};
+use crate::types::{Fence, JobId, Lease, Now, Owner, Ttl};
 
 /// The schema, one numbered migration per step, recorded in `schema_migrations` of the store's
 /// schema. Every migration is idempotent.
@@ -30,41 +27,31 @@ const MIGRATIONS: [&str; 2] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
 ];
-const ENQUEUE: &str = include_str!("sql/enqueue.sql");
-const STATE: &str = include_str!("sql/state.sql");
-const CLAIM: &str = include_str!("sql/claim.sql");
-const RENEW: &str = include_str!("sql/renew.sql");
-const COMPLETE: &str = include_str!("sql/complete.sql");
-const COMPLETE_BATCH: &str = include_str!("sql/complete_batch.sql");
-const RELEASE: &str = include_str!("sql/release.sql");
-const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
-const FAIL: &str = include_str!("sql/fail.sql");
-const CANCEL: &str = include_str!("sql/cancel.sql");
-const PURGE: &str = include_str!("sql/purge.sql");
-const ADMIT: &str = include_str!("sql/admit.sql");
-/// The database's clock: seconds since the Unix epoch on the server.
-const CLOCK: &str = "SELECT extract(epoch FROM clock_timestamp())::float8";
-const STATUS: &str = include_str!("sql/status.sql");
-/// Serialises `enqueue` and `purge` per job id (PostgreSQL-only; SQLite serialises all writers).
-/// Without it, under READ COMMITTED an enqueue whose snapshot predates a concurrent purge's
-/// commit would read no fence floor, wait for the purge to delete the old row, and insert the
-/// id from an older floor: a fence handed out again. Taking the id's lock first, in its own
-/// statement, makes the insert's snapshot see the purge's floor. Keys in a fixed order: no
-/// deadlocks between batches.
-///
-/// The locks are per bucket of ids (256 of them, by hash: `& 255`), not per id: a
-/// transaction can hold only so many locks (PostgreSQL's shared lock table, sized by
-/// `max_locks_per_transaction`), and one lock per id made an `enqueue_many` of 20,000 jobs
-/// fail with "out of shared memory". Ids sharing a bucket only wait for each other.
-const LOCK_IDS: &str = "SELECT pg_advisory_xact_lock(hashtext($1), k) \
-     FROM (SELECT DISTINCT hashtext(id) & 255 AS k FROM unnest($2::text[]) AS id ORDER BY 1) \
-     AS keys";
-/// The ids a purge would delete, to lock before deleting them.
-const PURGEABLE: &str = "SELECT id FROM jobs WHERE done = 1 AND finished_at < $1";
-static LIST: LazyLock<String> =
-    LazyLock::new(|| include_str!("sql/list.sql").replace("{status}", STATUS));
-static STATS: LazyLock<String> =
-    LazyLock::new(|| include_str!("sql/stats.sql").replace("{status}", STATUS));
+
+/// The statements, one file each in `sql/`, with the same names as the SQLite backend's for
+/// the same operation; each file is exactly the SQL that runs (nothing is spliced or
+/// rewritten), and its header says in which transaction. `database_now.sql`, `lock_ids.sql`
+/// and `purgeable.sql` are PostgreSQL's own (its clock; the per-id locks of enqueue and purge).
+mod sql {
+    pub(super) const ENQUEUE: &str = include_str!("sql/enqueue.sql");
+    pub(super) const STATE: &str = include_str!("sql/state.sql");
+    pub(super) const CLAIM: &str = include_str!("sql/claim.sql");
+    pub(super) const RENEW: &str = include_str!("sql/renew.sql");
+    pub(super) const COMPLETE: &str = include_str!("sql/complete.sql");
+    pub(super) const COMPLETE_BATCH: &str = include_str!("sql/complete_batch.sql");
+    pub(super) const RELEASE: &str = include_str!("sql/release.sql");
+    pub(super) const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
+    pub(super) const CLAIM_BATCH: &str = include_str!("sql/claim_batch.sql");
+    pub(super) const FAIL: &str = include_str!("sql/fail.sql");
+    pub(super) const CANCEL: &str = include_str!("sql/cancel.sql");
+    pub(super) const PURGEABLE: &str = include_str!("sql/purgeable.sql");
+    pub(super) const PURGE: &str = include_str!("sql/purge.sql");
+    pub(super) const LIST: &str = include_str!("sql/list.sql");
+    pub(super) const STATS: &str = include_str!("sql/stats.sql");
+    pub(super) const ADMIT: &str = include_str!("sql/admit.sql");
+    pub(super) const DATABASE_NOW: &str = include_str!("sql/database_now.sql");
+    pub(super) const LOCK_IDS: &str = include_str!("sql/lock_ids.sql");
+}
 
 type Conn = PooledConnection<Manager>;
 
@@ -256,7 +243,7 @@ impl PgStore {
     /// Connection or backend failures.
     pub fn now(&self) -> Result<Now> {
         let mut conn = self.conn()?;
-        let statement = conn.prepared(CLOCK).map_err(|e| self.err(e))?;
+        let statement = conn.prepared(sql::DATABASE_NOW).map_err(|e| self.err(e))?;
         let seconds: f64 = conn
             .query_one(&statement, &[])
             .map_err(|e| self.err(e))?
@@ -305,7 +292,7 @@ impl PgStore {
         text("result", result)?;
         let now = self.clock(now)?;
         let mut conn = self.conn()?;
-        let complete = conn.prepared(COMPLETE).map_err(|e| self.err(e))?;
+        let complete = conn.prepared(sql::COMPLETE).map_err(|e| self.err(e))?;
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
         let changed = tx
             .execute(
@@ -391,7 +378,7 @@ impl PgStore {
     ) -> Result<bool> {
         let until = ttl.until(now)?;
         self.write_one(
-            RENEW,
+            sql::RENEW,
             &[
                 &key("job_id", job_id.as_str())?,
                 &text("owner", owner.as_str())?,
@@ -402,10 +389,10 @@ impl PgStore {
         )
     }
 
-    /// Takes the transaction-scoped per-id locks of [`LOCK_IDS`].
+    /// Takes the transaction-scoped per-id locks of `sql/lock_ids.sql`.
     fn lock_ids(&self, tx: &mut postgres::Transaction<'_>, ids: &[&str]) -> Result<()> {
         let space = format!("leasefence.ids.{}", self.schema);
-        tx.execute(LOCK_IDS, &[&space, &ids])
+        tx.execute(sql::LOCK_IDS, &[&space, &ids])
             .map_err(|e| self.err(e))?;
         Ok(())
     }
@@ -500,380 +487,4 @@ fn key<'a>(argument: &'static str, value: &'a str) -> Result<&'a str> {
         ));
     }
     Ok(value)
-}
-
-fn to_u32(value: i64) -> u32 {
-    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
-}
-
-fn job_state(r: &postgres::Row) -> JobState {
-    JobState {
-        id: r.get(0),
-        owner: r.get(1),
-        until: r.get(2),
-        fence: r.get(3),
-        result: r.get(4),
-        done: r.get::<_, i32>(5) != 0,
-    }
-}
-
-impl Store for PgStore {
-    fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
-        let inserted = self.enqueue_many(&[NewJob::new(job_id.as_str())?])?;
-        Ok(inserted == [true])
-    }
-
-    fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(STATE).map_err(|e| self.err(e))?;
-        let row = conn
-            .query_opt(&statement, &[&key("job_id", job_id.as_str())?])
-            .map_err(|e| self.err(e))?;
-        Ok(row.as_ref().map(job_state))
-    }
-
-    fn claim(
-        &self,
-        job_id: JobId<'_>,
-        owner: Owner<'_>,
-        now: Now,
-        ttl: Ttl,
-    ) -> Result<Option<Fence>> {
-        let now = self.clock(now)?;
-        let until = ttl.until(now)?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(CLAIM).map_err(|e| self.err(e))?;
-        let row = conn
-            .query_opt(
-                &statement,
-                &[
-                    &key("job_id", job_id.as_str())?,
-                    &text("owner", owner.as_str())?,
-                    &until,
-                    &now.seconds(),
-                ],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(row.map(|r| r.get(0)))
-    }
-
-    fn renew(
-        &self,
-        job_id: JobId<'_>,
-        owner: Owner<'_>,
-        fence: Fence,
-        now: Now,
-        ttl: Ttl,
-    ) -> Result<bool> {
-        let now = self.clock(now)?;
-        self.renew_at(job_id, owner, fence, now, ttl)
-    }
-
-    fn complete(
-        &self,
-        job_id: JobId<'_>,
-        owner: Owner<'_>,
-        fence: Fence,
-        now: Now,
-        result: &str,
-    ) -> Result<bool> {
-        let now = self.clock(now)?;
-        self.write_one(
-            COMPLETE,
-            &[
-                &key("job_id", job_id.as_str())?,
-                &text("owner", owner.as_str())?,
-                &fence,
-                &now.seconds(),
-                &text("result", result)?,
-            ],
-        )
-    }
-
-    fn release(&self, job_id: JobId<'_>, owner: Owner<'_>, fence: Fence) -> Result<bool> {
-        self.write_one(
-            RELEASE,
-            &[
-                &key("job_id", job_id.as_str())?,
-                &text("owner", owner.as_str())?,
-                &fence,
-            ],
-        )
-    }
-
-    fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>> {
-        for job in jobs {
-            key("job_id", job.id())?;
-        }
-        let mut conn = self.conn()?;
-        let stmt = conn.prepared(ENQUEUE).map_err(|e| self.err(e))?;
-        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
-        let ids: Vec<&str> = jobs.iter().map(NewJob::id).collect();
-        self.lock_ids(&mut tx, &ids)?;
-        let mut inserted = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let changed = tx
-                .execute(
-                    &stmt,
-                    &[
-                        &job.id(),
-                        &job.payload_bytes(),
-                        &job.priority_value(),
-                        &job.not_before_value(),
-                        &i64::from(job.max_attempts_value()),
-                    ],
-                )
-                .map_err(|e| self.err(e))?;
-            inserted.push(changed == 1);
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(inserted)
-    }
-
-    fn claim_batch(&self, owner: Owner<'_>, now: Now, ttl: Ttl, n: usize) -> Result<Vec<Lease>> {
-        let n = batch_size(n)?;
-        let now = self.clock(now)?;
-        let until = ttl.until(now)?;
-        let limit = i64::try_from(n).unwrap_or(i64::MAX);
-        text("owner", owner.as_str())?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(CLAIM_NEXT).map_err(|e| self.err(e))?;
-        let rows = conn
-            .query(
-                &statement,
-                &[&owner.as_str(), &until, &now.seconds(), &limit],
-            )
-            .map_err(|e| self.err(e))?;
-        let mut claimed: Vec<(Lease, (f64, i64))> = rows
-            .iter()
-            .map(|r| {
-                let lease = Lease {
-                    job_id: r.get(0),
-                    owner: owner.as_str().to_owned(),
-                    fence: r.get(1),
-                    until: r.get(2),
-                    payload: r.get(3),
-                    priority: r.get(4),
-                    max_attempts: to_u32(r.get(5)),
-                    last_error: r.get(6),
-                };
-                (lease, (r.get(7), r.get(8)))
-            })
-            .collect();
-        // RETURNING has no order: hand the leases out best first, as claim_next would.
-        claimed.sort_by(|(a, (a_nb, a_seq)), (b, (b_nb, b_seq))| {
-            b.priority
-                .cmp(&a.priority)
-                .then(a_nb.total_cmp(b_nb))
-                .then(a_seq.cmp(b_seq))
-        });
-        Ok(claimed.into_iter().map(|(lease, _)| lease).collect())
-    }
-
-    fn complete_batch(&self, completions: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>> {
-        if completions.is_empty() {
-            return Ok(Vec::new());
-        }
-        for (lease, result) in completions {
-            key("job_id", &lease.job_id)?;
-            text("owner", &lease.owner)?;
-            text("result", result)?;
-        }
-        // Judged one after another, a repeated (id, owner, fence) can never be stored: the
-        // first one stored it, or it was refused. Send each once; the repeats are refused.
-        // (Different owners or fences of one id are all sent: at most one matches the row.)
-        let mut seen = std::collections::HashSet::new();
-        let mut sent = Vec::with_capacity(completions.len());
-        let (mut ids, mut owners, mut fences, mut results) = (vec![], vec![], vec![], vec![]);
-        for (k, (lease, result)) in completions.iter().enumerate() {
-            if seen.insert((&lease.job_id, &lease.owner, lease.fence)) {
-                sent.push(k);
-                ids.push(lease.job_id.as_str());
-                owners.push(lease.owner.as_str());
-                fences.push(lease.fence);
-                results.push(*result);
-            }
-        }
-        let now = self.clock(now)?.seconds();
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(COMPLETE_BATCH).map_err(|e| self.err(e))?;
-        let rows = conn
-            .query(&statement, &[&ids, &owners, &fences, &now, &results])
-            .map_err(|e| self.err(e))?;
-        let mut stored = vec![false; completions.len()];
-        for row in rows {
-            // WITH ORDINALITY counts from 1.
-            let position: i64 = row.get(0);
-            if let Some(&k) = usize::try_from(position - 1).ok().and_then(|i| sent.get(i)) {
-                stored[k] = true;
-            }
-        }
-        Ok(stored)
-    }
-
-    fn fail(
-        &self,
-        lease: &Lease,
-        now: Now,
-        error: &str,
-        retry_at: Option<Now>,
-    ) -> Result<Option<Failed>> {
-        let now = self.clock(now)?;
-        let retry_at = retry_at.unwrap_or_else(|| Backoff::default().retry_at(lease, now));
-        let (now, at) = (now.seconds(), retry_at.seconds());
-        text("error", error)?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(FAIL).map_err(|e| self.err(e))?;
-        let row = conn
-            .query_opt(
-                &statement,
-                &[&lease.job_id, &lease.owner, &lease.fence, &now, &error, &at],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(row.map(|r| {
-            if r.get::<_, i32>(0) != 0 {
-                Failed::Dead
-            } else {
-                Failed::Retrying { at }
-            }
-        }))
-    }
-
-    fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
-        let now = self.clock(now)?;
-        self.write_one(CANCEL, &[&key("job_id", job_id.as_str())?, &now.seconds()])
-    }
-
-    fn purge(&self, finished_before: Now) -> Result<u64> {
-        let before = finished_before.seconds();
-        let mut conn = self.conn()?;
-        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
-        let ids: Vec<String> = tx
-            .query(PURGEABLE, &[&before])
-            .map_err(|e| self.err(e))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        self.lock_ids(&mut tx, &refs)?;
-        let deleted: i64 = tx
-            .query_one(PURGE, &[&before, &refs])
-            .map_err(|e| self.err(e))?
-            .get(0);
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(deleted.max(0) as u64)
-    }
-
-    fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let now = self.clock(now)?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(&LIST).map_err(|e| self.err(e))?;
-        let rows = conn
-            .query(
-                &statement,
-                &[&now.seconds(), &status.map(Status::as_str), &limit],
-            )
-            .map_err(|e| self.err(e))?;
-        rows.iter()
-            .map(|r| {
-                Ok(JobInfo {
-                    state: job_state(r),
-                    payload: r.get(6),
-                    priority: r.get(7),
-                    not_before: r.get(8),
-                    max_attempts: to_u32(r.get(9)),
-                    error: r.get(10),
-                    finished_at: r.get(11),
-                    status: Status::parse(r.get(12))?,
-                })
-            })
-            .collect()
-    }
-
-    fn stats(&self, now: Now) -> Result<Stats> {
-        let now = self.clock(now)?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(&STATS).map_err(|e| self.err(e))?;
-        let rows = conn
-            .query(&statement, &[&now.seconds()])
-            .map_err(|e| self.err(e))?;
-        let mut stats = Stats::default();
-        for r in &rows {
-            let status = Status::parse(r.get(0))?;
-            *stats.slot(status) += r.get::<_, i64>(1).max(0) as u64;
-        }
-        Ok(stats)
-    }
-
-    /// As the trait's, but `lease.until` is computed from the clock the renew was judged by
-    /// (the database's, with [`PgOptions::database_clock`]).
-    fn renew_lease(&self, lease: &mut Lease, now: Now, ttl: Ttl) -> Result<bool> {
-        let now = self.clock(now)?;
-        let renewed = self.renew_at(lease.job(), lease.holder(), lease.fence, now, ttl)?;
-        if renewed {
-            lease.until = ttl.until(now)?;
-        }
-        Ok(renewed)
-    }
-
-    fn database_now(&self) -> Result<Option<Now>> {
-        if self.database_clock {
-            self.now().map(Some)
-        } else {
-            Ok(None)
-        }
-    }
-
-    fn admit(&self, resource_name: &str, fence: Fence) -> Result<bool> {
-        let resource_name = key("resource", resource(resource_name)?)?;
-        self.write_one(ADMIT, &[&resource_name, &fence])
-    }
-}
-
-/// Sorts a driver error into the crate's error kinds.
-fn map_error(target: &str, e: postgres::Error) -> Error {
-    let busy = [
-        SqlState::T_R_SERIALIZATION_FAILURE,
-        SqlState::T_R_DEADLOCK_DETECTED,
-        SqlState::LOCK_NOT_AVAILABLE,
-    ];
-    match e.code() {
-        Some(code) if busy.contains(code) => Error::Busy,
-        Some(&SqlState::DISK_FULL) => Error::StorageFull {
-            database: target.to_owned(),
-        },
-        Some(&SqlState::READ_ONLY_SQL_TRANSACTION) => Error::ReadOnly {
-            database: target.to_owned(),
-            source: BackendError::new(e),
-        },
-        // Class 08 (connection exception) and 57P01..57P03 (the server shut the session down,
-        // e.g. pg_terminate_backend), or a socket closed under us.
-        Some(code)
-            if code.code().starts_with("08")
-                || [
-                    SqlState::ADMIN_SHUTDOWN,
-                    SqlState::CRASH_SHUTDOWN,
-                    SqlState::CANNOT_CONNECT_NOW,
-                ]
-                .contains(code) =>
-        {
-            Error::ConnectionLost {
-                target: target.to_owned(),
-                source: BackendError::new(e),
-            }
-        }
-        None if e.is_closed()
-            || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()) =>
-        {
-            Error::ConnectionLost {
-                target: target.to_owned(),
-                source: BackendError::new(e),
-            }
-        }
-        _ => Error::Backend(BackendError::new(e)),
-    }
 }

@@ -1,17 +1,16 @@
 //! The embedded backend: one SQLite file, WAL journal, durable commits by default.
 
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, params};
+
+mod connection;
+mod store;
 
 use crate::error::{BackendError, Error, Result};
-use crate::store::Store;
-use crate::types::{
-    Backoff, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Stats, Status,
-    Ttl, batch_size, resource,
-};
+use crate::types::{Lease, Now};
+use connection::{Immediate, map_error, wait_when_busy};
 
 /// The schema, one numbered migration per step; `PRAGMA user_version` records how far a file
 /// has come. Every migration is idempotent.
@@ -19,30 +18,27 @@ const MIGRATIONS: [&str; 2] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
 ];
-const ENQUEUE: &str = include_str!("sql/enqueue.sql");
-const STATE: &str = include_str!("sql/state.sql");
-const CLAIM: &str = include_str!("sql/claim.sql");
-const RENEW: &str = include_str!("sql/renew.sql");
-const COMPLETE: &str = include_str!("sql/complete.sql");
-const RELEASE: &str = include_str!("sql/release.sql");
-const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
-/// `claim_next`: the same statement with `rowid = (SELECT … LIMIT 1)` for `rowid IN (…)`. A
-/// scalar subquery needs no ephemeral table for its result, which halves the cost of a claim
-/// at `synchronous = NORMAL`; one source of truth for what "ready" and "best" mean.
-static CLAIM_ONE: LazyLock<String> = LazyLock::new(|| {
-    let one = CLAIM_NEXT.replacen("WHERE rowid IN (", "WHERE rowid = (", 1);
-    assert_ne!(one, CLAIM_NEXT, "claim_next.sql selects by `rowid IN (`");
-    one
-});
-const FAIL: &str = include_str!("sql/fail.sql");
-const CANCEL: &str = include_str!("sql/cancel.sql");
-const PURGE: &str = include_str!("sql/purge.sql");
-const ADMIT: &str = include_str!("sql/admit.sql");
-const STATUS: &str = include_str!("sql/status.sql");
-static LIST: LazyLock<String> =
-    LazyLock::new(|| include_str!("sql/list.sql").replace("{status}", STATUS));
-static STATS: LazyLock<String> =
-    LazyLock::new(|| include_str!("sql/stats.sql").replace("{status}", STATUS));
+
+/// The statements, one file each in `sql/`, named after the operation that runs them; each
+/// file is exactly the SQL that runs (nothing is spliced or rewritten), and its header says in
+/// which transaction.
+mod sql {
+    pub(super) const ENQUEUE: &str = include_str!("sql/enqueue.sql");
+    pub(super) const STATE: &str = include_str!("sql/state.sql");
+    pub(super) const CLAIM: &str = include_str!("sql/claim.sql");
+    pub(super) const RENEW: &str = include_str!("sql/renew.sql");
+    pub(super) const COMPLETE: &str = include_str!("sql/complete.sql");
+    pub(super) const RELEASE: &str = include_str!("sql/release.sql");
+    pub(super) const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
+    pub(super) const CLAIM_BATCH: &str = include_str!("sql/claim_batch.sql");
+    pub(super) const FAIL: &str = include_str!("sql/fail.sql");
+    pub(super) const CANCEL: &str = include_str!("sql/cancel.sql");
+    pub(super) const PURGE: &str = include_str!("sql/purge.sql");
+    pub(super) const FENCE_FLOOR: &str = include_str!("sql/fence_floor.sql");
+    pub(super) const LIST: &str = include_str!("sql/list.sql");
+    pub(super) const STATS: &str = include_str!("sql/stats.sql");
+    pub(super) const ADMIT: &str = include_str!("sql/admit.sql");
+}
 
 /// The six columns of the contract's `jobs` table, in order.
 pub const JOB_COLUMNS: [&str; 6] = ["id", "owner", "until", "fence", "result", "done"];
@@ -284,7 +280,7 @@ impl SqliteStore {
         let changed = {
             let mut stmt = self
                 .conn
-                .prepare_cached(COMPLETE)
+                .prepare_cached(sql::COMPLETE)
                 .map_err(|e| self.err(e))?;
             stmt.execute(params![lease.job_id, lease.owner, lease.fence, now, result])
                 .map_err(|e| self.err(e))?
@@ -344,10 +340,15 @@ impl SqliteStore {
             let mode: String = conn
                 .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
                 .map_err(|e| self.err(e))?;
-            debug_assert!(
-                mode.eq_ignore_ascii_case("wal") || mode == "memory",
-                "{mode}"
-            );
+            if !(mode.eq_ignore_ascii_case("wal") || mode.eq_ignore_ascii_case("memory")) {
+                return Err(Error::Unsupported {
+                    database: self.path.display().to_string(),
+                    detail: format!(
+                        "journal_mode is {mode:?}, not WAL: SQLite could not enable WAL on \
+                         this file system (it needs shared memory and byte-range locks)"
+                    ),
+                });
+            }
         }
         self.migrate()
     }
@@ -410,50 +411,6 @@ impl SqliteStore {
     }
 }
 
-/// Installs the busy handler: while another connection holds the write lock, wait in short,
-/// jittered sleeps (from 25–50 µs, doubling, to at most 2–4 ms) until `limit` has passed since
-/// the first refusal, then give up with `SQLITE_BUSY` ([`Error::Busy`]).
-///
-/// SQLite's own busy timeout sleeps up to 100 ms between tries, so a waiter can sleep through
-/// many releases of the lock and a claim can stall for a tenth of a second under contention.
-/// Much shorter sleeps (at most 1 ms) kept latency low but cost throughput at
-/// `synchronous = FULL`: waiters woke so often that the lock changed hands between nearly
-/// every transaction; a 4 ms ceiling lets a writer run on. Long sleeps starve the unlucky,
-/// though (a 164 ms claim among eight processes), so a waiter that has waited 15 ms already
-/// retries every 50–100 µs until it gets its turn. The jitter keeps waiters from waking in
-/// lockstep. (`cargo xtask bench` measures both sides: docs/benchmarks.md.)
-fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite::Result<()> {
-    const STARVING: Duration = Duration::from_millis(15);
-    let mut first_refusal = Instant::now();
-    // xorshift64; seeded per connection so that processes and threads do not share a sequence.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |t| u64::from(t.subsec_nanos()));
-    let mut jitter = (u64::from(std::process::id()) << 32) ^ nanos ^ (conn as *const _ as u64) | 1;
-    conn.busy_handler(Some(move |count: i32| {
-        if count == 0 {
-            first_refusal = Instant::now();
-        }
-        let waited = first_refusal.elapsed();
-        if waited >= limit {
-            return false;
-        }
-        jitter ^= jitter << 13;
-        jitter ^= jitter >> 7;
-        jitter ^= jitter << 17;
-        // A waiter that has already waited long (the others kept winning) retries often, so
-        // that it gets its turn: long sleeps keep throughput, this keeps the tail short.
-        let ceiling = if waited >= STARVING {
-            100
-        } else {
-            (50u64 << count.clamp(0, 7) as u32).min(4_000) // 50 µs … 4 ms
-        };
-        let micros = ceiling / 2 + jitter % (ceiling / 2);
-        std::thread::sleep(Duration::from_micros(micros).min(limit - waited));
-        true
-    }))
-}
-
 /// The statements of a SQL file, without comments-only fragments.
 fn statements(sql: &str) -> impl Iterator<Item = &str> {
     sql.split(';').map(str::trim).filter(|s| {
@@ -471,356 +428,4 @@ fn added_column(statement: &str) -> Option<String> {
     let code = code.join(" ");
     let rest = code.split("ADD COLUMN").nth(1)?;
     rest.split_whitespace().next().map(str::to_owned)
-}
-
-/// A `BEGIN IMMEDIATE` transaction on a shared connection, rolled back on drop unless committed.
-struct Immediate<'c> {
-    conn: &'c Connection,
-    open: bool,
-}
-
-impl<'c> Immediate<'c> {
-    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
-        // Cached like every other statement: parsing BEGIN and COMMIT on each call costs a
-        // measurable share of a cycle at synchronous = NORMAL.
-        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        Ok(Immediate { conn, open: true })
-    }
-
-    fn commit(mut self) -> rusqlite::Result<()> {
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
-        self.open = false;
-        Ok(())
-    }
-}
-
-impl Drop for Immediate<'_> {
-    fn drop(&mut self) {
-        if self.open {
-            // Nothing useful can be done with a failed rollback here; SQLite rolls an
-            // unfinished transaction back itself when the connection is next used or closed.
-            let _ = self.conn.execute_batch("ROLLBACK");
-        }
-    }
-}
-
-impl Store for SqliteStore {
-    fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
-        let none: Option<&[u8]> = None;
-        self.write_one(ENQUEUE, params![job_id.as_str(), none, 0, 0.0, 0])
-    }
-
-    fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
-        let mut stmt = self.conn.prepare_cached(STATE).map_err(|e| self.err(e))?;
-        stmt.query_row(params![job_id.as_str()], |r| {
-            Ok(JobState {
-                id: r.get(0)?,
-                owner: r.get(1)?,
-                until: r.get(2)?,
-                fence: r.get(3)?,
-                result: r.get(4)?,
-                done: r.get::<_, i64>(5)? != 0,
-            })
-        })
-        .optional()
-        .map_err(|e| self.err(e))
-    }
-
-    fn claim(
-        &self,
-        job_id: JobId<'_>,
-        owner: Owner<'_>,
-        now: Now,
-        ttl: Ttl,
-    ) -> Result<Option<Fence>> {
-        let until = ttl.until(now)?;
-        let now = now.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let fence = {
-            let mut stmt = self.conn.prepare_cached(CLAIM).map_err(|e| self.err(e))?;
-            stmt.query_row(params![job_id.as_str(), owner.as_str(), until, now], |r| {
-                r.get::<_, Fence>(0)
-            })
-            .optional()
-            .map_err(|e| self.err(e))?
-        };
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(fence)
-    }
-
-    fn renew(
-        &self,
-        job_id: JobId<'_>,
-        owner: Owner<'_>,
-        fence: Fence,
-        now: Now,
-        ttl: Ttl,
-    ) -> Result<bool> {
-        let until = ttl.until(now)?;
-        let now = now.seconds();
-        self.write_one(
-            RENEW,
-            params![job_id.as_str(), owner.as_str(), fence, now, until],
-        )
-    }
-
-    fn complete(
-        &self,
-        job_id: JobId<'_>,
-        owner: Owner<'_>,
-        fence: Fence,
-        now: Now,
-        result: &str,
-    ) -> Result<bool> {
-        let now = now.seconds();
-        self.write_one(
-            COMPLETE,
-            params![job_id.as_str(), owner.as_str(), fence, now, result],
-        )
-    }
-
-    fn release(&self, job_id: JobId<'_>, owner: Owner<'_>, fence: Fence) -> Result<bool> {
-        self.write_one(RELEASE, params![job_id.as_str(), owner.as_str(), fence])
-    }
-
-    fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>> {
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let mut inserted = Vec::with_capacity(jobs.len());
-        {
-            let mut stmt = self.conn.prepare_cached(ENQUEUE).map_err(|e| self.err(e))?;
-            for job in jobs {
-                let changed = stmt
-                    .execute(params![
-                        job.id(),
-                        job.payload_bytes(),
-                        job.priority_value(),
-                        job.not_before_value(),
-                        job.max_attempts_value(),
-                    ])
-                    .map_err(|e| self.err(e))?;
-                inserted.push(changed == 1);
-            }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(inserted)
-    }
-
-    fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
-        let until = ttl.until(now)?;
-        let now = now.seconds();
-        // One statement, so one implicit transaction: it takes the write lock before it reads
-        // (as BEGIN IMMEDIATE would) and commits when it finishes.
-        let mut stmt = self
-            .conn
-            .prepare_cached(&CLAIM_ONE)
-            .map_err(|e| self.err(e))?;
-        let mut rows = stmt
-            .query(params![owner.as_str(), until, now, 1])
-            .map_err(|e| self.err(e))?;
-        let lease = match rows.next().map_err(|e| self.err(e))? {
-            Some(row) => Some(claimed_lease(row, owner).map_err(|e| self.err(e))?),
-            None => None,
-        };
-        // Step to the end: the commit happens there, and a failed commit must be an error.
-        while rows.next().map_err(|e| self.err(e))?.is_some() {}
-        Ok(lease)
-    }
-
-    fn claim_batch(&self, owner: Owner<'_>, now: Now, ttl: Ttl, n: usize) -> Result<Vec<Lease>> {
-        let n = batch_size(n)?;
-        if n == 1 {
-            return Ok(self.claim_next(owner, now, ttl)?.into_iter().collect());
-        }
-        let until = ttl.until(now)?;
-        let now = now.seconds();
-        let limit = i64::try_from(n).unwrap_or(i64::MAX);
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let mut claimed = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(CLAIM_NEXT)
-                .map_err(|e| self.err(e))?;
-            stmt.query_map(params![owner.as_str(), until, now, limit], |r| {
-                let order: (f64, i64) = (r.get(7)?, r.get(8)?);
-                Ok((claimed_lease(r, owner)?, order))
-            })
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| self.err(e))?
-        };
-        tx.commit().map_err(|e| self.err(e))?;
-        // RETURNING has no order: hand the leases out best first, as claim_next would.
-        claimed.sort_by(|(a, (a_nb, a_seq)), (b, (b_nb, b_seq))| {
-            b.priority
-                .cmp(&a.priority)
-                .then(a_nb.total_cmp(b_nb))
-                .then(a_seq.cmp(b_seq))
-        });
-        Ok(claimed.into_iter().map(|(lease, _)| lease).collect())
-    }
-
-    fn complete_batch(&self, completions: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>> {
-        if completions.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now = now.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let mut stored = Vec::with_capacity(completions.len());
-        {
-            let mut stmt = self
-                .conn
-                .prepare_cached(COMPLETE)
-                .map_err(|e| self.err(e))?;
-            for (lease, result) in completions {
-                let changed = stmt
-                    .execute(params![lease.job_id, lease.owner, lease.fence, now, result])
-                    .map_err(|e| self.err(e))?;
-                stored.push(changed == 1);
-            }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(stored)
-    }
-
-    fn fail(
-        &self,
-        lease: &Lease,
-        now: Now,
-        error: &str,
-        retry_at: Option<Now>,
-    ) -> Result<Option<Failed>> {
-        let retry_at = retry_at.unwrap_or_else(|| Backoff::default().retry_at(lease, now));
-        let (now, at) = (now.seconds(), retry_at.seconds());
-        let mut stmt = self.conn.prepare_cached(FAIL).map_err(|e| self.err(e))?;
-        let dead: Option<bool> = stmt
-            .query_row(
-                params![lease.job_id, lease.owner, lease.fence, now, error, at],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| self.err(e))?;
-        Ok(dead.map(|dead| {
-            if dead {
-                Failed::Dead
-            } else {
-                Failed::Retrying { at }
-            }
-        }))
-    }
-
-    fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
-        self.write_one(CANCEL, params![job_id.as_str(), now.seconds()])
-    }
-
-    fn purge(&self, finished_before: Now) -> Result<u64> {
-        let before = finished_before.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let mut deleted = 0;
-        for statement in statements(PURGE) {
-            let mut stmt = self
-                .conn
-                .prepare_cached(statement)
-                .map_err(|e| self.err(e))?;
-            deleted = stmt.execute(params![before]).map_err(|e| self.err(e))?;
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(deleted as u64)
-    }
-
-    fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut stmt = self.conn.prepare_cached(&LIST).map_err(|e| self.err(e))?;
-        stmt.query_map(
-            params![now.seconds(), status.map(Status::as_str), limit],
-            |r| {
-                Ok(JobInfo {
-                    state: JobState {
-                        id: r.get(0)?,
-                        owner: r.get(1)?,
-                        until: r.get(2)?,
-                        fence: r.get(3)?,
-                        result: r.get(4)?,
-                        done: r.get::<_, i64>(5)? != 0,
-                    },
-                    payload: r.get(6)?,
-                    priority: r.get(7)?,
-                    not_before: r.get(8)?,
-                    max_attempts: r.get(9)?,
-                    error: r.get(10)?,
-                    finished_at: r.get(11)?,
-                    status: status_column(r, 12)?,
-                })
-            },
-        )
-        .and_then(|rows| rows.collect())
-        .map_err(|e| self.err(e))
-    }
-
-    fn stats(&self, now: Now) -> Result<Stats> {
-        let mut stmt = self.conn.prepare_cached(&STATS).map_err(|e| self.err(e))?;
-        let counts = stmt
-            .query_map(params![now.seconds()], |r| {
-                Ok((status_column(r, 0)?, r.get::<_, i64>(1)?))
-            })
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| self.err(e))?;
-        let mut stats = Stats::default();
-        for (status, count) in counts {
-            *stats.slot(status) += count.max(0) as u64;
-        }
-        Ok(stats)
-    }
-
-    fn admit(&self, resource_name: &str, fence: Fence) -> Result<bool> {
-        let resource_name = resource(resource_name)?;
-        self.write_one(ADMIT, params![resource_name, fence])
-    }
-}
-
-/// The lease of one row returned by the claim statements.
-fn claimed_lease(r: &rusqlite::Row<'_>, owner: Owner<'_>) -> rusqlite::Result<Lease> {
-    Ok(Lease {
-        job_id: r.get(0)?,
-        owner: owner.as_str().to_owned(),
-        fence: r.get(1)?,
-        until: r.get(2)?,
-        payload: r.get(3)?,
-        priority: r.get(4)?,
-        max_attempts: r.get(5)?,
-        last_error: r.get(6)?,
-    })
-}
-
-/// Reads a status name written by `status.sql`.
-fn status_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Status> {
-    let name: String = row.get(index)?;
-    Status::parse(&name).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
-    })
-}
-
-/// Sorts a driver error into the crate's error kinds.
-fn map_error(path: &Path, e: rusqlite::Error) -> Error {
-    let database = || path.display().to_string();
-    match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Busy,
-        Some(ErrorCode::DiskFull) => Error::StorageFull {
-            database: database(),
-        },
-        Some(ErrorCode::ReadOnly) => Error::ReadOnly {
-            database: database(),
-            source: BackendError::new(e),
-        },
-        Some(ErrorCode::DatabaseCorrupt) => Error::Corrupt {
-            database: database(),
-            source: BackendError::new(e),
-        },
-        Some(ErrorCode::NotADatabase) => Error::NotADatabase {
-            path: path.to_path_buf(),
-        },
-        Some(ErrorCode::CannotOpen) => Error::CannotOpen {
-            path: path.to_path_buf(),
-            source: BackendError::new(e),
-        },
-        _ => Error::Backend(BackendError::new(e)),
-    }
 }

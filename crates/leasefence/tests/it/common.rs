@@ -693,12 +693,14 @@ impl<S: Store> Api for Kept<S> {
         self.0.state(JobId::new(id)?)
     }
     fn claim(&self, id: &str, owner: &str, now: f64, ttl: f64) -> Result<Option<i64>, Error> {
-        self.0.claim(
-            JobId::new(id)?,
-            Owner::new(owner)?,
-            Now::new(now)?,
-            Ttl::new(ttl)?,
-        )
+        self.0
+            .claim(
+                JobId::new(id)?,
+                Owner::new(owner)?,
+                Now::new(now)?,
+                Ttl::new(ttl)?,
+            )
+            .map(|lease| lease.map(|lease| lease.fence))
     }
     fn renew(&self, id: &str, owner: &str, fence: i64, now: f64, ttl: f64) -> Result<bool, Error> {
         self.0.renew(
@@ -800,3 +802,15 @@ macro_rules! contract {
     };
 }
 pub(crate) use contract;
+
+/// A batch size for `claim_batch`; panics on 0 (the invalid size is tested through
+/// `BatchSize::new` itself).
+pub fn bs(n: usize) -> leasefence::BatchSize {
+    leasefence::BatchSize::new(n).expect("a batch size of at least 1")
+}
+
+/// A fence-gate resource name for `admit`; panics on an empty name (tested through
+/// `Resource::new` itself).
+pub fn res(name: &str) -> leasefence::Resource<'_> {
+    leasefence::Resource::new(name).expect("a non-empty resource name")
+}

@@ -30,7 +30,8 @@ fn a_full_disk_is_storage_full_rolls_the_call_back_and_passes_once_space_is_ther
     let fence = full
         .claim(job("j"), w, now(0.0), ttl(60.0))
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .fence;
     let leased = db.rows();
 
     let big = "x".repeat(4 << 20);
@@ -137,7 +138,10 @@ fn a_read_only_file_is_a_read_only_error_and_changes_nothing() {
     // writable again: the same operations go through
     let store = SqliteStore::open(&db.path).unwrap();
     assert_eq!(
-        store.claim(job("j"), w, now(0.0), ttl(10.0)).unwrap(),
+        store
+            .claim(job("j"), w, now(0.0), ttl(10.0))
+            .unwrap()
+            .map(|l| l.fence),
         Some(1)
     );
 }
@@ -178,7 +182,10 @@ fn a_database_locked_past_the_busy_timeout_is_busy_and_retrying_later_works() {
     blocker.execute_batch("ROLLBACK").unwrap();
     assert_eq!(db.row("j").unwrap(), Row::fresh("j"));
     assert_eq!(
-        store.claim(job("j"), w, now(0.0), ttl(10.0)).unwrap(),
+        store
+            .claim(job("j"), w, now(0.0), ttl(10.0))
+            .unwrap()
+            .map(|l| l.fence),
         Some(1)
     );
 }

@@ -29,8 +29,8 @@ use std::time::Instant;
 use proptest::test_runner::{Config, FileFailurePersistence, RngAlgorithm, TestError};
 
 use leasefence::{
-    Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, SqliteOptions, SqliteStore,
-    Stats, Status, Store, Synchronous, Ttl,
+    BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Resource,
+    SqliteOptions, SqliteStore, Stats, Status, Store, Synchronous, Ttl,
 };
 
 use leasefence::rusqlite::Connection;
@@ -231,14 +231,26 @@ impl Store for Seed {
         owner: Owner<'_>,
         now: Now,
         ttl: Ttl,
-    ) -> leasefence::Result<Option<Fence>> {
-        leasefence::claim(
+    ) -> leasefence::Result<Option<Lease>> {
+        // The seed function returns the fence alone; the model compares only that (and the
+        // stored row), so the lease carries the fence and the lease end it implies.
+        let fence = leasefence::claim(
             &self.path,
             job_id.as_str(),
             owner.as_str(),
             now.seconds(),
             ttl.seconds(),
-        )
+        )?;
+        Ok(fence.map(|fence| Lease {
+            job_id: job_id.as_str().to_owned(),
+            owner: owner.as_str().to_owned(),
+            fence,
+            until: now.seconds() + ttl.seconds(),
+            payload: None,
+            priority: 0,
+            max_attempts: 0,
+            last_error: None,
+        }))
     }
     fn renew(
         &self,
@@ -290,7 +302,7 @@ impl Store for Seed {
         owner: Owner<'_>,
         now: Now,
         ttl: Ttl,
-        n: usize,
+        n: BatchSize,
     ) -> leasefence::Result<Vec<Lease>> {
         self.queue.claim_batch(owner, now, ttl, n)
     }
@@ -320,7 +332,7 @@ impl Store for Seed {
     fn stats(&self, now: Now) -> leasefence::Result<Stats> {
         self.queue.stats(now)
     }
-    fn admit(&self, resource: &str, fence: Fence) -> leasefence::Result<bool> {
+    fn admit(&self, resource: Resource<'_>, fence: Fence) -> leasefence::Result<bool> {
         self.queue.admit(resource, fence)
     }
 }

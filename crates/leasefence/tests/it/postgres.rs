@@ -52,6 +52,7 @@ fn of_many_racing_claims_from_separate_stores_exactly_one_wins() {
                             ttl(10.0),
                         )
                         .unwrap()
+                        .map(|lease| lease.fence)
                     })
                 })
                 .collect();
@@ -88,7 +89,7 @@ fn concurrent_claim_batches_never_hand_out_the_same_job() {
                     let mut got = vec![];
                     loop {
                         let batch = s
-                            .claim_batch(Owner::new(&me).unwrap(), now(0.0), ttl(60.0), 1 + w)
+                            .claim_batch(Owner::new(&me).unwrap(), now(0.0), ttl(60.0), bs(1 + w))
                             .unwrap();
                         if batch.is_empty() {
                             break got;
@@ -238,18 +239,24 @@ fn claim_one(store: &PgStore) -> leasefence::Lease {
 )]
 fn claim_next_walks_the_ready_index_in_order_without_sorting() {
     let Some(db) = PgDb::new() else { return };
-    let sql: String = include_str!("../../src/postgres/sql/claim_next.sql")
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("--"))
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace("$1", "'w'")
-        .replace("$2", "1")
-        .replace("$3", "0")
-        .replace("$4", "1");
-    let plan = db.explain(&sql);
-    assert!(plan.contains("jobs_ready"), "{plan}");
-    assert!(!plan.contains("Sort"), "{plan}");
+    let bind = |sql: &str| {
+        sql.lines()
+            .filter(|l| !l.trim_start().starts_with("--"))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("$1", "'w'")
+            .replace("$2", "1")
+            .replace("$3", "0")
+            .replace("$4", "1")
+    };
+    for sql in [
+        include_str!("../../src/postgres/sql/claim_next.sql"),
+        include_str!("../../src/postgres/sql/claim_batch.sql"),
+    ] {
+        let plan = db.explain(&bind(sql));
+        assert!(plan.contains("jobs_ready"), "{plan}");
+        assert!(!plan.contains("Sort"), "{plan}");
+    }
 }
 
 #[test]
@@ -362,7 +369,7 @@ fn a_purge_racing_an_enqueue_of_the_same_id_never_lets_a_fence_be_issued_again()
     for round in 0..150 {
         let t = f64::from(round) * 10.0;
         a.enqueue(j).unwrap();
-        let f = a.claim(j, w, now(t), ttl(5.0)).unwrap().unwrap();
+        let f = a.claim(j, w, now(t), ttl(5.0)).unwrap().unwrap().fence;
         assert!(f > highest, "round {round}: fence {f} after {highest}");
         highest = f;
         assert!(a.complete(j, w, f, now(t + 1.0), "r").unwrap());
@@ -470,7 +477,8 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
     let fence = behind
         .claim(j, a, now(real - 1000.0), ttl(30.0))
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .fence;
     let until = db.row("job").unwrap().until;
     assert!(
         until >= real + 30.0 && until < real + 40.0,
@@ -499,9 +507,13 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
     caller
         .claim(o, a, now(real - 1000.0), ttl(30.0))
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .fence;
     assert_eq!(
-        caller.claim(o, b, now(real + 1000.0), ttl(30.0)).unwrap(),
+        caller
+            .claim(o, b, now(real + 1000.0), ttl(30.0))
+            .unwrap()
+            .map(|l| l.fence),
         Some(2)
     );
 
@@ -610,7 +622,11 @@ fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() 
     let store = db.store();
     let (j, w) = (JobId::new("j").unwrap(), Owner::new("w").unwrap());
     store.enqueue(j).unwrap();
-    let fence = store.claim(j, w, now(0.0), ttl(10.0)).unwrap().unwrap();
+    let fence = store
+        .claim(j, w, now(0.0), ttl(10.0))
+        .unwrap()
+        .unwrap()
+        .fence;
     let before = db.rows();
     let nul = Owner::new("w\0x").unwrap();
     assert_invalid(store.claim(j, nul, now(20.0), ttl(10.0)), "owner");
@@ -632,7 +648,7 @@ fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() 
         store.complete_with(&lease, now(1.0), "r\0", |_| Ok::<(), Error>(())),
         "result",
     );
-    assert_invalid(store.admit("res\0", 1), "resource");
+    assert_invalid(store.admit(res("res\0"), 1), "resource");
     assert_invalid(store.enqueue_many(&[NewJob::new("k\0").unwrap()]), "job_id");
     assert_eq!(db.rows(), before);
     assert_eq!(db.query_i64("SELECT count(*) FROM fence_gate"), [0]);

@@ -159,7 +159,7 @@ fn child_claimer() {
                 Ttl::new(3600.0).unwrap(),
             )
             .unwrap();
-        let fence = fence.map_or_else(|| "none".to_string(), |f| f.to_string());
+        let fence = fence.map_or_else(|| "none".to_string(), |l| l.fence.to_string());
         println!("LFCLAIM {pid} {owner} {id} {fence}");
     }
 }

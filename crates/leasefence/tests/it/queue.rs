@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use crate::common::*;
 use leasefence::{
-    Backoff, Error, Failed, JobId, Lease, NewJob, Now, Owner, SqliteStore, Stats, Status, Store,
-    Ttl,
+    Backoff, BatchSize, Error, Failed, JobId, Lease, NewJob, Now, Owner, Resource, SqliteStore,
+    Stats, Status, Store, Ttl,
 };
 
 fn now(t: f64) -> Now {
@@ -235,7 +235,7 @@ mod claim_next {
                 .unwrap();
             db.leased("expiring", "x", 4, 10.0);
             let got: BTreeSet<String> = s
-                .claim_batch(owner("w"), now(10.0), ttl(5.0), 10)
+                .claim_batch(owner("w"), now(10.0), ttl(5.0), bs(10))
                 .unwrap()
                 .into_iter()
                 .map(|l| format!("{}@{}", l.job_id, l.fence))
@@ -323,20 +323,20 @@ mod claim_next {
                 .map(|i| job(&format!("j{i}")).priority(i % 3))
                 .collect();
             s.enqueue_many(&jobs).unwrap();
-            let batch = s.claim_batch(owner("w"), now(0.0), ttl(9.0), 4).unwrap();
+            let batch = s.claim_batch(owner("w"), now(0.0), ttl(9.0), bs(4)).unwrap();
             assert_eq!(ids(&batch), ["j2", "j5", "j8", "j1"]);
             for lease in &batch {
                 assert_eq!((lease.fence, lease.until), (1, 9.0));
                 assert_eq!(db.row(&lease.job_id).unwrap().owner.as_deref(), Some("w"));
             }
-            let rest = s.claim_batch(owner("v"), now(0.0), ttl(9.0), 100).unwrap();
+            let rest = s.claim_batch(owner("v"), now(0.0), ttl(9.0), bs(100)).unwrap();
             assert_eq!(rest.len(), 6);
             assert!(
-                s.claim_batch(owner("v"), now(0.0), ttl(9.0), 100)
+                s.claim_batch(owner("v"), now(0.0), ttl(9.0), bs(100))
                     .unwrap()
                     .is_empty()
             );
-            assert_invalid(s.claim_batch(owner("v"), now(0.0), ttl(9.0), 0), "n");
+            assert_invalid(BatchSize::new(0), "n");
         }
     );
 
@@ -380,7 +380,7 @@ mod claim_next {
                         let mut got = vec![];
                         loop {
                             let batch = s
-                                .claim_batch(owner(&me), now(0.0), ttl(60.0), 1 + w)
+                                .claim_batch(owner(&me), now(0.0), ttl(60.0), bs(1 + w))
                                 .unwrap();
                             if batch.is_empty() {
                                 break got;
@@ -403,19 +403,20 @@ mod claim_next {
     #[test]
     fn walks_the_ready_index_instead_of_scanning_the_table() {
         let db = Db::new();
-        let sql = include_str!("../../src/sqlite/sql/claim_next.sql")
-            .lines()
-            .filter(|l| !l.starts_with("--"))
-            .collect::<Vec<_>>()
-            .join(" ")
-            .replace("?1", "'w'")
-            .replace("?2", "1")
-            .replace("?3", "0")
-            .replace("?4", "1");
-        // claim_batch as written, and claim_next's scalar-subquery form of it.
-        let one = sql.replacen("WHERE rowid IN (", "WHERE rowid = (", 1);
-        assert_ne!(one, sql);
-        for statement in [sql, one] {
+        let bind = |sql: &str| {
+            sql.lines()
+                .filter(|l| !l.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join(" ")
+                .replace("?1", "'w'")
+                .replace("?2", "1")
+                .replace("?3", "0")
+                .replace("?4", "1")
+        };
+        // claim_batch's statement and claim_next's scalar-subquery one, as the store runs them.
+        let batch = bind(include_str!("../../src/sqlite/sql/claim_batch.sql"));
+        let one = bind(include_str!("../../src/sqlite/sql/claim_next.sql"));
+        for statement in [batch, one] {
             let plan = sqlite3(&db.path, &format!("EXPLAIN QUERY PLAN {statement}"));
             assert!(plan.contains("USING INDEX jobs_ready"), "{plan}");
             assert!(!plan.contains("USE TEMP B-TREE FOR ORDER BY"), "{plan}");
@@ -434,10 +435,12 @@ mod claim_next {
             job("high-new").priority(5),
         ];
         s.enqueue_many(&jobs).unwrap();
-        let order = ids(&s.claim_batch(owner("peek"), now(4.0), ttl(1.0), 4).unwrap())
-            .into_iter()
-            .map(str::to_owned)
-            .collect::<Vec<_>>();
+        let order = ids(&s
+            .claim_batch(owner("peek"), now(4.0), ttl(1.0), bs(4))
+            .unwrap())
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
         assert_eq!(order, ["high-old", "high-new", "late", "low"]);
         // The peek's leases end at 5: from then on, one at a time in the same order.
         let mut one_by_one = Vec::new();
@@ -445,7 +448,7 @@ mod claim_next {
             let lease = if k % 2 == 0 {
                 s.claim_next(owner("w"), now(5.0), ttl(10.0)).unwrap()
             } else {
-                s.claim_batch(owner("w"), now(5.0), ttl(10.0), 1)
+                s.claim_batch(owner("w"), now(5.0), ttl(10.0), bs(1))
                     .unwrap()
                     .pop()
             };
@@ -1084,7 +1087,7 @@ mod list_and_stats {
             );
             // and claim_next agrees: both are claimable at 10
             assert_eq!(
-                s.claim_batch(owner("v"), now(10.0), ttl(1.0), 10)
+                s.claim_batch(owner("v"), now(10.0), ttl(1.0), bs(10))
                     .unwrap()
                     .len(),
                 2
@@ -1107,22 +1110,22 @@ mod admit {
 
     queue_case!(
         fn admits_a_fence_only_if_it_is_at_least_the_highest_admitted(api, db, s) {
-            assert!(s.admit("s3://bucket/report", 3).unwrap());
+            assert!(s.admit(res("s3://bucket/report"), 3).unwrap());
             assert!(
-                s.admit("s3://bucket/report", 3).unwrap(),
+                s.admit(res("s3://bucket/report"), 3).unwrap(),
                 "the same generation may write again"
             );
-            assert!(s.admit("s3://bucket/report", 5).unwrap());
+            assert!(s.admit(res("s3://bucket/report"), 5).unwrap());
             assert!(
-                !s.admit("s3://bucket/report", 4).unwrap(),
+                !s.admit(res("s3://bucket/report"), 4).unwrap(),
                 "an older generation is fenced out"
             );
-            assert!(!s.admit("s3://bucket/report", 3).unwrap());
+            assert!(!s.admit(res("s3://bucket/report"), 3).unwrap());
             assert_eq!(db.fence_gate("s3://bucket/report"), Some(5));
             // per resource
-            assert!(s.admit("other", 1).unwrap());
+            assert!(s.admit(res("other"), 1).unwrap());
             assert_eq!(db.fence_gate("other"), Some(1));
-            assert_invalid(s.admit("", 1), "resource");
+            assert_invalid(Resource::new(""), "resource");
             assert_eq!(db.fence_gate(""), None);
         }
     );
@@ -1138,7 +1141,7 @@ mod admit {
                         let s = SqliteStore::open(path).unwrap();
                         (0..50)
                             .map(|i| i * 4 + t)
-                            .filter(|&f| s.admit("r", f).unwrap())
+                            .filter(|&f| s.admit(res("r"), f).unwrap())
                             .collect()
                     })
                 })
@@ -1154,7 +1157,10 @@ mod admit {
         // and once the race is over, every older generation is refused and changes nothing
         let s = open(&db);
         for older in [198, 100, 0] {
-            assert!(!s.admit("r", older).unwrap(), "fence {older} after 199");
+            assert!(
+                !s.admit(res("r"), older).unwrap(),
+                "fence {older} after 199"
+            );
         }
         assert_eq!(db.fence_gate("r"), Some(199));
     }
@@ -1363,7 +1369,7 @@ mod complete_batch {
         fn stores_each_current_lease_and_refuses_each_stale_one_alone(api, db, s) {
             s.enqueue_many(&[job("a"), job("b"), job("c"), job("d"), job("e")])
                 .unwrap();
-            let leases = s.claim_batch(owner("w"), now(10.0), ttl(30.0), 5).unwrap();
+            let leases = s.claim_batch(owner("w"), now(10.0), ttl(30.0), bs(5)).unwrap();
             assert_eq!(ids(&leases), ["a", "b", "c", "d", "e"]);
             // b: a made-up later fence; c: another owner; d: finished already; e: expires at 40.
             let mut wrong_fence = leases[1].clone();
@@ -1404,7 +1410,7 @@ mod complete_batch {
     queue_case!(
         fn a_re_claimed_job_refuses_the_older_holder_in_a_batch(api, db, s) {
             s.enqueue_many(&[job("a"), job("b")]).unwrap();
-            let old = s.claim_batch(owner("w1"), now(0.0), ttl(5.0), 2).unwrap();
+            let old = s.claim_batch(owner("w1"), now(0.0), ttl(5.0), bs(2)).unwrap();
             // The old leases expire; w2 takes a again under fence 2.
             let new = s.claim_next(owner("w2"), now(6.0), ttl(5.0)).unwrap().unwrap();
             assert_eq!((new.job_id.as_str(), new.fence), ("a", 2));
@@ -1427,7 +1433,9 @@ fn complete_batch_an_error_stores_none_of_the_results() {
     let db = Db::new();
     let s = open(&db);
     s.enqueue_many(&[job("a"), job("boom"), job("c")]).unwrap();
-    let leases = s.claim_batch(owner("w"), now(0.0), ttl(30.0), 3).unwrap();
+    let leases = s
+        .claim_batch(owner("w"), now(0.0), ttl(30.0), bs(3))
+        .unwrap();
     db.raw()
         .execute_batch(
             "CREATE TRIGGER boom BEFORE UPDATE OF done ON jobs WHEN NEW.id = 'boom' \
@@ -1454,7 +1462,9 @@ fn complete_batch_pg_a_bad_result_stores_none() {
     let Some(db) = PgDb::new() else { return };
     let s = db.store();
     s.enqueue_many(&[job("a"), job("b")]).unwrap();
-    let leases = s.claim_batch(owner("w"), now(0.0), ttl(30.0), 2).unwrap();
+    let leases = s
+        .claim_batch(owner("w"), now(0.0), ttl(30.0), bs(2))
+        .unwrap();
     let before = db.rows();
     let err = s
         .complete_batch(&[(&leases[0], "fine"), (&leases[1], "nul\0")], now(1.0))

@@ -149,6 +149,7 @@ fn kept_stores_on_many_threads_also_have_exactly_one_winner() {
                                     Ttl::new(60.0).unwrap(),
                                 )
                                 .unwrap()
+                                .map(|lease| lease.fence)
                         })
                         .collect()
                 })

@@ -144,12 +144,14 @@ impl Db<'_> {
     ) -> leasefence::Result<Option<Fence>> {
         match self {
             Db::File(path) => leasefence::claim(path, job, owner, now, ttl),
-            Db::Store(store) => store.claim(
-                JobId::new(job)?,
-                Owner::new(owner)?,
-                Now::new(now)?,
-                Ttl::new(ttl)?,
-            ),
+            Db::Store(store) => store
+                .claim(
+                    JobId::new(job)?,
+                    Owner::new(owner)?,
+                    Now::new(now)?,
+                    Ttl::new(ttl)?,
+                )
+                .map(|lease| lease.map(|lease| lease.fence)),
         }
     }
 

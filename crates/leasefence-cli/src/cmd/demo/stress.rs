@@ -339,7 +339,9 @@ fn worker(shared: &Shared<'_>, w: usize, seed: u64) -> anyhow::Result<Tally> {
         let mut claimed_at = clock.now()?;
         let claimed = retry(counts, || {
             claimed_at = clock.now()?;
-            store.claim(job, owner, claimed_at, ttl)
+            store
+                .claim(job, owner, claimed_at, ttl)
+                .map(|lease| lease.map(|lease| lease.fence))
         })
         .with_context(|| format!("{name}: claim {id}"))?;
         let Some(fence) = claimed else {

@@ -1,3 +1,5 @@
+-- cancel: stop an unfinished job (operator verb, not fenced). One statement, its own
+-- implicit transaction.
 -- $1 id, $2 now. Any unfinished job; a finished one keeps its result. A holder's later renew,
 -- complete or fail is refused (done = 1). The fence is kept.
 UPDATE jobs

@@ -1,18 +1,20 @@
--- $1 owner, $2 new until (now + ttl), $3 now, $4 how many. One statement.
--- The best ready jobs — highest priority, then earliest not_before, then oldest — walking the
+-- claim_next: take the lease on the best ready job. One statement, its own implicit
+-- transaction. claim_batch.sql is the same choice for many jobs.
+-- $1 owner, $2 new until (now + ttl), $3 now.
+-- The best ready job — highest priority, then earliest not_before, then oldest — walking the
 -- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now),
 -- attempts left. SKIP LOCKED: concurrent workers take different jobs instead of queueing on
--- the same rows; FOR UPDATE re-checks the WHERE on a row changed since the snapshot.
+-- the same row; FOR UPDATE re-checks the WHERE on a row changed since the snapshot.
 WITH ready AS (
     SELECT id FROM jobs
      WHERE done = 0 AND until <= $3 AND not_before <= $3
        AND (max_attempts = 0 OR fence < max_attempts)
      ORDER BY priority DESC, not_before, seq
-     LIMIT $4
+     LIMIT 1
        FOR UPDATE SKIP LOCKED)
 UPDATE jobs
    SET owner = $1, until = $2, fence = jobs.fence + 1
   FROM ready
  WHERE jobs.id = ready.id
 RETURNING jobs.id, jobs.fence, jobs.until, jobs.payload, jobs.priority, jobs.max_attempts,
-          jobs.error, jobs.not_before, jobs.seq
+          jobs.error

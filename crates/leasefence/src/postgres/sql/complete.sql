@@ -1,3 +1,5 @@
+-- complete: store the result under the current lease. One statement, its own implicit
+-- transaction; inside complete_with's transaction, before the caller's writes.
 -- $1 id, $2 owner, $3 fence, $4 now, $5 result.
 -- Only the current owner and fence, on an unfinished job, while the lease is live (until > now).
 UPDATE jobs

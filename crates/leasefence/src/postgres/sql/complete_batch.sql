@@ -1,3 +1,4 @@
+-- complete_batch: many completions in one statement, its own implicit transaction.
 -- $1 ids, $2 owners, $3 fences, $4 now, $5 results: one array element per completion, at most
 -- one element per (id, owner, fence). Each element is judged exactly as complete.sql judges one
 -- completion; one statement, one round trip, one commit. Returns the 1-based positions stored.

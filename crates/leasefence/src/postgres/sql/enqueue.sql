@@ -1,3 +1,5 @@
+-- enqueue / enqueue_many: insert one job. Inside enqueue_many's transaction (enqueue is an
+-- enqueue_many of one), after lock_ids.sql has locked the ids' buckets; once per job.
 -- $1 id, $2 payload, $3 priority, $4 not_before, $5 max_attempts.
 -- Inserts only an unknown id; a known id keeps its row untouched (never an upsert). A purged
 -- id starts from its fence floor, so no fence number is ever handed out twice; its attempts

@@ -1,3 +1,5 @@
+-- fail: record a failed attempt under the current lease. One statement, its own implicit
+-- transaction.
 -- $1 id, $2 owner, $3 fence, $4 now, $5 error, $6 retry_at.
 -- Fenced like complete: only the current owner and fence, unfinished, lease live. Gives the
 -- lease up (fence kept) and schedules the retry, or buries the job after its last attempt.

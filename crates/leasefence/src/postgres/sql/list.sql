@@ -1,8 +1,22 @@
--- $1 now, $2 status name or NULL for all, $3 limit. Oldest first. The status expression (the
--- placeholder below) is status.sql, spliced in when the store is built.
+-- list: jobs with their status at now, oldest first. One statement (a read).
+-- $1 now, $2 status name or NULL for all, $3 limit.
+-- The status CASE is the same as in stats.sql (a test checks that list and stats agree on
+-- every status); its names are parsed into the Status enum of types/job.rs.
 SELECT id, owner, until, fence, result, done, payload, priority, not_before, max_attempts,
        error, finished_at, status
-  FROM (SELECT *, {status} AS status FROM jobs) AS j
+  FROM (SELECT *,
+       CASE
+           WHEN done <> 0 AND outcome = 'dead' THEN 'dead'
+           WHEN done <> 0 AND outcome = 'cancelled' THEN 'cancelled'
+           WHEN done <> 0 THEN 'done'
+           WHEN until > $1::float8 THEN 'leased'
+           WHEN max_attempts > 0 AND fence >= max_attempts THEN 'dead'
+           WHEN owner IS NOT NULL THEN 'expired'
+           WHEN error IS NOT NULL THEN 'retrying'
+           WHEN not_before > $1::float8 THEN 'scheduled'
+           ELSE 'ready'
+       END AS status
+          FROM jobs) AS j
  WHERE $2::text IS NULL OR status = $2::text
  ORDER BY seq
  LIMIT $3

@@ -1,3 +1,5 @@
+-- purge: delete finished jobs and keep their fence floors. Runs inside purge's transaction,
+-- after purgeable.sql and lock_ids.sql.
 -- $1 finished_before, $2 the ids to purge (already locked against a concurrent enqueue). One
 -- statement: delete, and raise the fence floor of every purged id to its last fence. A
 -- re-enqueued id continues from the floor.

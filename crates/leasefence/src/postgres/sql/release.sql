@@ -1,3 +1,4 @@
+-- release: give a lease back early. One statement, its own implicit transaction.
 -- $1 id, $2 owner, $3 fence. The fence is kept, so token numbers are never reused.
 UPDATE jobs
    SET owner = NULL, until = 0

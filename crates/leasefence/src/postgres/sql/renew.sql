@@ -1,3 +1,5 @@
+-- renew: extend a live lease. One statement, its own implicit transaction: a concurrent
+-- writer waits for the row lock and then re-checks this WHERE on the row as it was left.
 -- $1 id, $2 owner, $3 fence, $4 now, $5 new until (now + ttl).
 -- Only the current owner and fence, on an unfinished job, while the lease is live (until > now).
 UPDATE jobs

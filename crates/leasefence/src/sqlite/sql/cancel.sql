@@ -1,3 +1,4 @@
+-- cancel: stop an unfinished job (operator verb, not fenced). Autocommit: one statement.
 -- ?1 id, ?2 now. Any unfinished job; a finished one keeps its result. A holder's later renew,
 -- complete or fail is refused (done = 1). The fence is kept.
 UPDATE jobs

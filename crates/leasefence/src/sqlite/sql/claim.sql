@@ -1,6 +1,9 @@
--- ?1 id, ?2 owner, ?3 new until (now + ttl), ?4 now. Runs inside BEGIN IMMEDIATE.
--- Claimable: known, not done, lease expired (until <= now: now == until is expired).
+-- claim: take the lease on one job by id. Runs inside BEGIN IMMEDIATE (the lock is taken
+-- before the row is read, so the check and the write are one step).
+-- ?1 id, ?2 owner, ?3 new until (now + ttl), ?4 now.
+-- Claimable: known, not done, lease expired (until <= now: now == until is expired). Returns
+-- the lease: the new fence, the lease end and the job's payload and queue settings.
 UPDATE jobs
    SET owner = ?2, until = ?3, fence = fence + 1
  WHERE id = ?1 AND done = 0 AND until <= ?4
-RETURNING fence
+RETURNING id, fence, until, payload, priority, max_attempts, error

@@ -1,3 +1,5 @@
+-- complete: store the result under the current lease. Autocommit for complete; inside one
+-- BEGIN IMMEDIATE for complete_batch (once per item) and complete_with (with the caller's writes).
 -- ?1 id, ?2 owner, ?3 fence, ?4 now, ?5 result.
 -- Only the current owner and fence, on an unfinished job, while the lease is live (until > now).
 UPDATE jobs

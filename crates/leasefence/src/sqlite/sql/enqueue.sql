@@ -1,3 +1,5 @@
+-- enqueue / enqueue_many: insert one job. Autocommit for enqueue; inside enqueue_many's
+-- BEGIN IMMEDIATE, once per job, for a batch.
 -- ?1 id, ?2 payload, ?3 priority, ?4 not_before, ?5 max_attempts.
 -- Inserts only an unknown id; a known id keeps its row untouched (never REPLACE). A purged id
 -- starts from its fence floor, so no fence number is ever handed out twice; its attempts budget

@@ -1,6 +1,5 @@
--- ?1 finished_before. Two statements in one transaction: first raise the fence floor of every
--- purged id to its last fence, then delete. A re-enqueued id continues from the floor.
-INSERT INTO fence_floor (id, fence)
-SELECT id, fence FROM jobs WHERE done = 1 AND finished_at < ?1
-ON CONFLICT (id) DO UPDATE SET fence = max(fence, excluded.fence);
+-- purge: delete finished jobs that finished before a time. Runs inside BEGIN IMMEDIATE,
+-- followed in the same transaction by fence_floor.sql for every row it returns.
+-- ?1 finished_before. Returns each purged id with its last fence.
 DELETE FROM jobs WHERE done = 1 AND finished_at < ?1
+RETURNING id, fence

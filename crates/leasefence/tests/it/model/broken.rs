@@ -5,8 +5,8 @@ use std::path::Path;
 
 use leasefence::rusqlite::{Connection, params};
 use leasefence::{
-    Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, SqliteStore, Stats, Status,
-    Store, Ttl,
+    BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Resource,
+    SqliteStore, Stats, Status, Store, Ttl,
 };
 
 /// What is broken.
@@ -48,7 +48,7 @@ impl Store for Broken {
         owner: Owner<'_>,
         now: Now,
         ttl: Ttl,
-    ) -> leasefence::Result<Option<Fence>> {
+    ) -> leasefence::Result<Option<Lease>> {
         self.inner.claim(job_id, owner, now, ttl)
     }
     fn renew(
@@ -104,7 +104,7 @@ impl Store for Broken {
         owner: Owner<'_>,
         now: Now,
         ttl: Ttl,
-        n: usize,
+        n: BatchSize,
     ) -> leasefence::Result<Vec<Lease>> {
         self.inner.claim_batch(owner, now, ttl, n)
     }
@@ -134,7 +134,7 @@ impl Store for Broken {
     fn stats(&self, now: Now) -> leasefence::Result<Stats> {
         self.inner.stats(now)
     }
-    fn admit(&self, resource: &str, fence: Fence) -> leasefence::Result<bool> {
+    fn admit(&self, resource: Resource<'_>, fence: Fence) -> leasefence::Result<bool> {
         self.inner.admit(resource, fence)
     }
 }

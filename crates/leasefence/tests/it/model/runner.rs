@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use proptest::test_runner::{Config, TestCaseError, TestCaseResult, TestError, TestRunner};
 use proptest_state_machine::ReferenceStateMachine;
 
-use leasefence::{Error, JobId, NewJob, Now, Owner, Store, Ttl};
+use leasefence::{BatchSize, Error, JobId, NewJob, Now, Owner, Resource, Store, Ttl};
 
 use super::census::Census;
 use super::invariants;
@@ -58,12 +58,16 @@ fn call(store: &dyn Store, op: &Op) -> Result<Outcome, Error> {
             owner,
             now,
             ttl,
-        } => Outcome::Fence(store.claim(
-            JobId::new(id)?,
-            Owner::new(owner)?,
-            Now::new(*now)?,
-            Ttl::new(*ttl)?,
-        )?),
+        } => Outcome::Fence(
+            store
+                .claim(
+                    JobId::new(id)?,
+                    Owner::new(owner)?,
+                    Now::new(*now)?,
+                    Ttl::new(*ttl)?,
+                )?
+                .map(|lease| lease.fence),
+        ),
         Op::Renew {
             id,
             owner,
@@ -104,7 +108,7 @@ fn call(store: &dyn Store, op: &Op) -> Result<Outcome, Error> {
             Outcome::Leases(if *next {
                 store.claim_next(owner, now, ttl)?.into_iter().collect()
             } else {
-                store.claim_batch(owner, now, ttl, *n)?
+                store.claim_batch(owner, now, ttl, BatchSize::new(*n)?)?
             })
         }
         Op::Fail {
@@ -132,7 +136,9 @@ fn call(store: &dyn Store, op: &Op) -> Result<Outcome, Error> {
             Outcome::List(store.list(Now::new(*now)?, *status, *limit)?)
         }
         Op::Stats { now } => Outcome::Stats(store.stats(Now::new(*now)?)?),
-        Op::Admit { resource, fence } => Outcome::Bool(store.admit(resource, *fence)?),
+        Op::Admit { resource, fence } => {
+            Outcome::Bool(store.admit(Resource::new(resource)?, *fence)?)
+        }
         Op::Restart => unreachable!("run_case restarts"),
     })
 }

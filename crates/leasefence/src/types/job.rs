@@ -1,154 +1,8 @@
-//! Validated arguments and the stored row.
-//!
-//! Every argument check of the contract lives here, once. A backend receives only values that
-//! passed these constructors, so two backends can never disagree about what is valid input.
+//! The records the store hands back and takes in.
 
+use super::Fence;
+use super::args::{JobId, Owner, non_empty};
 use crate::error::{Error, Result};
-
-/// A fencing token: the generation number handed out by `claim`. It grows by one on every
-/// successful claim of a job and is never issued twice for the same job.
-pub type Fence = i64;
-
-/// A job id: any non-empty string.
-///
-/// ```
-/// # use leasefence::JobId;
-/// assert!(JobId::new("invoice-42").is_ok());
-/// assert_eq!(JobId::new("").unwrap_err().argument(), Some("job_id"));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct JobId<'a>(&'a str);
-
-impl<'a> JobId<'a> {
-    /// Validates a job id.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming `job_id` when `id` is empty.
-    pub fn new(id: &'a str) -> Result<Self> {
-        non_empty("job_id", id).map(JobId)
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &'a str {
-        self.0
-    }
-}
-
-/// The name of a worker that holds (or wants) a lease: any non-empty string.
-///
-/// ```
-/// # use leasefence::Owner;
-/// assert!(Owner::new("worker-1").is_ok());
-/// assert_eq!(Owner::new("").unwrap_err().argument(), Some("owner"));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Owner<'a>(&'a str);
-
-impl<'a> Owner<'a> {
-    /// Validates an owner name.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming `owner` when `owner` is empty.
-    pub fn new(owner: &'a str) -> Result<Self> {
-        non_empty("owner", owner).map(Owner)
-    }
-
-    /// The owner as text.
-    pub fn as_str(&self) -> &'a str {
-        self.0
-    }
-}
-
-fn non_empty<'a>(argument: &'static str, value: &'a str) -> Result<&'a str> {
-    if value.is_empty() {
-        Err(Error::invalid(argument, "must not be empty"))
-    } else {
-        Ok(value)
-    }
-}
-
-/// The caller's clock reading, in seconds (any epoch, as long as every caller uses the same one).
-///
-/// The store never reads a clock of its own: time is an argument, assumed non-decreasing.
-///
-/// ```
-/// # use leasefence::Now;
-/// assert!(Now::new(1_700_000_000.5).is_ok());
-/// assert_eq!(Now::new(f64::NAN).unwrap_err().argument(), Some("now"));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-pub struct Now(f64);
-
-impl Now {
-    /// Validates a clock reading.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming `now` when `now` is NaN or infinite.
-    pub fn new(now: f64) -> Result<Self> {
-        if now.is_finite() {
-            Ok(Now(now))
-        } else {
-            Err(Error::invalid(
-                "now",
-                format!("must be a finite number, got {now}"),
-            ))
-        }
-    }
-
-    /// The reading in seconds.
-    pub fn seconds(self) -> f64 {
-        self.0
-    }
-}
-
-/// A lease duration in seconds: finite and greater than zero.
-///
-/// ```
-/// # use leasefence::{Now, Ttl};
-/// let ttl = Ttl::new(30.0).unwrap();
-/// assert_eq!(ttl.until(Now::new(100.0).unwrap()).unwrap(), 130.0);
-/// assert_eq!(Ttl::new(0.0).unwrap_err().argument(), Some("ttl"));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-pub struct Ttl(f64);
-
-impl Ttl {
-    /// Validates a lease duration.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming `ttl` when `ttl` is NaN, infinite, zero or negative.
-    pub fn new(ttl: f64) -> Result<Self> {
-        if ttl.is_finite() && ttl > 0.0 {
-            Ok(Ttl(ttl))
-        } else {
-            Err(Error::invalid(
-                "ttl",
-                format!("must be a finite number of seconds greater than 0, got {ttl}"),
-            ))
-        }
-    }
-
-    /// The duration in seconds.
-    pub fn seconds(self) -> f64 {
-        self.0
-    }
-
-    /// The end of a lease taken at `now`: `now + ttl`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming `ttl` when the sum overflows to infinity.
-    pub fn until(self, now: Now) -> Result<f64> {
-        let until = now.0 + self.0;
-        if until.is_finite() {
-            Ok(until)
-        } else {
-            Err(Error::invalid(
-                "ttl",
-                format!("now + ttl overflows ({} + {})", now.0, self.0),
-            ))
-        }
-    }
-}
 
 /// One stored row of the `jobs` table, exactly as it is on disk.
 #[derive(Debug, Clone, PartialEq)]
@@ -342,68 +196,6 @@ pub enum Failed {
     Dead,
 }
 
-/// Exponential backoff with jitter for retries after `fail`.
-///
-/// The delay before attempt `n + 1` is `min(max, base · factor^(n-1))`, scaled by a factor in
-/// `[1 - jitter, 1 + jitter]` derived from the job id and fence (so it is spread out across
-/// jobs, yet reproducible for one lease).
-///
-/// ```
-/// use leasefence::Backoff;
-/// let b = Backoff { base: 1.0, factor: 2.0, max: 60.0, jitter: 0.0 };
-/// assert_eq!(b.delay("job", 1), 1.0);
-/// assert_eq!(b.delay("job", 4), 8.0);
-/// assert_eq!(b.delay("job", 30), 60.0);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Backoff {
-    /// Delay after the first failed attempt, in seconds.
-    pub base: f64,
-    /// Growth per attempt.
-    pub factor: f64,
-    /// The largest delay, in seconds.
-    pub max: f64,
-    /// Relative spread, `0.0..1.0`.
-    pub jitter: f64,
-}
-
-impl Default for Backoff {
-    /// 1 s, doubling, at most one hour, ±20 % jitter.
-    fn default() -> Self {
-        Backoff {
-            base: 1.0,
-            factor: 2.0,
-            max: 3600.0,
-            jitter: 0.2,
-        }
-    }
-}
-
-impl Backoff {
-    /// The delay after the failure of attempt `fence` of job `job_id`, in seconds.
-    pub fn delay(&self, job_id: &str, fence: Fence) -> f64 {
-        use std::hash::{Hash, Hasher};
-        let exponent = fence.saturating_sub(1).clamp(0, 1024) as i32;
-        let raw = self.base * self.factor.powi(exponent);
-        let capped = if raw.is_finite() {
-            raw.min(self.max)
-        } else {
-            self.max
-        };
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (job_id, fence).hash(&mut hasher);
-        let unit = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
-        let spread = self.jitter * (2.0 * unit - 1.0);
-        (capped * (1.0 + spread)).max(0.0)
-    }
-
-    /// When the job of `lease` may run again after it failed at `now`.
-    pub fn retry_at(&self, lease: &Lease, now: Now) -> Now {
-        let at = now.0 + self.delay(&lease.job_id, lease.fence);
-        Now(if at.is_finite() { at } else { now.0 })
-    }
-}
-
 /// Where a job is in its life, at a given clock reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -502,6 +294,13 @@ pub struct JobInfo {
     pub finished_at: Option<f64>,
 }
 
+impl JobInfo {
+    /// The job id (the same as `state.id`).
+    pub fn id(&self) -> &str {
+        &self.state.id
+    }
+}
+
 /// Counts of jobs by [`Status`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -554,19 +353,5 @@ impl Stats {
     /// All jobs.
     pub fn total(&self) -> u64 {
         Status::ALL.iter().map(|s| self.get(*s)).sum()
-    }
-}
-
-/// A validated non-empty resource name for the fence gate (`admit`).
-pub(crate) fn resource(name: &str) -> Result<&str> {
-    non_empty("resource", name)
-}
-
-/// A validated batch size.
-pub(crate) fn batch_size(n: usize) -> Result<usize> {
-    if n == 0 {
-        Err(Error::invalid("n", "must be at least 1"))
-    } else {
-        Ok(n)
     }
 }

@@ -1,0 +1,37 @@
+//! The decisions that are not storage, made once above the seam so that every backend agrees:
+//! the order in which a batch of claimed leases is handed out, and when a failed job runs again
+//! when the caller did not say.
+//!
+//! A backend calls these with what only it knows (the rows its statement returned, the clock
+//! reading it judged by); it never makes these choices itself.
+
+use crate::types::{Backoff, Lease, Now};
+
+/// One lease as a claim statement returned it, with the keys that rank it: the job's
+/// not-before time and its enqueue order (SQLite's rowid, PostgreSQL's `seq`).
+#[derive(Debug)]
+pub(crate) struct Claimed {
+    pub(crate) lease: Lease,
+    pub(crate) not_before: f64,
+    pub(crate) seq: i64,
+}
+
+/// The leases of one claim, best first — highest priority, then earliest not-before, then
+/// oldest — the order `claim_next` would have handed them out in. `RETURNING` has no order of
+/// its own, so every backend sorts here.
+pub(crate) fn best_first(mut claimed: Vec<Claimed>) -> Vec<Lease> {
+    claimed.sort_by(|a, b| {
+        b.lease
+            .priority
+            .cmp(&a.lease.priority)
+            .then(a.not_before.total_cmp(&b.not_before))
+            .then(a.seq.cmp(&b.seq))
+    });
+    claimed.into_iter().map(|c| c.lease).collect()
+}
+
+/// When the job of `lease`, failed at `now` (the clock the store judged the failure by), may
+/// be claimed again: at `asked` when the caller chose, else after [`Backoff::default`].
+pub(crate) fn retry_at(asked: Option<Now>, lease: &Lease, now: Now) -> Now {
+    asked.unwrap_or_else(|| Backoff::default().retry_at(lease, now))
+}

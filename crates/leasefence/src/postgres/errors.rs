@@ -1,0 +1,49 @@
+//! The mapping of driver errors onto the crate's error kinds.
+
+use postgres::error::SqlState;
+
+use crate::error::{BackendError, Error};
+
+/// Sorts a driver error into the crate's error kinds.
+pub(super) fn map_error(target: &str, e: postgres::Error) -> Error {
+    let busy = [
+        SqlState::T_R_SERIALIZATION_FAILURE,
+        SqlState::T_R_DEADLOCK_DETECTED,
+        SqlState::LOCK_NOT_AVAILABLE,
+    ];
+    match e.code() {
+        Some(code) if busy.contains(code) => Error::Busy,
+        Some(&SqlState::DISK_FULL) => Error::StorageFull {
+            database: target.to_owned(),
+        },
+        Some(&SqlState::READ_ONLY_SQL_TRANSACTION) => Error::ReadOnly {
+            database: target.to_owned(),
+            source: BackendError::new(e),
+        },
+        // Class 08 (connection exception) and 57P01..57P03 (the server shut the session down,
+        // e.g. pg_terminate_backend), or a socket closed under us.
+        Some(code)
+            if code.code().starts_with("08")
+                || [
+                    SqlState::ADMIN_SHUTDOWN,
+                    SqlState::CRASH_SHUTDOWN,
+                    SqlState::CANNOT_CONNECT_NOW,
+                ]
+                .contains(code) =>
+        {
+            Error::ConnectionLost {
+                target: target.to_owned(),
+                source: BackendError::new(e),
+            }
+        }
+        None if e.is_closed()
+            || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()) =>
+        {
+            Error::ConnectionLost {
+                target: target.to_owned(),
+                source: BackendError::new(e),
+            }
+        }
+        _ => Error::Backend(BackendError::new(e)),
+    }
+}

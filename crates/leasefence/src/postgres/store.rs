@@ -1,0 +1,362 @@
+//! [`Store`] for [`PgStore`]: each operation runs the statement of its file in `sql/`.
+
+use super::{PgStore, key, sql, text};
+use crate::error::Result;
+use crate::policy::{self, Claimed};
+use crate::store::Store;
+use crate::types::{
+    BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Resource, Stats,
+    Status, Ttl,
+};
+
+impl Store for PgStore {
+    fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
+        let inserted = self.enqueue_many(&[NewJob::new(job_id.as_str())?])?;
+        Ok(inserted == [true])
+    }
+
+    fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::STATE).map_err(|e| self.err(e))?;
+        let row = conn
+            .query_opt(&statement, &[&key("job_id", job_id.as_str())?])
+            .map_err(|e| self.err(e))?;
+        Ok(row.as_ref().map(job_state))
+    }
+
+    fn claim(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Lease>> {
+        let now = self.clock(now)?;
+        let until = ttl.until(now)?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::CLAIM).map_err(|e| self.err(e))?;
+        let row = conn
+            .query_opt(
+                &statement,
+                &[
+                    &key("job_id", job_id.as_str())?,
+                    &text("owner", owner.as_str())?,
+                    &until,
+                    &now.seconds(),
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(row.map(|r| claimed_lease(&r, owner)))
+    }
+
+    fn renew(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<bool> {
+        let now = self.clock(now)?;
+        self.renew_at(job_id, owner, fence, now, ttl)
+    }
+
+    fn complete(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        result: &str,
+    ) -> Result<bool> {
+        let now = self.clock(now)?;
+        self.write_one(
+            sql::COMPLETE,
+            &[
+                &key("job_id", job_id.as_str())?,
+                &text("owner", owner.as_str())?,
+                &fence,
+                &now.seconds(),
+                &text("result", result)?,
+            ],
+        )
+    }
+
+    fn release(&self, job_id: JobId<'_>, owner: Owner<'_>, fence: Fence) -> Result<bool> {
+        self.write_one(
+            sql::RELEASE,
+            &[
+                &key("job_id", job_id.as_str())?,
+                &text("owner", owner.as_str())?,
+                &fence,
+            ],
+        )
+    }
+
+    fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>> {
+        for job in jobs {
+            key("job_id", job.id())?;
+        }
+        let mut conn = self.conn()?;
+        let stmt = conn.prepared(sql::ENQUEUE).map_err(|e| self.err(e))?;
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        let ids: Vec<&str> = jobs.iter().map(NewJob::id).collect();
+        self.lock_ids(&mut tx, &ids)?;
+        let mut inserted = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let changed = tx
+                .execute(
+                    &stmt,
+                    &[
+                        &job.id(),
+                        &job.payload_bytes(),
+                        &job.priority_value(),
+                        &job.not_before_value(),
+                        &i64::from(job.max_attempts_value()),
+                    ],
+                )
+                .map_err(|e| self.err(e))?;
+            inserted.push(changed == 1);
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(inserted)
+    }
+
+    fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
+        let now = self.clock(now)?;
+        let until = ttl.until(now)?;
+        text("owner", owner.as_str())?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::CLAIM_NEXT).map_err(|e| self.err(e))?;
+        let row = conn
+            .query_opt(&statement, &[&owner.as_str(), &until, &now.seconds()])
+            .map_err(|e| self.err(e))?;
+        Ok(row.map(|r| claimed_lease(&r, owner)))
+    }
+
+    fn claim_batch(
+        &self,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+        n: BatchSize,
+    ) -> Result<Vec<Lease>> {
+        let now = self.clock(now)?;
+        let until = ttl.until(now)?;
+        text("owner", owner.as_str())?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::CLAIM_BATCH).map_err(|e| self.err(e))?;
+        let rows = conn
+            .query(
+                &statement,
+                &[&owner.as_str(), &until, &now.seconds(), &n.limit()],
+            )
+            .map_err(|e| self.err(e))?;
+        let claimed = rows
+            .iter()
+            .map(|r| Claimed {
+                lease: claimed_lease(r, owner),
+                not_before: r.get(7),
+                seq: r.get(8),
+            })
+            .collect();
+        Ok(policy::best_first(claimed))
+    }
+
+    fn complete_batch(&self, completions: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>> {
+        if completions.is_empty() {
+            return Ok(Vec::new());
+        }
+        for (lease, result) in completions {
+            key("job_id", &lease.job_id)?;
+            text("owner", &lease.owner)?;
+            text("result", result)?;
+        }
+        // Judged one after another, a repeated (id, owner, fence) can never be stored: the
+        // first one stored it, or it was refused. Send each once; the repeats are refused.
+        // (Different owners or fences of one id are all sent: at most one matches the row.)
+        let mut seen = std::collections::HashSet::new();
+        let mut sent = Vec::with_capacity(completions.len());
+        let (mut ids, mut owners, mut fences, mut results) = (vec![], vec![], vec![], vec![]);
+        for (k, (lease, result)) in completions.iter().enumerate() {
+            if seen.insert((&lease.job_id, &lease.owner, lease.fence)) {
+                sent.push(k);
+                ids.push(lease.job_id.as_str());
+                owners.push(lease.owner.as_str());
+                fences.push(lease.fence);
+                results.push(*result);
+            }
+        }
+        let now = self.clock(now)?.seconds();
+        let mut conn = self.conn()?;
+        let statement = conn
+            .prepared(sql::COMPLETE_BATCH)
+            .map_err(|e| self.err(e))?;
+        let rows = conn
+            .query(&statement, &[&ids, &owners, &fences, &now, &results])
+            .map_err(|e| self.err(e))?;
+        let mut stored = vec![false; completions.len()];
+        for row in rows {
+            // WITH ORDINALITY counts from 1.
+            let position: i64 = row.get(0);
+            if let Some(&k) = usize::try_from(position - 1).ok().and_then(|i| sent.get(i)) {
+                stored[k] = true;
+            }
+        }
+        Ok(stored)
+    }
+
+    fn fail(
+        &self,
+        lease: &Lease,
+        now: Now,
+        error: &str,
+        retry_at: Option<Now>,
+    ) -> Result<Option<Failed>> {
+        let now = self.clock(now)?;
+        let retry_at = policy::retry_at(retry_at, lease, now);
+        let (now, at) = (now.seconds(), retry_at.seconds());
+        text("error", error)?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::FAIL).map_err(|e| self.err(e))?;
+        let row = conn
+            .query_opt(
+                &statement,
+                &[&lease.job_id, &lease.owner, &lease.fence, &now, &error, &at],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(row.map(|r| {
+            if r.get::<_, i32>(0) != 0 {
+                Failed::Dead
+            } else {
+                Failed::Retrying { at }
+            }
+        }))
+    }
+
+    fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
+        let now = self.clock(now)?;
+        self.write_one(
+            sql::CANCEL,
+            &[&key("job_id", job_id.as_str())?, &now.seconds()],
+        )
+    }
+
+    fn purge(&self, finished_before: Now) -> Result<u64> {
+        let before = finished_before.seconds();
+        let mut conn = self.conn()?;
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        let ids: Vec<String> = tx
+            .query(sql::PURGEABLE, &[&before])
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.lock_ids(&mut tx, &refs)?;
+        let deleted: i64 = tx
+            .query_one(sql::PURGE, &[&before, &refs])
+            .map_err(|e| self.err(e))?
+            .get(0);
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(deleted.max(0) as u64)
+    }
+
+    fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let now = self.clock(now)?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::LIST).map_err(|e| self.err(e))?;
+        let rows = conn
+            .query(
+                &statement,
+                &[&now.seconds(), &status.map(Status::as_str), &limit],
+            )
+            .map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(JobInfo {
+                    state: job_state(r),
+                    payload: r.get(6),
+                    priority: r.get(7),
+                    not_before: r.get(8),
+                    max_attempts: to_u32(r.get(9)),
+                    error: r.get(10),
+                    finished_at: r.get(11),
+                    status: Status::parse(r.get(12))?,
+                })
+            })
+            .collect()
+    }
+
+    fn stats(&self, now: Now) -> Result<Stats> {
+        let now = self.clock(now)?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::STATS).map_err(|e| self.err(e))?;
+        let rows = conn
+            .query(&statement, &[&now.seconds()])
+            .map_err(|e| self.err(e))?;
+        let mut stats = Stats::default();
+        for r in &rows {
+            let status = Status::parse(r.get(0))?;
+            *stats.slot(status) += r.get::<_, i64>(1).max(0) as u64;
+        }
+        Ok(stats)
+    }
+
+    /// As the trait's, but `lease.until` is computed from the clock the renew was judged by
+    /// (the database's, with [`PgOptions::database_clock`]).
+    fn renew_lease(&self, lease: &mut Lease, now: Now, ttl: Ttl) -> Result<bool> {
+        let now = self.clock(now)?;
+        let renewed = self.renew_at(lease.job(), lease.holder(), lease.fence, now, ttl)?;
+        if renewed {
+            lease.until = ttl.until(now)?;
+        }
+        Ok(renewed)
+    }
+
+    fn database_now(&self) -> Result<Option<Now>> {
+        if self.database_clock {
+            self.now().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
+        let resource = key("resource", resource.as_str())?;
+        self.write_one(sql::ADMIT, &[&resource, &fence])
+    }
+}
+
+/// The lease of one row returned by the claim statements (their first seven columns).
+fn claimed_lease(r: &postgres::Row, owner: Owner<'_>) -> Lease {
+    Lease {
+        job_id: r.get(0),
+        owner: owner.as_str().to_owned(),
+        fence: r.get(1),
+        until: r.get(2),
+        payload: r.get(3),
+        priority: r.get(4),
+        max_attempts: to_u32(r.get(5)),
+        last_error: r.get(6),
+    }
+}
+
+pub(super) fn to_u32(value: i64) -> u32 {
+    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
+}
+
+pub(super) fn job_state(r: &postgres::Row) -> JobState {
+    JobState {
+        id: r.get(0),
+        owner: r.get(1),
+        until: r.get(2),
+        fence: r.get(3),
+        result: r.get(4),
+        done: r.get::<_, i32>(5) != 0,
+    }
+}

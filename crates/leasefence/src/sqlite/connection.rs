@@ -1,0 +1,111 @@
+//! The connection's plumbing: the busy handler, the `BEGIN IMMEDIATE` guard and the mapping
+//! of driver errors onto the crate's error kinds.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, ErrorCode};
+
+use crate::error::{BackendError, Error};
+
+/// Installs the busy handler: while another connection holds the write lock, wait in short,
+/// jittered sleeps (from 25–50 µs, doubling, to at most 2–4 ms) until `limit` has passed since
+/// the first refusal, then give up with `SQLITE_BUSY` ([`Error::Busy`]).
+///
+/// SQLite's own busy timeout sleeps up to 100 ms between tries, so a waiter can sleep through
+/// many releases of the lock and a claim can stall for a tenth of a second under contention.
+/// Much shorter sleeps (at most 1 ms) kept latency low but cost throughput at
+/// `synchronous = FULL`: waiters woke so often that the lock changed hands between nearly
+/// every transaction; a 4 ms ceiling lets a writer run on. Long sleeps starve the unlucky,
+/// though (a 164 ms claim among eight processes), so a waiter that has waited 15 ms already
+/// retries every 50–100 µs until it gets its turn. The jitter keeps waiters from waking in
+/// lockstep. (`cargo xtask bench` measures both sides: docs/benchmarks.md.)
+pub(super) fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite::Result<()> {
+    const STARVING: Duration = Duration::from_millis(15);
+    let mut first_refusal = Instant::now();
+    // xorshift64; seeded per connection so that processes and threads do not share a sequence.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| u64::from(t.subsec_nanos()));
+    let mut jitter = (u64::from(std::process::id()) << 32) ^ nanos ^ (conn as *const _ as u64) | 1;
+    conn.busy_handler(Some(move |count: i32| {
+        if count == 0 {
+            first_refusal = Instant::now();
+        }
+        let waited = first_refusal.elapsed();
+        if waited >= limit {
+            return false;
+        }
+        jitter ^= jitter << 13;
+        jitter ^= jitter >> 7;
+        jitter ^= jitter << 17;
+        // A waiter that has already waited long (the others kept winning) retries often, so
+        // that it gets its turn: long sleeps keep throughput, this keeps the tail short.
+        let ceiling = if waited >= STARVING {
+            100
+        } else {
+            (50u64 << count.clamp(0, 7) as u32).min(4_000) // 50 µs … 4 ms
+        };
+        let micros = ceiling / 2 + jitter % (ceiling / 2);
+        std::thread::sleep(Duration::from_micros(micros).min(limit - waited));
+        true
+    }))
+}
+
+/// A `BEGIN IMMEDIATE` transaction on a shared connection, rolled back on drop unless committed.
+pub(super) struct Immediate<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> Immediate<'c> {
+    pub(super) fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        // Cached like every other statement: parsing BEGIN and COMMIT on each call costs a
+        // measurable share of a cycle at synchronous = NORMAL.
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Immediate { conn, open: true })
+    }
+
+    pub(super) fn commit(mut self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // Nothing useful can be done with a failed rollback here; SQLite rolls an
+            // unfinished transaction back itself when the connection is next used or closed.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+/// Sorts a driver error into the crate's error kinds.
+pub(super) fn map_error(path: &Path, e: rusqlite::Error) -> Error {
+    let database = || path.display().to_string();
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Busy,
+        Some(ErrorCode::DiskFull) => Error::StorageFull {
+            database: database(),
+        },
+        Some(ErrorCode::ReadOnly) => Error::ReadOnly {
+            database: database(),
+            source: BackendError::new(e),
+        },
+        Some(ErrorCode::DatabaseCorrupt) => Error::Corrupt {
+            database: database(),
+            source: BackendError::new(e),
+        },
+        Some(ErrorCode::NotADatabase) => Error::NotADatabase {
+            path: path.to_path_buf(),
+        },
+        Some(ErrorCode::CannotOpen) => Error::CannotOpen {
+            path: path.to_path_buf(),
+            source: BackendError::new(e),
+        },
+        _ => Error::Backend(BackendError::new(e)),
+    }
+}

@@ -1,0 +1,336 @@
+//! [`Store`] for [`SqliteStore`]: each operation runs the statement of its file in `sql/`.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::connection::Immediate;
+use super::{SqliteStore, sql};
+use crate::error::Result;
+use crate::policy::{self, Claimed};
+use crate::store::Store;
+use crate::types::{
+    BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Resource, Stats,
+    Status, Ttl,
+};
+
+impl Store for SqliteStore {
+    fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
+        let none: Option<&[u8]> = None;
+        self.write_one(sql::ENQUEUE, params![job_id.as_str(), none, 0, 0.0, 0])
+    }
+
+    fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::STATE)
+            .map_err(|e| self.err(e))?;
+        stmt.query_row(params![job_id.as_str()], |r| {
+            Ok(JobState {
+                id: r.get(0)?,
+                owner: r.get(1)?,
+                until: r.get(2)?,
+                fence: r.get(3)?,
+                result: r.get(4)?,
+                done: r.get::<_, i64>(5)? != 0,
+            })
+        })
+        .optional()
+        .map_err(|e| self.err(e))
+    }
+
+    fn claim(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Lease>> {
+        let until = ttl.until(now)?;
+        let now = now.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let lease = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::CLAIM)
+                .map_err(|e| self.err(e))?;
+            stmt.query_row(params![job_id.as_str(), owner.as_str(), until, now], |r| {
+                claimed_lease(r, owner)
+            })
+            .optional()
+            .map_err(|e| self.err(e))?
+        };
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(lease)
+    }
+
+    fn renew(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<bool> {
+        let until = ttl.until(now)?;
+        let now = now.seconds();
+        self.write_one(
+            sql::RENEW,
+            params![job_id.as_str(), owner.as_str(), fence, now, until],
+        )
+    }
+
+    fn complete(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        fence: Fence,
+        now: Now,
+        result: &str,
+    ) -> Result<bool> {
+        let now = now.seconds();
+        self.write_one(
+            sql::COMPLETE,
+            params![job_id.as_str(), owner.as_str(), fence, now, result],
+        )
+    }
+
+    fn release(&self, job_id: JobId<'_>, owner: Owner<'_>, fence: Fence) -> Result<bool> {
+        self.write_one(
+            sql::RELEASE,
+            params![job_id.as_str(), owner.as_str(), fence],
+        )
+    }
+
+    fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>> {
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut inserted = Vec::with_capacity(jobs.len());
+        {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::ENQUEUE)
+                .map_err(|e| self.err(e))?;
+            for job in jobs {
+                let changed = stmt
+                    .execute(params![
+                        job.id(),
+                        job.payload_bytes(),
+                        job.priority_value(),
+                        job.not_before_value(),
+                        job.max_attempts_value(),
+                    ])
+                    .map_err(|e| self.err(e))?;
+                inserted.push(changed == 1);
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(inserted)
+    }
+
+    fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
+        let until = ttl.until(now)?;
+        let now = now.seconds();
+        // One statement, so one implicit transaction: it takes the write lock before it reads
+        // (as BEGIN IMMEDIATE would) and commits when it finishes.
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::CLAIM_NEXT)
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt
+            .query(params![owner.as_str(), until, now])
+            .map_err(|e| self.err(e))?;
+        let lease = match rows.next().map_err(|e| self.err(e))? {
+            Some(row) => Some(claimed_lease(row, owner).map_err(|e| self.err(e))?),
+            None => None,
+        };
+        // Step to the end: the commit happens there, and a failed commit must be an error.
+        while rows.next().map_err(|e| self.err(e))?.is_some() {}
+        Ok(lease)
+    }
+
+    fn claim_batch(
+        &self,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+        n: BatchSize,
+    ) -> Result<Vec<Lease>> {
+        let until = ttl.until(now)?;
+        let now = now.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let claimed = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::CLAIM_BATCH)
+                .map_err(|e| self.err(e))?;
+            stmt.query_map(params![owner.as_str(), until, now, n.limit()], |r| {
+                Ok(Claimed {
+                    lease: claimed_lease(r, owner)?,
+                    not_before: r.get(7)?,
+                    seq: r.get(8)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| self.err(e))?
+        };
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(policy::best_first(claimed))
+    }
+
+    fn complete_batch(&self, completions: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>> {
+        if completions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = now.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut stored = Vec::with_capacity(completions.len());
+        {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::COMPLETE)
+                .map_err(|e| self.err(e))?;
+            for (lease, result) in completions {
+                let changed = stmt
+                    .execute(params![lease.job_id, lease.owner, lease.fence, now, result])
+                    .map_err(|e| self.err(e))?;
+                stored.push(changed == 1);
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(stored)
+    }
+
+    fn fail(
+        &self,
+        lease: &Lease,
+        now: Now,
+        error: &str,
+        retry_at: Option<Now>,
+    ) -> Result<Option<Failed>> {
+        let retry_at = policy::retry_at(retry_at, lease, now);
+        let (now, at) = (now.seconds(), retry_at.seconds());
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::FAIL)
+            .map_err(|e| self.err(e))?;
+        let dead: Option<bool> = stmt
+            .query_row(
+                params![lease.job_id, lease.owner, lease.fence, now, error, at],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(dead.map(|dead| {
+            if dead {
+                Failed::Dead
+            } else {
+                Failed::Retrying { at }
+            }
+        }))
+    }
+
+    fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
+        self.write_one(sql::CANCEL, params![job_id.as_str(), now.seconds()])
+    }
+
+    fn purge(&self, finished_before: Now) -> Result<u64> {
+        let before = finished_before.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let purged: Vec<(String, Fence)> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::PURGE)
+                .map_err(|e| self.err(e))?;
+            stmt.query_map(params![before], |r| Ok((r.get(0)?, r.get(1)?)))
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(|e| self.err(e))?
+        };
+        {
+            // The same transaction: a purged id's last fence becomes its floor, so an id
+            // enqueued again continues above every fence it ever had.
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::FENCE_FLOOR)
+                .map_err(|e| self.err(e))?;
+            for (id, fence) in &purged {
+                stmt.execute(params![id, fence]).map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(purged.len() as u64)
+    }
+
+    fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::LIST)
+            .map_err(|e| self.err(e))?;
+        stmt.query_map(
+            params![now.seconds(), status.map(Status::as_str), limit],
+            |r| {
+                Ok(JobInfo {
+                    state: JobState {
+                        id: r.get(0)?,
+                        owner: r.get(1)?,
+                        until: r.get(2)?,
+                        fence: r.get(3)?,
+                        result: r.get(4)?,
+                        done: r.get::<_, i64>(5)? != 0,
+                    },
+                    payload: r.get(6)?,
+                    priority: r.get(7)?,
+                    not_before: r.get(8)?,
+                    max_attempts: r.get(9)?,
+                    error: r.get(10)?,
+                    finished_at: r.get(11)?,
+                    status: status_column(r, 12)?,
+                })
+            },
+        )
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.err(e))
+    }
+
+    fn stats(&self, now: Now) -> Result<Stats> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::STATS)
+            .map_err(|e| self.err(e))?;
+        let counts = stmt
+            .query_map(params![now.seconds()], |r| {
+                Ok((status_column(r, 0)?, r.get::<_, i64>(1)?))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| self.err(e))?;
+        let mut stats = Stats::default();
+        for (status, count) in counts {
+            *stats.slot(status) += count.max(0) as u64;
+        }
+        Ok(stats)
+    }
+
+    fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
+        self.write_one(sql::ADMIT, params![resource.as_str(), fence])
+    }
+}
+
+/// The lease of one row returned by the claim statements.
+fn claimed_lease(r: &rusqlite::Row<'_>, owner: Owner<'_>) -> rusqlite::Result<Lease> {
+    Ok(Lease {
+        job_id: r.get(0)?,
+        owner: owner.as_str().to_owned(),
+        fence: r.get(1)?,
+        until: r.get(2)?,
+        payload: r.get(3)?,
+        priority: r.get(4)?,
+        max_attempts: r.get(5)?,
+        last_error: r.get(6)?,
+    })
+}
+
+/// Reads a status name written by `status.sql`.
+fn status_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Status> {
+    let name: String = row.get(index)?;
+    Status::parse(&name).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
+    })
+}

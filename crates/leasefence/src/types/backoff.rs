@@ -1,0 +1,67 @@
+//! When a failed job may run again.
+
+use super::Fence;
+use super::args::Now;
+use super::job::Lease;
+
+/// Exponential backoff with jitter for retries after `fail`.
+///
+/// The delay before attempt `n + 1` is `min(max, base · factor^(n-1))`, scaled by a factor in
+/// `[1 - jitter, 1 + jitter]` derived from the job id and fence (so it is spread out across
+/// jobs, yet reproducible for one lease).
+///
+/// ```
+/// use leasefence::Backoff;
+/// let b = Backoff { base: 1.0, factor: 2.0, max: 60.0, jitter: 0.0 };
+/// assert_eq!(b.delay("job", 1), 1.0);
+/// assert_eq!(b.delay("job", 4), 8.0);
+/// assert_eq!(b.delay("job", 30), 60.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// Delay after the first failed attempt, in seconds.
+    pub base: f64,
+    /// Growth per attempt.
+    pub factor: f64,
+    /// The largest delay, in seconds.
+    pub max: f64,
+    /// Relative spread, `0.0..1.0`.
+    pub jitter: f64,
+}
+
+impl Default for Backoff {
+    /// 1 s, doubling, at most one hour, ±20 % jitter.
+    fn default() -> Self {
+        Backoff {
+            base: 1.0,
+            factor: 2.0,
+            max: 3600.0,
+            jitter: 0.2,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay after the failure of attempt `fence` of job `job_id`, in seconds.
+    pub fn delay(&self, job_id: &str, fence: Fence) -> f64 {
+        use std::hash::{Hash, Hasher};
+        let exponent = fence.saturating_sub(1).clamp(0, 1024) as i32;
+        let raw = self.base * self.factor.powi(exponent);
+        let capped = if raw.is_finite() {
+            raw.min(self.max)
+        } else {
+            self.max
+        };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (job_id, fence).hash(&mut hasher);
+        let unit = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+        let spread = self.jitter * (2.0 * unit - 1.0);
+        (capped * (1.0 + spread)).max(0.0)
+    }
+
+    /// When the job of `lease` may run again after it failed at `now`.
+    pub fn retry_at(&self, lease: &Lease, now: Now) -> Now {
+        let at = now.0 + self.delay(&lease.job_id, lease.fence);
+        Now(if at.is_finite() { at } else { now.0 })
+    }
+}

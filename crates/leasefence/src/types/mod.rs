@@ -1,0 +1,22 @@
+//! Validated arguments, the stored row and the queue's records.
+//!
+//! Every argument check of the contract lives here, once. A backend receives only values that
+//! passed these constructors, so two backends can never disagree about what is valid input.
+//!
+//! - [`args`]: the validated arguments ([`JobId`], [`Owner`], [`Now`], [`Ttl`], [`Resource`],
+//!   [`BatchSize`]).
+//! - [`job`]: what the store hands back ([`JobState`], [`Lease`], [`JobInfo`], [`Status`],
+//!   [`Stats`], [`Failed`]) and what it takes in ([`NewJob`]).
+//! - [`backoff`]: when a failed job runs again ([`Backoff`]).
+
+pub(crate) mod args;
+pub(crate) mod backoff;
+pub(crate) mod job;
+
+pub use args::{BatchSize, JobId, Now, Owner, Resource, Ttl};
+pub use backoff::Backoff;
+pub use job::{Failed, JobInfo, JobState, Lease, NewJob, Stats, Status};
+
+/// A fencing token: the generation number handed out by `claim`. It grows by one on every
+/// successful claim of a job and is never issued twice for the same job.
+pub type Fence = i64;
