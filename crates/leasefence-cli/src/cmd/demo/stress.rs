@@ -1,5 +1,5 @@
-//! The stress run: worker threads, each with its own store (an `SqliteStore` connection, or a
-//! `PgStore` on the caller's clock), take jobs from a shared queue on the real clock. Some stall past their lease after claiming and then
+//! The stress run: worker threads, each with its own store on the caller's clock, take jobs
+//! from a shared queue on the real clock. Some stall past their lease after claiming and then
 //! try to renew and complete with their old fence. Every acknowledged complete is recorded, and
 //! at the end every job is read back through a fresh connection and judged.
 
@@ -13,6 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use leasefence::{AnyStore, Fence, JobId, JobState, NewJob, Now, Owner, Store, Ttl};
 use serde_json::json;
 
+use crate::ctx::Purpose;
 use crate::output::Out;
 
 /// How often a call that met a busy database is tried again before the run gives up.
@@ -31,19 +32,10 @@ pub struct Config {
     pub ttl: Ttl,
     /// Fraction of first claims after which the worker stalls past its lease.
     pub stall_rate: f64,
-    /// The backend, for the notes of the report: `"sqlite"` or `"postgres"`.
-    pub backend: &'static str,
-}
-
-/// What a store is opened for; SQLite enqueues the setup with cheaper commits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
-    /// Enqueueing the jobs (no fence is handed out).
-    Setup,
-    /// One worker thread's claims, renews and completes.
-    Worker,
-    /// Reading every job back for the verdict, through a store the workers never used.
-    Verdict,
+    /// How the backend makes commits durable, for the notes of the report.
+    pub durability: &'static str,
+    /// How the jobs are enqueued, for the notes of the report.
+    pub setup_note: &'static str,
 }
 
 /// Opens a fresh store for a purpose. Every store must take `now` from the caller: the run
@@ -128,7 +120,7 @@ struct Clock {
 impl Clock {
     fn start() -> Self {
         Clock {
-            epoch: crate::cmd::unix_now(),
+            epoch: leasefence::Clock::now(&leasefence::SystemClock),
             start: Instant::now(),
         }
     }
@@ -213,28 +205,19 @@ pub fn run(open: &Opener<'_>, prefix: &str, config: &Config) -> anyhow::Result<R
         .map(|i| format!("{prefix}job-{i:05}"))
         .collect();
 
-    // Setup only: no fence is handed out while enqueueing, so on SQLite these commits skip the
-    // per-commit fsync (the workers' first durable commit syncs them). Claims and completes are
-    // durable.
+    // Setup only: no fence is handed out while enqueueing, so these commits may be cheaper
+    // ([`Purpose::Setup`]). Claims and completes are durable.
     let started = Instant::now();
     let setup = open(Purpose::Setup).context("opening the database to enqueue the stress jobs")?;
-    if config.backend == "postgres" {
-        // One round trip and one commit per batch instead of per job.
-        for batch in ids.chunks(500) {
-            let jobs = batch
-                .iter()
-                .map(|id| NewJob::new(id.as_str()))
-                .collect::<leasefence::Result<Vec<_>>>()?;
-            let inserted = setup.enqueue_many(&jobs)?;
-            if let Some((id, _)) = batch.iter().zip(inserted).find(|(_, new)| !new) {
-                bail!("job {id} already exists; the stress run needs fresh ids");
-            }
-        }
-    } else {
-        for id in &ids {
-            if !setup.enqueue(JobId::new(id)?)? {
-                bail!("job {id} already exists; the stress run needs fresh ids");
-            }
+    // One round trip and one commit per batch instead of per job.
+    for batch in ids.chunks(500) {
+        let jobs = batch
+            .iter()
+            .map(|id| NewJob::new(id.as_str()))
+            .collect::<leasefence::Result<Vec<_>>>()?;
+        let inserted = setup.enqueue_many(&jobs)?;
+        if let Some((id, _)) = batch.iter().zip(inserted).find(|(_, new)| !new) {
+            bail!("job {id} already exists; the stress run needs fresh ids");
         }
     }
     drop(setup);
@@ -339,10 +322,10 @@ fn worker(shared: &Shared<'_>, w: usize, seed: u64) -> anyhow::Result<Tally> {
         let mut claimed_at = clock.now()?;
         let claimed = retry(counts, || {
             claimed_at = clock.now()?;
-            store.claim(job, owner, claimed_at, ttl)
+            crate::cmd::claim(&store, job, owner, claimed_at, ttl)
         })
         .with_context(|| format!("{name}: claim {id}"))?;
-        let Some(fence) = claimed else {
+        let Some((fence, until)) = claimed else {
             let row = retry(counts, || store.state(job))
                 .with_context(|| format!("{name}: state {id}"))?;
             match row {
@@ -366,7 +349,6 @@ fn worker(shared: &Shared<'_>, w: usize, seed: u64) -> anyhow::Result<Tally> {
         if claimed_at.seconds() < item.leased_until {
             counts.live_claimed += 1;
         }
-        let until = ttl.until(claimed_at)?;
 
         if fence == 1 && rng.chance(shared.config.stall_rate) {
             counts.stalls += 1;
@@ -618,11 +600,7 @@ impl Report {
                 format!(
                     "ttl {} s; durable commits ({})",
                     config.ttl.seconds(),
-                    if config.backend == "postgres" {
-                        "synchronous_commit = on"
-                    } else {
-                        "synchronous = FULL"
-                    }
+                    config.durability
                 ),
             ),
         );
@@ -631,11 +609,7 @@ impl Report {
             (
                 format!("{:.2} s", self.enqueue_time.as_secs_f64()),
                 None,
-                if config.backend == "postgres" {
-                    "setup".to_owned()
-                } else {
-                    "setup, synchronous = NORMAL".to_owned()
-                },
+                config.setup_note.to_owned(),
             ),
         );
         add(
