@@ -13,6 +13,9 @@
 //! leasefence renew job-1 --owner worker-a --fence 1 --ttl 30
 //! leasefence complete job-1 --owner worker-a --fence 1 --result "42"
 //! leasefence release job-1 --owner worker-a --fence 1
+//! leasefence claim-batch --owner worker-a --ttl 30 --n 10  # one line per lease
+//! leasefence fail job-1 --owner worker-a --fence 1 --error "timeout"  # retrying or dead
+//! leasefence admit bucket/report.csv --fence 3            # the gate for an external write
 //! leasefence state job-1
 //! leasefence enqueue job-2 --payload '{"w":640}' --priority 5 --not-before 0 --max-attempts 3
 //! leasefence enqueue --ids-from ids.txt                    # one id per line, one transaction
@@ -31,8 +34,8 @@
 //!
 //! - `0`: the operation took effect (for `demo`: every invariant held).
 //! - `1`: the contract refused it — a known id on `enqueue`, a job that is not claimable, a stale
-//!   fence or expired lease, an unknown id on `state` (for `demo`: an invariant broke). The
-//!   reason is on stderr.
+//!   fence or expired lease, an unknown id on `state`, no ready job on `claim-batch`, a lower
+//!   fence on `admit` (for `demo`: an invariant broke). The reason is on stderr.
 //! - `2`: bad input (including clap's usage errors) or a database error, reason on stderr as
 //!   `leasefence: error: …`. A busy database is retryable, and the message says so.
 
@@ -108,6 +111,15 @@ enum Command {
     Complete(cmd::complete::Args),
     /// Give a lease back early; the fence is kept.
     Release(cmd::release::Args),
+    /// Take the leases on up to N ready jobs in one transaction, best first, and print each
+    /// (id, fence, lease end, payload size).
+    ClaimBatch(cmd::claim_batch::Args),
+    /// Record a failed attempt while the lease is current: retried later (backoff or
+    /// --retry-at), or dead after the job's last attempt.
+    Fail(cmd::fail::Args),
+    /// The fence gate for an external resource: admit a fence only if no higher one was
+    /// admitted before.
+    Admit(cmd::admit::Args),
     /// List jobs with their status, lease, priority and attempts, oldest first.
     List(cmd::list::Args),
     /// Count jobs by status (ready, scheduled, leased, expired, retrying, done, dead, cancelled).
@@ -138,6 +150,9 @@ fn main() -> ExitCode {
         Command::Renew(args) => cmd::renew::run(&ctx, args),
         Command::Complete(args) => cmd::complete::run(&ctx, args),
         Command::Release(args) => cmd::release::run(&ctx, args),
+        Command::ClaimBatch(args) => cmd::claim_batch::run(&ctx, args),
+        Command::Fail(args) => cmd::fail::run(&ctx, args),
+        Command::Admit(args) => cmd::admit::run(&ctx, args),
         Command::List(args) => cmd::list::run(&ctx, args),
         Command::Stats(args) => cmd::stats::run(&ctx, args),
         Command::Purge(args) => cmd::purge::run(&ctx, args),

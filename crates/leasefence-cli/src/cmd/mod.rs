@@ -1,10 +1,13 @@
 //! One module per subcommand, each with its clap `Args` and a `run` function.
 
+pub mod admit;
 pub mod cancel;
 pub mod claim;
+pub mod claim_batch;
 pub mod complete;
 pub mod demo;
 pub mod enqueue;
+pub mod fail;
 pub mod init;
 pub mod list;
 pub mod purge;
