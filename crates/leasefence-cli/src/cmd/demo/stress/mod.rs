@@ -14,32 +14,12 @@ mod workload;
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
-use leasefence::{AnyStore, Clock, NewJob, Store as _, Ttl};
+use leasefence::{Clock, NewJob, Store as _};
 
 pub use self::report::Report;
 use self::workload::{Ack, Counts, Shared, Tally};
+pub use self::workload::{Config, Opener};
 use crate::ctx::Purpose;
-
-/// The shape of one stress run.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Number of jobs.
-    pub jobs: usize,
-    /// Number of worker threads.
-    pub workers: usize,
-    /// Lease duration.
-    pub ttl: Ttl,
-    /// Fraction of first claims after which the worker stalls past its lease.
-    pub stall_rate: f64,
-    /// How the backend makes commits durable, for the notes of the report.
-    pub durability: &'static str,
-    /// How the jobs are enqueued, for the notes of the report.
-    pub setup_note: &'static str,
-}
-
-/// Opens a fresh store for a purpose. Every store must take `now` from the caller: the run
-/// judges its invariants on its own clock.
-pub type Opener<'a> = dyn Fn(Purpose) -> leasefence::Result<AnyStore> + Sync + 'a;
 
 /// How many jobs one `enqueue_many` call inserts while setting up.
 const SETUP_BATCH: usize = 500;

@@ -7,8 +7,7 @@ use anyhow::Context as _;
 use leasefence::{AnyStore, JobId, JobState, Store as _};
 use serde_json::json;
 
-use super::Config;
-use super::workload::{Ack, Counts};
+use super::workload::{Ack, Config, Counts};
 use crate::output::Out;
 
 /// How many offending jobs the report names when an invariant broke.
@@ -240,4 +239,72 @@ fn still_stored(row: &JobState, ack: &Ack) -> bool {
     row.result.as_deref() == Some(ack.result.as_str())
         && row.owner.as_deref() == Some(ack.owner.as_str())
         && row.fence == ack.fence
+}
+
+#[cfg(test)]
+mod tests {
+    use leasefence::{AnyStore, JobId, Now, Owner, SqliteStore, Store as _, Ttl};
+
+    use super::*;
+
+    fn config() -> Config {
+        Config {
+            jobs: 1,
+            workers: 1,
+            ttl: Ttl::new(1.0).unwrap(),
+            stall_rate: 0.0,
+            durability: "synchronous = FULL",
+            setup_note: "setup",
+        }
+    }
+
+    /// A store holding job `j`, completed by `owner` under fence 1 with `result`.
+    fn completed(dir: &tempfile::TempDir, owner: &str, result: &str) -> AnyStore {
+        let store = AnyStore::from(SqliteStore::open(dir.path().join("jobs.db")).unwrap());
+        let (job, who) = (JobId::new("j").unwrap(), Owner::new(owner).unwrap());
+        store.enqueue(job).unwrap();
+        let now = Now::new(0.0).unwrap();
+        let ttl = Ttl::new(10.0).unwrap();
+        let (fence, _) = crate::cmd::claim(&store, job, who, now, ttl)
+            .unwrap()
+            .unwrap();
+        assert!(store.complete(job, who, fence, now, result).unwrap());
+        store
+    }
+
+    fn ack(owner: &str, result: &str) -> Ack {
+        Ack {
+            owner: owner.to_owned(),
+            fence: 1,
+            result: result.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_job_stored_as_acknowledged_is_done_exactly_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = completed(&dir, "a", "r");
+        let report = Report::judge(&store, &["j".to_owned()], &[vec![ack("a", "r")]]).unwrap();
+        assert_eq!((report.done_once, report.overwritten), (1, 0));
+        assert!(report.broken(&config()).is_empty());
+    }
+
+    #[test]
+    fn a_stored_result_that_differs_from_the_acknowledged_one_is_broken() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = completed(&dir, "b", "b's");
+        let acks = [vec![ack("a", "a's")]];
+        let report = Report::judge(&store, &["j".to_owned()], &acks).unwrap();
+        assert_eq!(report.overwritten, 1);
+        assert_eq!(report.broken(&config()), ["results overwritten"]);
+        assert!(
+            report.problems[0].starts_with("j: acknowledged \"a's\""),
+            "{report:?}"
+        );
+
+        let twice = [vec![ack("b", "b's"), ack("b", "b's")]];
+        let report = Report::judge(&store, &["j".to_owned()], &twice).unwrap();
+        assert_eq!(report.broken(&config()), ["jobs done exactly once"]);
+        assert_eq!(report.problems, ["j: 2 completes acknowledged"]);
+    }
 }

@@ -1,4 +1,5 @@
-//! The jobs of a stress run, the queue the workers share, and what each worker tallies.
+//! The shape of a stress run, its jobs, the queue the workers share, and what each worker
+//! tallies.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -7,9 +8,30 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use leasefence::{Clock, Fence, Now};
+use leasefence::{AnyStore, Clock, Fence, Now, Ttl};
 
-use super::{Config, Opener};
+use crate::ctx::Purpose;
+
+/// The shape of one stress run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Number of jobs.
+    pub jobs: usize,
+    /// Number of worker threads.
+    pub workers: usize,
+    /// Lease duration.
+    pub ttl: Ttl,
+    /// Fraction of first claims after which the worker stalls past its lease.
+    pub stall_rate: f64,
+    /// How the backend makes commits durable, for the notes of the report.
+    pub durability: &'static str,
+    /// How the jobs are enqueued, for the notes of the report.
+    pub setup_note: &'static str,
+}
+
+/// Opens a fresh store for a purpose. Every store must take `now` from the caller: the run
+/// judges its invariants on its own clock.
+pub type Opener<'a> = dyn Fn(Purpose) -> leasefence::Result<AnyStore> + Sync + 'a;
 
 /// What one acknowledged `complete` stored, as the worker was told.
 #[derive(Debug, Clone, PartialEq)]
