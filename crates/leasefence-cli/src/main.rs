@@ -1,8 +1,8 @@
 //! `leasefence`: the lease-and-fence contract from a shell, and a demo of it.
 //!
-//! Every subcommand is one call of the library's free functions on an SQLite file (`--db`,
-//! default `leasefence.db` in the working directory, or `LEASEFENCE_DB`), or the same
-//! operation through the `Store` trait on PostgreSQL when the database is a URL
+//! Every subcommand is one operation of the library's `Store` trait on an `AnyStore`, opened in
+//! one place (`ctx.rs`) from `--db`: an SQLite file (default `leasefence.db` in the working
+//! directory, or `LEASEFENCE_DB`), or PostgreSQL when the database is a URL
 //! (`--db postgres://user@host/dbname`, tables in the schema `--pg-schema`, default
 //! `leasefence`):
 //!
@@ -13,6 +13,9 @@
 //! leasefence renew job-1 --owner worker-a --fence 1 --ttl 30
 //! leasefence complete job-1 --owner worker-a --fence 1 --result "42"
 //! leasefence release job-1 --owner worker-a --fence 1
+//! leasefence claim-batch --owner worker-a --ttl 30 --n 10  # one line per lease
+//! leasefence fail job-1 --owner worker-a --fence 1 --error "timeout"  # retrying or dead
+//! leasefence admit bucket/report.csv --fence 3            # the gate for an external write
 //! leasefence state job-1
 //! leasefence enqueue job-2 --payload '{"w":640}' --priority 5 --not-before 0 --max-attempts 3
 //! leasefence enqueue --ids-from ids.txt                    # one id per line, one transaction
@@ -31,26 +34,22 @@
 //!
 //! - `0`: the operation took effect (for `demo`: every invariant held).
 //! - `1`: the contract refused it — a known id on `enqueue`, a job that is not claimable, a stale
-//!   fence or expired lease, an unknown id on `state` (for `demo`: an invariant broke). The
-//!   reason is on stderr.
+//!   fence or expired lease, an unknown id on `state`, no ready job on `claim-batch`, a lower
+//!   fence on `admit` (for `demo`: an invariant broke). The reason is on stderr.
 //! - `2`: bad input (including clap's usage errors) or a database error, reason on stderr as
 //!   `leasefence: error: …`. A busy database is retryable, and the message says so.
 
 mod cmd;
+mod ctx;
 mod output;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use leasefence::{AnyOptions, AnyStore, PgOptions, SqliteOptions, Target};
 
+use crate::ctx::Ctx;
 use crate::output::{Out, Outcome};
-
-/// The database used when neither `--db` nor `LEASEFENCE_DB` is given.
-const DEFAULT_DB: &str = "leasefence.db";
-/// The PostgreSQL schema used when neither `--pg-schema` nor `LEASEFENCE_PG_SCHEMA` is given.
-const DEFAULT_PG_SCHEMA: &str = "leasefence";
 
 /// Time-limited job leases with fencing tokens, on an SQLite file or PostgreSQL.
 #[derive(Debug, Parser)]
@@ -112,6 +111,15 @@ enum Command {
     Complete(cmd::complete::Args),
     /// Give a lease back early; the fence is kept.
     Release(cmd::release::Args),
+    /// Take the leases on up to N ready jobs in one transaction, best first, and print each
+    /// (id, fence, lease end, payload size).
+    ClaimBatch(cmd::claim_batch::Args),
+    /// Record a failed attempt while the lease is current: retried later (backoff or
+    /// --retry-at), or dead after the job's last attempt.
+    Fail(cmd::fail::Args),
+    /// The fence gate for an external resource: admit a fence only if no higher one was
+    /// admitted before.
+    Admit(cmd::admit::Args),
     /// List jobs with their status, lease, priority and attempts, oldest first.
     List(cmd::list::Args),
     /// Count jobs by status (ready, scheduled, leased, expired, retrying, done, dead, cancelled).
@@ -125,72 +133,6 @@ enum Command {
     Work(cmd::work::Args),
     /// Replay the stalled-worker story, then a multi-threaded stress run with a verdict.
     Demo(cmd::demo::Args),
-}
-
-/// What every subcommand gets from the global flags.
-#[derive(Debug)]
-pub struct Ctx {
-    /// `--db` or `LEASEFENCE_DB`, if either was given.
-    db: Option<PathBuf>,
-    /// `--pg-schema` or `LEASEFENCE_PG_SCHEMA`, if either was given.
-    pg_schema: Option<String>,
-    /// Where results are printed.
-    pub out: Out,
-}
-
-impl Ctx {
-    /// The database to use: the one given, or [`DEFAULT_DB`] in the working directory.
-    pub fn db(&self) -> &Path {
-        self.db.as_deref().unwrap_or(Path::new(DEFAULT_DB))
-    }
-
-    /// The database the user gave explicitly (flag or environment), if any.
-    pub fn db_given(&self) -> Option<&Path> {
-        self.db.as_deref()
-    }
-
-    /// Which backend [`Ctx::db`] names: a `postgres://` URL, or an SQLite file.
-    ///
-    /// # Errors
-    /// `InvalidArgument` naming `db` for an empty value.
-    pub fn target(&self) -> leasefence::Result<Target> {
-        match self.db().to_str() {
-            Some(db) => Target::parse(db),
-            // Not UTF-8: never a URL.
-            None => Ok(Target::Sqlite(self.db().to_path_buf())),
-        }
-    }
-
-    /// The PostgreSQL schema: `--pg-schema`, or `leasefence`.
-    pub fn pg_schema(&self) -> &str {
-        self.pg_schema.as_deref().unwrap_or(DEFAULT_PG_SCHEMA)
-    }
-
-    /// The schema the user gave explicitly (flag or environment), if any.
-    pub fn pg_schema_given(&self) -> Option<&str> {
-        self.pg_schema.as_deref()
-    }
-
-    /// Options for a PostgreSQL store of this invocation: the schema, a small pool (one
-    /// command makes a few calls in a row), and the database's clock unless the caller gives
-    /// `now` itself.
-    pub fn pg_options(&self, database_clock: bool) -> PgOptions {
-        PgOptions::new()
-            .schema(self.pg_schema())
-            .pool_size(2)
-            .database_clock(database_clock)
-    }
-
-    /// Opens the database as the queue commands need it: an SQLite file that must exist and be
-    /// initialised (nothing is created, exactly as the library's free functions), or a
-    /// PostgreSQL schema (created if absent). On PostgreSQL the store judges leases by the
-    /// database's clock unless `now_given`.
-    pub fn open(&self, now_given: bool) -> leasefence::Result<AnyStore> {
-        AnyOptions::new()
-            .sqlite(SqliteOptions::new().init(false))
-            .postgres(self.pg_options(!now_given))
-            .open_target(&self.target()?)
-    }
 }
 
 fn main() -> ExitCode {
@@ -208,6 +150,9 @@ fn main() -> ExitCode {
         Command::Renew(args) => cmd::renew::run(&ctx, args),
         Command::Complete(args) => cmd::complete::run(&ctx, args),
         Command::Release(args) => cmd::release::run(&ctx, args),
+        Command::ClaimBatch(args) => cmd::claim_batch::run(&ctx, args),
+        Command::Fail(args) => cmd::fail::run(&ctx, args),
+        Command::Admit(args) => cmd::admit::run(&ctx, args),
         Command::List(args) => cmd::list::run(&ctx, args),
         Command::Stats(args) => cmd::stats::run(&ctx, args),
         Command::Purge(args) => cmd::purge::run(&ctx, args),

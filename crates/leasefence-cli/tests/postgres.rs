@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use leasefence::postgres::{Client, NoTls};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 mod support;
 use support::Run;
@@ -565,6 +565,203 @@ fn the_queue_commands_run_on_postgres() {
         .says("purged 1 finished job");
     assert_eq!(pg.row("mail-2"), None);
     assert_eq!(pg.row("resize-1"), Some(row(Some("w1"), 40.0, 1, None, 0)));
+}
+
+/// `not_before`, `error` and `outcome` of `id`, read through the test's own connection.
+fn failure_columns(pg: &Pg, id: &str) -> (f64, Option<String>, Option<String>) {
+    let rows = pg.query(
+        "SELECT not_before, error, outcome FROM {schema}.jobs WHERE id = $1",
+        &[&id],
+    );
+    (rows[0].get(0), rows[0].get(1), rows[0].get(2))
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn claim_batch_fail_and_admit_on_postgres_refuse_the_stale_fence() {
+    let Some(pg) = Pg::new() else { return };
+    pg.lf(&[
+        "enqueue",
+        "a",
+        "--payload",
+        "hi",
+        "--priority",
+        "5",
+        "--max-attempts",
+        "2",
+    ])
+    .ok();
+    pg.lf(&["enqueue", "b"]).ok();
+
+    // claim-batch: best first, one line (or object) per lease, as stored.
+    let leases = pg
+        .lf(&[
+            "--json",
+            "claim-batch",
+            "--owner",
+            "w",
+            "--ttl",
+            "30",
+            "--n",
+            "5",
+            "--now",
+            "100",
+        ])
+        .ok()
+        .jsons();
+    let got: Vec<(&str, i64, f64, &Value)> = leases
+        .iter()
+        .map(|l| {
+            (
+                l["job_id"].as_str().unwrap(),
+                l["fence"].as_i64().unwrap(),
+                l["until"].as_f64().unwrap(),
+                &l["payload_bytes"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [("a", 1, 130.0, &json!(2)), ("b", 1, 130.0, &json!(null))]
+    );
+    assert_eq!(pg.row("a"), Some(row(Some("w"), 130.0, 1, None, 0)));
+    assert_eq!(pg.row("b"), Some(row(Some("w"), 130.0, 1, None, 0)));
+    pg.lf(&[
+        "claim-batch",
+        "--owner",
+        "x",
+        "--ttl",
+        "30",
+        "--n",
+        "5",
+        "--now",
+        "100",
+    ])
+    .refused()
+    .warns("no job is ready");
+
+    // fail: retrying, then the stale fence is refused, then the last attempt is dead.
+    pg.lf(&[
+        "fail",
+        "a",
+        "--owner",
+        "w",
+        "--fence",
+        "1",
+        "--error",
+        "boom",
+        "--retry-at",
+        "200",
+        "--now",
+        "101",
+    ])
+    .ok()
+    .says("retrying, claimable again at 200");
+    assert_eq!(pg.row("a"), Some(row(None, 0.0, 1, None, 0)));
+    assert_eq!(
+        failure_columns(&pg, "a"),
+        (200.0, Some("boom".to_owned()), None)
+    );
+    pg.lf(&[
+        "claim-batch",
+        "--owner",
+        "v",
+        "--ttl",
+        "30",
+        "--n",
+        "1",
+        "--now",
+        "200",
+    ])
+    .ok()
+    .says("claimed a as v: fence 2, lease until 230");
+    let run = pg.lf(&[
+        "--json", "fail", "a", "--owner", "w", "--fence", "1", "--error", "stale", "--now", "201",
+    ]);
+    run.refused();
+    assert_eq!(run.json()["ok"], false);
+    assert_eq!(pg.row("a"), Some(row(Some("v"), 230.0, 2, None, 0)));
+    let v = pg
+        .lf(&[
+            "--json", "fail", "a", "--owner", "v", "--fence", "2", "--error", "boom 2", "--now",
+            "202",
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        (&v["outcome"], &v["retry_at"]),
+        (&json!("dead"), &json!(null))
+    );
+    assert_eq!(pg.row("a").unwrap().done, 1);
+    assert_eq!(failure_columns(&pg, "a").2.as_deref(), Some("dead"));
+
+    // admit: the gate keeps the highest fence; a lower one is refused.
+    let gate = |resource: &str| -> Option<i64> {
+        pg.query(
+            "SELECT fence FROM {schema}.fence_gate WHERE resource = $1",
+            &[&resource],
+        )
+        .first()
+        .map(|r| r.get(0))
+    };
+    pg.lf(&["admit", "bucket/x", "--fence", "2"]).ok();
+    pg.lf(&["admit", "bucket/x", "--fence", "2"]).ok();
+    let run = pg.lf(&["--json", "admit", "bucket/x", "--fence", "1"]);
+    run.refused().warns("fence 1 is lower");
+    assert_eq!(
+        (&run.json()["ok"], &run.json()["resource"]),
+        (&json!(false), &json!("bucket/x"))
+    );
+    assert_eq!(gate("bucket/x"), Some(2));
+    pg.lf(&["admit", "bucket/x", "--fence", "7"]).ok();
+    assert_eq!(gate("bucket/x"), Some(7));
+    pg.lf(&["admit", "", "--fence", "1"]).error("resource");
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn claim_batch_and_fail_without_now_use_the_database_clock() {
+    let Some(pg) = Pg::new() else { return };
+    pg.lf(&["enqueue", "j"]).ok();
+    let before = pg.now();
+    let lease = pg
+        .lf(&[
+            "--json",
+            "claim-batch",
+            "--owner",
+            "A",
+            "--ttl",
+            "30",
+            "--n",
+            "1",
+        ])
+        .ok()
+        .json();
+    let after = pg.now();
+    let stored = pg.row("j").unwrap();
+    assert!(
+        (before + 30.0..=after + 30.0).contains(&stored.until),
+        "{before} + 30 <= {} <= {after} + 30",
+        stored.until
+    );
+    assert_eq!(lease["until"], stored.until);
+
+    // fail judges the lease on the server's clock and backs off from it.
+    let failed = pg
+        .lf(&[
+            "--json", "fail", "j", "--owner", "A", "--fence", "1", "--error", "e",
+        ])
+        .ok()
+        .json();
+    let at = failed["retry_at"].as_f64().unwrap();
+    assert!((before + 0.8..=pg.now() + 1.2).contains(&at), "{failed}");
+    assert_eq!(failure_columns(&pg, "j").0, at);
 }
 
 #[test]

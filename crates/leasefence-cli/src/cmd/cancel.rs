@@ -4,8 +4,8 @@ use anyhow::Context as _;
 use leasefence::{JobId, Store as _};
 use serde_json::json;
 
-use crate::Ctx;
 use crate::cmd::at_now;
+use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// Arguments of `cancel`.

@@ -3,10 +3,10 @@
 use anyhow::Context as _;
 use serde_json::json;
 
-use leasefence::{Fence, JobId, Now, Owner, Store as _, Target, Ttl};
+use leasefence::{Fence, JobId, Now, Owner, Ttl};
 
-use crate::Ctx;
-use crate::cmd::{now_on, now_or_clock};
+use crate::cmd::{self, now_on};
+use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// Arguments of `claim`.
@@ -30,27 +30,11 @@ pub struct Args {
 /// Claims a claimable job and prints the new fence (exit 0); an unknown, done or still-leased
 /// job is refused (exit 1).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
-    let Args {
-        id,
-        owner,
-        ttl,
-        now,
-    } = &args;
-    let (now, fence, until) = match ctx.target().with_context(|| format!("claim {id}"))? {
-        Target::Sqlite(path) => {
-            let now = now_or_clock(*now);
-            let fence = leasefence::claim(&path, id, owner, now, *ttl)
-                .with_context(|| format!("claim {id}"))?;
-            // The library stores exactly `now + ttl` (checked finite before the claim).
-            (now, fence, now + ttl)
-        }
-        Target::Postgres(_) => {
-            claim_pg(ctx, id, owner, *ttl, *now).with_context(|| format!("claim {id}"))?
-        }
-    };
+    let (now, claimed) = claim_at(ctx, &args).with_context(|| format!("claim {}", args.id))?;
+    let Args { id, owner, .. } = &args;
     let mut record = json!({ "op": "claim", "job_id": id, "owner": owner, "now": now });
-    Ok(match fence {
-        Some(fence) => {
+    Ok(match claimed {
+        Some((fence, until)) => {
             record["fence"] = json!(fence);
             record["until"] = json!(until);
             ctx.out.done(
@@ -66,28 +50,20 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     })
 }
 
-/// The claim through the `Store` trait, arguments checked before connecting as the free
-/// function does. Returns the clock reading, the fence and the stored lease end.
-fn claim_pg(
-    ctx: &Ctx,
-    id: &str,
-    owner: &str,
-    ttl: f64,
-    now: Option<f64>,
-) -> leasefence::Result<(f64, Option<Fence>, f64)> {
-    let (job, who) = (JobId::new(id)?, Owner::new(owner)?);
-    let given = now.map(Now::new).transpose()?;
-    let ttl = Ttl::new(ttl)?;
+/// The claim, arguments checked before connecting as the free function does. Returns the
+/// clock reading and, when granted, the fence and the stored lease end.
+fn claim_at(ctx: &Ctx, args: &Args) -> leasefence::Result<(f64, Option<(Fence, f64)>)> {
+    let (job, owner) = (JobId::new(&args.id)?, Owner::new(&args.owner)?);
+    let given = args.now.map(Now::new).transpose()?;
+    let ttl = Ttl::new(args.ttl)?;
     if let Some(given) = given {
         ttl.until(given)?;
     }
-    let store = ctx.open(now.is_some())?;
-    let now = now_on(&store, now)?;
-    let lease = store.claim(job, who, Now::new(now)?, ttl)?;
-    let fence = lease.as_ref().map(|lease| lease.fence);
-    let until = match lease {
-        Some(lease) => lease.until,
-        None => ttl.until(Now::new(now)?)?,
+    let store = ctx.open(given.is_some())?;
+    let now = now_on(&store, args.now)?;
+    let Some((fence, until)) = cmd::claim(&store, job, owner, Now::new(now)?, ttl)? else {
+        return Ok((now, None));
     };
-    Ok((now, fence, until))
+    // On the database's clock the store chose its own `now`: show the lease end it stored.
+    Ok((now, Some((fence, until))))
 }

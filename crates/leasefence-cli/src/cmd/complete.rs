@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use serde_json::json;
 
-use leasefence::{JobId, Now, Owner, Store as _, Target};
+use leasefence::{JobId, Now, Owner, Store as _};
 
-use crate::Ctx;
-use crate::cmd::{now_on, now_or_clock};
+use crate::cmd::now_on;
+use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// Arguments of `complete`.
@@ -76,23 +76,15 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         now,
     } = args;
     let result = result.read()?;
-    let (now, completed) = match ctx.target().with_context(|| format!("complete {id}"))? {
-        Target::Sqlite(path) => {
-            let now = now_or_clock(now);
-            let completed = leasefence::complete(&path, &id, &owner, fence, now, &result)
-                .with_context(|| format!("complete {id}"))?;
-            (now, completed)
-        }
-        Target::Postgres(_) => (|| -> leasefence::Result<(f64, bool)> {
-            let (job, who) = (JobId::new(&id)?, Owner::new(&owner)?);
-            let given = now.map(Now::new).transpose()?;
-            let store = ctx.open(given.is_some())?;
-            let now = now_on(&store, now)?;
-            let completed = store.complete(job, who, fence, Now::new(now)?, &result)?;
-            Ok((now, completed))
-        })()
-        .with_context(|| format!("complete {id}"))?,
-    };
+    let (now, completed) = (|| -> leasefence::Result<(f64, bool)> {
+        let (job, who) = (JobId::new(&id)?, Owner::new(&owner)?);
+        let given = now.map(Now::new).transpose()?;
+        let store = ctx.open(given.is_some())?;
+        let now = now_on(&store, now)?;
+        let completed = store.complete(job, who, fence, Now::new(now)?, &result)?;
+        Ok((now, completed))
+    })()
+    .with_context(|| format!("complete {id}"))?;
     let record = json!({
         "op": "complete", "job_id": id, "owner": owner, "fence": fence, "now": now,
     });

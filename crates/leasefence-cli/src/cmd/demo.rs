@@ -7,15 +7,10 @@
 mod story;
 mod stress;
 
-use std::path::PathBuf;
-
 use anyhow::{Context as _, ensure};
-use leasefence::{AnyStore, PgOptions, SqliteOptions, Synchronous, Target};
 use serde_json::json;
 
-use self::stress::Purpose;
-
-use crate::Ctx;
+use crate::ctx::{Ctx, Purpose};
 use crate::output::Outcome;
 
 /// Arguments of `demo`. The database is a fresh temporary file unless `--db` (or
@@ -53,53 +48,38 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         args.stall_rate
     );
 
-    let place = Place::new(ctx)?;
-    let prefix = place.prefix.clone();
-    let story_broken = match &place.backend {
-        Backend::Sqlite { path, .. } => {
-            leasefence::init_db(path).with_context(|| format!("init {}", path.display()))?;
-            let where_ = if place.temporary {
-                "a fresh temporary file, removed when the demo ends".to_owned()
-            } else {
-                format!("given; this run's job ids start with {prefix}")
-            };
-            out.line(
-                format!("database: {} ({where_})", path.display()),
-                json!({ "op": "demo", "phase": "setup", "db": path.display().to_string(),
-                        "temporary": place.temporary, "job_prefix": prefix }),
-            );
-            story::run(&story::Db::File(path), &format!("{prefix}seed-job"), out)?
-        }
-        Backend::Postgres { url, schema, .. } => {
-            let store = place.open(Purpose::Worker).with_context(|| {
-                format!(
-                    "opening {} (schema {schema})",
-                    Target::Postgres(url.clone())
-                )
-            })?;
-            let where_ = if place.temporary {
-                "a fresh schema, dropped when the demo ends".to_owned()
-            } else {
-                format!("given; this run's job ids start with {prefix}")
-            };
-            let shown = Target::Postgres(url.clone()).to_string();
-            out.line(
-                format!("database: {shown}, schema {schema} ({where_})"),
-                json!({ "op": "demo", "phase": "setup", "db": shown, "schema": schema,
-                        "temporary": place.temporary, "job_prefix": prefix }),
-            );
-            story::run(&story::Db::Store(&store), &format!("{prefix}seed-job"), out)?
-        }
+    let scratch = ctx.scratch()?;
+    let prefix = scratch.prefix.clone();
+    let shown = scratch.shown();
+    let store = scratch
+        .open(Purpose::Story)
+        .with_context(|| format!("opening {}", shown.with_schema()))?;
+    let where_ = if scratch.temporary {
+        scratch.temporary_kind().to_owned()
+    } else {
+        format!("given; this run's job ids start with {prefix}")
     };
+    let mut record = json!({ "op": "demo", "phase": "setup",
+                             "temporary": scratch.temporary, "job_prefix": prefix });
+    shown.add_to(&mut record);
+    out.line(
+        format!("database: {} ({where_})", shown.with_schema()),
+        record,
+    );
+    let story_broken = story::run(&store, &format!("{prefix}seed-job"), out)?;
+    drop(store);
 
     let config = stress::Config {
         jobs: args.jobs as usize,
         workers: args.workers as usize,
         ttl,
         stall_rate: args.stall_rate,
-        backend: place.backend.name(),
+        durability: scratch.durability(),
+        setup_note: scratch.setup_note(),
     };
-    let report = stress::run(&|purpose| place.open(purpose), &prefix, &config)?;
+    // Real time, on the caller's clock: the invariants are judged on the readings it gives.
+    let open = |purpose| scratch.open(purpose);
+    let report = stress::run(&open, &leasefence::SystemClock, &prefix, &config)?;
     report.print(&config, out);
 
     let mut broken: Vec<String> = report
@@ -121,132 +101,6 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         format!("verdict: {verdict}"),
         json!({ "op": "demo", "phase": "verdict", "ok": ok, "broken": broken }),
     );
-    drop(place);
+    drop(scratch);
     Ok(if ok { Outcome::Done } else { Outcome::Refused })
-}
-
-/// Where the demo runs, and whether it cleans up after itself.
-struct Place {
-    backend: Backend,
-    /// A database (file or schema) of the demo's own, removed at the end.
-    temporary: bool,
-    /// Prepended to every job id; empty in a temporary database.
-    prefix: String,
-}
-
-enum Backend {
-    /// An SQLite file; the temporary directory (when the demo made one) lives as long as this.
-    Sqlite {
-        path: PathBuf,
-        _tmp: Option<tempfile::TempDir>,
-    },
-    /// A schema of a PostgreSQL database, on the caller's clock: the story gives its own times,
-    /// and the stress run judges its invariants on its own clock.
-    Postgres {
-        url: String,
-        schema: String,
-        options: PgOptions,
-    },
-}
-
-impl Backend {
-    fn name(&self) -> &'static str {
-        match self {
-            Backend::Sqlite { .. } => "sqlite",
-            Backend::Postgres { .. } => "postgres",
-        }
-    }
-}
-
-impl Place {
-    /// A fresh temporary file or schema, unless the user named the database (for PostgreSQL:
-    /// the schema); then this run's job ids get a unique prefix so that existing jobs are not
-    /// disturbed.
-    fn new(ctx: &Ctx) -> anyhow::Result<Place> {
-        let unique = || format!("{}/", run_id());
-        Ok(match ctx.target().context("demo")? {
-            Target::Postgres(url) => {
-                let (schema, temporary, prefix) = match ctx.pg_schema_given() {
-                    Some(schema) => (schema.to_owned(), false, unique()),
-                    None => (
-                        format!("leasefence_{}", run_id().replace('-', "_")),
-                        true,
-                        String::new(),
-                    ),
-                };
-                let options = PgOptions::new().schema(&schema).pool_size(1);
-                Place {
-                    backend: Backend::Postgres {
-                        url,
-                        schema,
-                        options,
-                    },
-                    temporary,
-                    prefix,
-                }
-            }
-            Target::Sqlite(path) => match ctx.db_given() {
-                Some(_) => Place {
-                    backend: Backend::Sqlite { path, _tmp: None },
-                    temporary: false,
-                    prefix: unique(),
-                },
-                None => {
-                    let tmp = tempfile::Builder::new()
-                        .prefix("leasefence-demo-")
-                        .tempdir()
-                        .context("creating a temporary directory for the demo database")?;
-                    Place {
-                        backend: Backend::Sqlite {
-                            path: tmp.path().join("demo.db"),
-                            _tmp: Some(tmp),
-                        },
-                        temporary: true,
-                        prefix: String::new(),
-                    }
-                }
-            },
-        })
-    }
-
-    /// A fresh store for `purpose`, taking `now` from the caller.
-    fn open(&self, purpose: Purpose) -> leasefence::Result<AnyStore> {
-        match &self.backend {
-            Backend::Sqlite { path, .. } => {
-                let options = SqliteOptions::new().init(false);
-                let options = if purpose == Purpose::Setup {
-                    options.synchronous(Synchronous::Normal)
-                } else {
-                    options
-                };
-                options.open(path).map(AnyStore::from)
-            }
-            Backend::Postgres { url, options, .. } => options.open(url).map(AnyStore::from),
-        }
-    }
-}
-
-/// Drops the demo's own schema, also when the demo failed half-way; a temporary file goes with
-/// its directory.
-impl Drop for Place {
-    fn drop(&mut self) {
-        let (true, Backend::Postgres { url, schema, .. }) = (self.temporary, &self.backend) else {
-            return;
-        };
-        let dropped = leasefence::postgres::Client::connect(url, leasefence::postgres::NoTls)
-            .and_then(|mut client| {
-                client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-            });
-        if let Err(e) = dropped {
-            eprintln!("leasefence: warning: could not drop the demo's schema {schema}: {e}");
-        }
-    }
-}
-
-/// A run id unique enough to keep two demo runs on one database apart.
-fn run_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("demo-{nanos:x}-{:x}", std::process::id())
 }

@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use leasefence::{JobId, NewJob, Store as _, Target};
+use leasefence::{JobId, NewJob, Store as _};
 use serde_json::json;
 
-use crate::Ctx;
 use crate::cmd::queue;
+use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// Arguments of `enqueue`.
@@ -152,12 +152,10 @@ fn run_one(ctx: &Ctx, args: &Args, id: &str, payload: Option<&[u8]>) -> anyhow::
             .and_then(|store| store.enqueue_many(&[job]))
             .with_context(|| format!("enqueue {id}"))?[0]
     } else {
-        match ctx.target().with_context(|| format!("enqueue {id}"))? {
-            // The contract's operation, exactly as before the queue existed.
-            Target::Sqlite(path) => leasefence::enqueue(&path, id),
-            Target::Postgres(_) => JobId::new(id).and_then(|job| queue::open(ctx)?.enqueue(job)),
-        }
-        .with_context(|| format!("enqueue {id}"))?
+        // The contract's operation, exactly as before the queue existed.
+        JobId::new(id)
+            .and_then(|job| queue::open(ctx)?.enqueue(job))
+            .with_context(|| format!("enqueue {id}"))?
     };
     let mut record = json!({ "op": "enqueue", "job_id": id });
     let mut human = format!("enqueued {id}");

@@ -1,10 +1,9 @@
 //! `leasefence init`: create the `jobs` table idempotently.
 
 use anyhow::Context as _;
-use leasefence::Target;
 use serde_json::json;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// `init` takes no arguments besides the global `--db`.
@@ -14,22 +13,19 @@ pub struct Args {}
 /// Creates the file and the `jobs` table if absent (on PostgreSQL: the schema and its tables).
 /// Running it again never resets a row.
 pub fn run(ctx: &Ctx, _args: Args) -> anyhow::Result<Outcome> {
-    let target = ctx.target().context("init")?;
-    if let Target::Sqlite(db) = &target {
-        leasefence::init_db(db).with_context(|| format!("init {}", db.display()))?;
-        return Ok(ctx.out.done(
-            format!(
-                "initialised {}: jobs table ready, existing rows untouched",
-                db.display()
-            ),
-            json!({ "op": "init", "db": db.display().to_string() }),
-        ));
-    }
-    let schema = ctx.pg_schema();
-    ctx.open(false)
-        .with_context(|| format!("init {target} (schema {schema})"))?;
+    let shown = ctx.shown().context("init")?;
+    let at = match &shown.schema {
+        Some(schema) => format!("{} (schema {schema})", shown.db),
+        None => shown.db.clone(),
+    };
+    ctx.init().with_context(|| format!("init {at}"))?;
+    let mut record = json!({ "op": "init" });
+    shown.add_to(&mut record);
     Ok(ctx.out.done(
-        format!("initialised {target}, schema {schema}: jobs table ready, existing rows untouched"),
-        json!({ "op": "init", "db": target.to_string(), "schema": schema }),
+        format!(
+            "initialised {}: jobs table ready, existing rows untouched",
+            shown.with_schema()
+        ),
+        record,
     ))
 }

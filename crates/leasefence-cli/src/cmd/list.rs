@@ -6,8 +6,8 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use leasefence::{JobInfo, Status, Store as _};
 use serde_json::json;
 
-use crate::Ctx;
 use crate::cmd::{at_now, queue};
+use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// How many characters of an error or result the table shows.

@@ -5,8 +5,8 @@ use anyhow::Context as _;
 use leasefence::{Now, Store as _};
 use serde_json::json;
 
-use crate::Ctx;
-use crate::cmd::{now_on, now_or_clock, queue};
+use crate::cmd::{now_on, queue};
+use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// Arguments of `purge`.
@@ -46,6 +46,8 @@ pub struct Cutoff {
 /// Deletes the finished jobs before the cutoff and prints how many (exit 0, also for none).
 /// Unfinished jobs — ready, scheduled, leased, expired, retrying — are never purged.
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
+    // Opened once `--now` is known to be good, or at once when the store's clock is needed.
+    let mut store = None;
     let before = match (args.cutoff.finished_before, args.cutoff.older_than) {
         (Some(t), _) if !t.is_finite() => {
             return Err(queue::invalid(
@@ -61,14 +63,12 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             ));
         }
         (None, Some(age)) => {
-            let now = match args.now {
-                // --older-than counts back on the clock the jobs' finish times were taken on.
-                None if ctx.target().context("purge")?.is_postgres() => {
-                    now_on(&queue::open(ctx).context("purge")?, None).context("purge")?
-                }
-                given => now_or_clock(given),
-            };
-            Now::new(now).context("purge")?;
+            if let Some(given) = args.now {
+                Now::new(given).context("purge")?;
+            }
+            // --older-than counts back on the clock the jobs' finish times were taken on.
+            let opened = store.insert(queue::open(ctx).context("purge")?);
+            let now = now_on(opened, args.now).context("purge")?;
             let before = now - age;
             if !before.is_finite() {
                 return Err(queue::invalid(
@@ -81,7 +81,10 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         (None, None) => unreachable!("clap requires --finished-before or --older-than"),
     };
     let purged = Now::new(before)
-        .and_then(|before| queue::open(ctx)?.purge(before))
+        .and_then(|before| match store {
+            Some(store) => store.purge(before),
+            None => queue::open(ctx)?.purge(before),
+        })
         .context("purge")?;
     let jobs = if purged == 1 { "job" } else { "jobs" };
     Ok(ctx.out.done(

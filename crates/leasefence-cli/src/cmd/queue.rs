@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use leasefence::AnyStore;
 use serde_json::{Value, json};
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 
 /// Opens the existing, initialised database of `ctx`, exactly as the library's free functions
 /// do: nothing is created, and a file that is not SQLite or was never initialised is an error.

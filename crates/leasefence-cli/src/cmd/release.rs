@@ -3,9 +3,9 @@
 use anyhow::Context as _;
 use serde_json::json;
 
-use leasefence::{JobId, Owner, Store as _, Target};
+use leasefence::{JobId, Owner, Store as _};
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// Arguments of `release`.
@@ -26,13 +26,10 @@ pub struct Args {
 /// refused (exit 1).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let Args { id, owner, fence } = &args;
-    let released = match ctx.target().with_context(|| format!("release {id}"))? {
-        Target::Sqlite(path) => leasefence::release(&path, id, owner, *fence),
-        Target::Postgres(_) => (|| {
-            let (job, owner) = (JobId::new(id)?, Owner::new(owner)?);
-            ctx.open(false)?.release(job, owner, *fence)
-        })(),
-    }
+    let released = (|| {
+        let (job, owner) = (JobId::new(id)?, Owner::new(owner)?);
+        ctx.open(false)?.release(job, owner, *fence)
+    })()
     .with_context(|| format!("release {id}"))?;
     let record = json!({ "op": "release", "job_id": id, "owner": owner, "fence": fence });
     Ok(if released {

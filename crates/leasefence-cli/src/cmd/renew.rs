@@ -3,10 +3,10 @@
 use anyhow::Context as _;
 use serde_json::json;
 
-use leasefence::{JobId, Now, Owner, Store as _, Target, Ttl};
+use leasefence::{JobId, Now, Owner, Store as _, Ttl};
 
-use crate::Ctx;
-use crate::cmd::{now_on, now_or_clock, stored_until};
+use crate::cmd::{now_on, stored_until};
+use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// Arguments of `renew`.
@@ -34,21 +34,9 @@ pub struct Args {
 /// done job is refused and nothing changes (exit 1).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let Args {
-        id,
-        owner,
-        fence,
-        ttl,
-        now,
+        id, owner, fence, ..
     } = &args;
-    let (now, until) = match ctx.target().with_context(|| format!("renew {id}"))? {
-        Target::Sqlite(path) => {
-            let now = now_or_clock(*now);
-            let renewed = leasefence::renew(&path, id, owner, *fence, now, *ttl)
-                .with_context(|| format!("renew {id}"))?;
-            (now, renewed.then_some(now + ttl))
-        }
-        Target::Postgres(_) => renew_pg(ctx, &args).with_context(|| format!("renew {id}"))?,
-    };
+    let (now, until) = renew_at(ctx, &args).with_context(|| format!("renew {id}"))?;
     let mut record = json!({
         "op": "renew", "job_id": id, "owner": owner, "fence": fence, "now": now,
     });
@@ -69,9 +57,9 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     })
 }
 
-/// The renew through the `Store` trait, arguments checked before connecting as the free
-/// function does. Returns the clock reading and, when renewed, the stored lease end.
-fn renew_pg(ctx: &Ctx, args: &Args) -> leasefence::Result<(f64, Option<f64>)> {
+/// The renew, arguments checked before connecting as the free function does. Returns the clock
+/// reading and, when renewed, the stored lease end.
+fn renew_at(ctx: &Ctx, args: &Args) -> leasefence::Result<(f64, Option<f64>)> {
     let (job, owner) = (JobId::new(&args.id)?, Owner::new(&args.owner)?);
     let given = args.now.map(Now::new).transpose()?;
     let ttl = Ttl::new(args.ttl)?;

@@ -3,9 +3,9 @@
 use anyhow::Context as _;
 use serde_json::json;
 
-use leasefence::{JobId, Store as _, Target};
+use leasefence::{JobId, Store as _};
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// Arguments of `state`.
@@ -20,11 +20,9 @@ pub struct Args {
 /// refused (exit 1).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let id = &args.id;
-    let row = match ctx.target().with_context(|| format!("state {id}"))? {
-        Target::Sqlite(path) => leasefence::state(&path, id),
-        Target::Postgres(_) => JobId::new(id).and_then(|job| ctx.open(false)?.state(job)),
-    }
-    .with_context(|| format!("state {id}"))?;
+    let row = JobId::new(id)
+        .and_then(|job| ctx.open(false)?.state(job))
+        .with_context(|| format!("state {id}"))?;
     let Some(row) = row else {
         return Ok(ctx.out.refused(
             format!("{id} is unknown"),

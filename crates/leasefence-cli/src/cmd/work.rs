@@ -18,12 +18,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use leasefence::{
-    AnyOptions, AnyStore, Backoff, JobContext, JobOutcome, Lease, SqliteOptions, Worker,
-};
+use leasefence::{AnyStore, Backoff, JobContext, JobOutcome, Lease, Worker};
 use serde_json::json;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::output::{Out, Outcome};
 
 /// How much of a failing command's stderr is kept as the job's error.
@@ -87,15 +85,11 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         ..Backoff::default()
     };
 
-    let target = ctx.target()?;
-    // One store per worker thread (and one for the heartbeat): an existing, initialised SQLite
-    // file, or a PostgreSQL schema judging leases by the database's clock.
-    let options = AnyOptions::new()
-        .sqlite(SqliteOptions::new().init(false))
-        .postgres(ctx.pg_options(true).pool_size(1));
+    // One store per worker thread (and one for the heartbeat).
+    let open = ctx.opener()?;
     let progress = Progress::new(args.concurrency)?;
     let tally = progress.clone();
-    let mut builder = Worker::builder(move || options.open_target(&target))
+    let mut builder = Worker::builder(open)
         .concurrency(args.concurrency as usize)
         .ttl(args.ttl)
         .drain(args.drain)

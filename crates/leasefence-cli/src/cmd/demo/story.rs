@@ -2,12 +2,11 @@
 //! B cannot claim while A's lease is live, the lease expires, B claims and completes, A wakes
 //! and every write it tries is refused, and the stored row still shows B's result.
 
-use std::path::Path;
-
 use anyhow::Context as _;
 use leasefence::{AnyStore, Fence, JobId, JobState, Now, Owner, Store as _, Ttl};
 use serde_json::json;
 
+use crate::cmd;
 use crate::output::Out;
 
 /// The lease duration of the story, in the story's seconds.
@@ -18,7 +17,8 @@ const TTL: f64 = 10.0;
 ///
 /// # Errors
 /// Database errors; a refusal is never an error here, it is an expectation.
-pub fn run(db: &Db<'_>, job: &str, out: Out) -> anyhow::Result<usize> {
+pub fn run(store: &AnyStore, job: &str, out: Out) -> anyhow::Result<usize> {
+    let db = Db(store);
     let mut timeline = Timeline { out, broken: 0 };
     timeline.heading(format!(
         "The stalled-worker story on job {job} (clock given as t=..., ttl {TTL} s):"
@@ -111,28 +111,16 @@ pub fn run(db: &Db<'_>, job: &str, out: Out) -> anyhow::Result<usize> {
     Ok(timeline.broken)
 }
 
-/// Where the story is played: the seed's free functions on an SQLite file (one connection per
-/// call, as the design note has them), or the same operations through the `Store` trait.
-pub enum Db<'a> {
-    /// An SQLite file, through the free functions.
-    File(&'a Path),
-    /// Any store (PostgreSQL), on the story's clock: the store must use the caller's `now`.
-    Store(&'a AnyStore),
-}
+/// The story's calls, with its plain arguments; the store must use the caller's `now`.
+struct Db<'a>(&'a AnyStore);
 
 impl Db<'_> {
     fn enqueue(&self, job: &str) -> leasefence::Result<bool> {
-        match self {
-            Db::File(path) => leasefence::enqueue(path, job),
-            Db::Store(store) => store.enqueue(JobId::new(job)?),
-        }
+        self.0.enqueue(JobId::new(job)?)
     }
 
     fn state(&self, job: &str) -> leasefence::Result<Option<JobState>> {
-        match self {
-            Db::File(path) => leasefence::state(path, job),
-            Db::Store(store) => store.state(JobId::new(job)?),
-        }
+        self.0.state(JobId::new(job)?)
     }
 
     fn claim(
@@ -142,17 +130,14 @@ impl Db<'_> {
         now: f64,
         ttl: f64,
     ) -> leasefence::Result<Option<Fence>> {
-        match self {
-            Db::File(path) => leasefence::claim(path, job, owner, now, ttl),
-            Db::Store(store) => store
-                .claim(
-                    JobId::new(job)?,
-                    Owner::new(owner)?,
-                    Now::new(now)?,
-                    Ttl::new(ttl)?,
-                )
-                .map(|lease| lease.map(|lease| lease.fence)),
-        }
+        let claimed = cmd::claim(
+            self.0,
+            JobId::new(job)?,
+            Owner::new(owner)?,
+            Now::new(now)?,
+            Ttl::new(ttl)?,
+        )?;
+        Ok(claimed.map(|(fence, _)| fence))
     }
 
     fn renew(
@@ -163,16 +148,9 @@ impl Db<'_> {
         now: f64,
         ttl: f64,
     ) -> leasefence::Result<bool> {
-        match self {
-            Db::File(path) => leasefence::renew(path, job, owner, fence, now, ttl),
-            Db::Store(store) => store.renew(
-                JobId::new(job)?,
-                Owner::new(owner)?,
-                fence,
-                Now::new(now)?,
-                Ttl::new(ttl)?,
-            ),
-        }
+        let (now, ttl) = (Now::new(now)?, Ttl::new(ttl)?);
+        self.0
+            .renew(JobId::new(job)?, Owner::new(owner)?, fence, now, ttl)
     }
 
     fn complete(
@@ -183,23 +161,13 @@ impl Db<'_> {
         now: f64,
         result: &str,
     ) -> leasefence::Result<bool> {
-        match self {
-            Db::File(path) => leasefence::complete(path, job, owner, fence, now, result),
-            Db::Store(store) => store.complete(
-                JobId::new(job)?,
-                Owner::new(owner)?,
-                fence,
-                Now::new(now)?,
-                result,
-            ),
-        }
+        let now = Now::new(now)?;
+        self.0
+            .complete(JobId::new(job)?, Owner::new(owner)?, fence, now, result)
     }
 
     fn release(&self, job: &str, owner: &str, fence: Fence) -> leasefence::Result<bool> {
-        match self {
-            Db::File(path) => leasefence::release(path, job, owner, fence),
-            Db::Store(store) => store.release(JobId::new(job)?, Owner::new(owner)?, fence),
-        }
+        self.0.release(JobId::new(job)?, Owner::new(owner)?, fence)
     }
 }
 

@@ -1,0 +1,88 @@
+//! `leasefence claim-batch --owner O --ttl T --n N [--now T]`: take the leases on up to `N`
+//! ready jobs in one transaction and print each.
+
+use anyhow::Context as _;
+use leasefence::{Lease, Now, Owner, Store as _, Ttl};
+use serde_json::json;
+
+use crate::cmd::{at_now, queue};
+use crate::ctx::Ctx;
+use crate::output::Outcome;
+
+/// Arguments of `claim-batch`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The worker taking the leases.
+    #[arg(long)]
+    owner: String,
+    /// Lease duration in seconds (finite, greater than 0).
+    #[arg(long, allow_negative_numbers = true)]
+    ttl: f64,
+    /// At most this many jobs (at least 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    n: u32,
+    /// The clock reading in seconds [default: the system clock, seconds since the Unix epoch;
+    /// on PostgreSQL the database server's clock].
+    #[arg(long, allow_negative_numbers = true)]
+    now: Option<f64>,
+}
+
+/// Claims up to `--n` ready jobs, best first (highest priority, then earliest not-before, then
+/// oldest), and prints one line per lease (exit 0); when no job is ready, refused (exit 1).
+pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
+    let Args { owner, ttl, n, now } = &args;
+    let (now, leases) = (|| {
+        let who = Owner::new(owner)?;
+        let ttl = Ttl::new(*ttl)?;
+        let n = leasefence::BatchSize::new(*n as usize)?;
+        if let Some(given) = now.map(Now::new).transpose()? {
+            ttl.until(given)?;
+        }
+        at_now(ctx, *now, |store, now| store.claim_batch(who, now, ttl, n))
+    })()
+    .context("claim-batch")?;
+    if leases.is_empty() {
+        return Ok(ctx.out.refused(
+            "no job is ready (every job is done, leased, scheduled for later, or out of attempts)",
+            json!({ "op": "claim-batch", "owner": owner, "now": now, "n": n }),
+        ));
+    }
+    for lease in &leases {
+        ctx.out.line(human(lease), record(lease, now));
+    }
+    Ok(Outcome::Done)
+}
+
+/// The readable line of one lease.
+fn human(lease: &Lease) -> String {
+    let Lease {
+        job_id,
+        owner,
+        fence,
+        until,
+        ..
+    } = lease;
+    let payload = match &lease.payload {
+        Some(bytes) => format!("payload {} bytes", bytes.len()),
+        None => "no payload".to_owned(),
+    };
+    format!("claimed {job_id} as {owner}: fence {fence}, lease until {until}, {payload}")
+}
+
+/// The JSON record of one lease.
+fn record(lease: &Lease, now: f64) -> serde_json::Value {
+    let mut record = json!({
+        "op": "claim-batch",
+        "job_id": lease.job_id,
+        "owner": lease.owner,
+        "now": now,
+        "fence": lease.fence,
+        "until": lease.until,
+        "priority": lease.priority,
+        "max_attempts": lease.max_attempts,
+        "last_error": lease.last_error,
+        "ok": true,
+    });
+    queue::payload_fields(&mut record, lease.payload.as_deref());
+    record
+}
