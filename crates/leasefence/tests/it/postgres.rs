@@ -507,8 +507,7 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
     caller
         .claim(o, a, now(real - 1000.0), ttl(30.0))
         .unwrap()
-        .unwrap()
-        .fence;
+        .unwrap();
     assert_eq!(
         caller
             .claim(o, b, now(real + 1000.0), ttl(30.0))
