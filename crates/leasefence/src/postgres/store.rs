@@ -123,15 +123,7 @@ impl Store for PgStore {
     }
 
     fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
-        let now = self.clock(now)?;
-        let until = ttl.until(now)?;
-        text("owner", owner.as_str())?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(sql::CLAIM_NEXT).map_err(|e| self.err(e))?;
-        let row = conn
-            .query_opt(&statement, &[&owner.as_str(), &until, &now.seconds()])
-            .map_err(|e| self.err(e))?;
-        Ok(row.map(|r| claimed_lease(&r, owner)))
+        self.claim_one(owner, now, ttl)
     }
 
     fn claim_batch(
@@ -141,6 +133,9 @@ impl Store for PgStore {
         ttl: Ttl,
         n: BatchSize,
     ) -> Result<Vec<Lease>> {
+        if n == BatchSize::ONE {
+            return Ok(self.claim_one(owner, now, ttl)?.into_iter().collect());
+        }
         let now = self.clock(now)?;
         let until = ttl.until(now)?;
         text("owner", owner.as_str())?;
@@ -329,6 +324,22 @@ impl Store for PgStore {
     fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
         let resource = key("resource", resource.as_str())?;
         self.write_one(sql::ADMIT, &[&resource, &fence])
+    }
+}
+
+impl PgStore {
+    /// `claim_next.sql`: the best ready job, in one statement. Both `claim_next` and
+    /// `claim_batch` of one run it; neither calls the other.
+    fn claim_one(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
+        let now = self.clock(now)?;
+        let until = ttl.until(now)?;
+        text("owner", owner.as_str())?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::CLAIM_NEXT).map_err(|e| self.err(e))?;
+        let row = conn
+            .query_opt(&statement, &[&owner.as_str(), &until, &now.seconds()])
+            .map_err(|e| self.err(e))?;
+        Ok(row.map(|r| claimed_lease(&r, owner)))
     }
 }
 
