@@ -91,6 +91,8 @@
 //!   checks the fence itself (or is idempotent).
 //! - **The throughput of a large distributed queue.** SQLite serialises writers on one machine.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use std::path::Path;
 use std::sync::Barrier;
 
@@ -112,6 +114,7 @@ pub mod worker;
 pub use error::{BackendError, Error, Result};
 pub use open::{AnyOptions, AnyStore, Target};
 #[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use pg::{PgOptions, PgStore};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::Store;
@@ -131,6 +134,7 @@ pub use rusqlite;
 /// The PostgreSQL driver, re-exported for [`PgStore::complete_with`], whose closure writes
 /// through its transaction. Nothing else in the API exposes it.
 #[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use postgres;
 
 /// The README's examples, compiled and run as doctests.

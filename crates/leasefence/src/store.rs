@@ -262,11 +262,12 @@ pub trait Store {
     /// ```
     /// # fn main() -> Result<(), leasefence::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
-    /// use leasefence::{NewJob, Now, Owner, SqliteStore, Store, Ttl};
+    /// use leasefence::{BatchSize, NewJob, Now, Owner, SqliteStore, Store, Ttl};
     ///
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
     /// store.enqueue_many(&[NewJob::new("a")?, NewJob::new("b")?])?;
-    /// let leases = store.claim_batch(Owner::new("w1")?, Now::new(0.0)?, Ttl::new(30.0)?, 2)?;
+    /// let (w1, at, ttl) = (Owner::new("w1")?, Now::new(0.0)?, Ttl::new(30.0)?);
+    /// let leases = store.claim_batch(w1, at, ttl, BatchSize::new(2)?)?;
     /// let results = [(&leases[0], "done a"), (&leases[1], "done b")];
     /// assert_eq!(store.complete_batch(&results, Now::new(1.0)?)?, [true, true]);
     /// # Ok(()) }

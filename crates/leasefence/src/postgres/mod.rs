@@ -194,8 +194,9 @@ impl PgOptions {
 /// let job = JobId::new("thumbnail-7")?;
 /// let me = Owner::new("worker-a")?;
 /// store.enqueue(job)?;
-/// let fence = store.claim(job, me, Now::new(100.0)?, Ttl::new(30.0)?)?.expect("claimable");
-/// assert!(store.complete(job, me, fence, Now::new(110.0)?, "done")?);
+/// let lease = store.claim(job, me, Now::new(100.0)?, Ttl::new(30.0)?)?.expect("claimable");
+/// assert_eq!((lease.fence, lease.until), (1, 130.0));
+/// assert!(store.complete_lease(&lease, Now::new(110.0)?, "done")?);
 /// # Ok(()) }
 /// ```
 pub struct PgStore {

@@ -303,7 +303,7 @@ impl Store for PgStore {
     }
 
     /// As the trait's, but `lease.until` is computed from the clock the renew was judged by
-    /// (the database's, with [`PgOptions::database_clock`]).
+    /// (the database's, with [`PgOptions::database_clock`](super::PgOptions::database_clock)).
     fn renew_lease(&self, lease: &mut Lease, now: Now, ttl: Ttl) -> Result<bool> {
         let now = self.clock(now)?;
         let renewed = self.renew_at(lease.job(), lease.holder(), lease.fence, now, ttl)?;
