@@ -30,8 +30,9 @@ const MIGRATIONS: [&str; 2] = [
 
 /// The statements, one file each in `sql/`, with the same names as the SQLite backend's for
 /// the same operation; each file is exactly the SQL that runs (nothing is spliced or
-/// rewritten), and its header says in which transaction. `database_now.sql`, `lock_ids.sql`
-/// and `purgeable.sql` are PostgreSQL's own (its clock; the per-id locks of enqueue and purge).
+/// rewritten), and its header says in which transaction. `database_now.sql`, `lock_ids.sql`,
+/// `purgeable.sql`, `session.sql` and `migrate*.sql` are PostgreSQL's own (its clock; the
+/// per-id locks of enqueue and purge; the session settings; the migration bookkeeping).
 mod sql {
     pub(super) const ENQUEUE: &str = include_str!("sql/enqueue.sql");
     pub(super) const STATE: &str = include_str!("sql/state.sql");
@@ -51,6 +52,11 @@ mod sql {
     pub(super) const ADMIT: &str = include_str!("sql/admit.sql");
     pub(super) const DATABASE_NOW: &str = include_str!("sql/database_now.sql");
     pub(super) const LOCK_IDS: &str = include_str!("sql/lock_ids.sql");
+    pub(super) const SESSION: &str = include_str!("sql/session.sql");
+    pub(super) const MIGRATE_LOCK: &str = include_str!("sql/migrate_lock.sql");
+    pub(super) const MIGRATE_SCHEMA: &str = include_str!("sql/migrate_schema.sql");
+    pub(super) const MIGRATIONS_APPLIED: &str = include_str!("sql/migrations_applied.sql");
+    pub(super) const MIGRATION_RECORD: &str = include_str!("sql/migration_record.sql");
 }
 
 type Conn = PooledConnection<Manager>;
@@ -161,11 +167,8 @@ impl PgOptions {
         let target = describe(&config);
         let manager = Manager {
             config,
-            setup: format!(
-                "SET search_path TO \"{schema}\"; SET synchronous_commit TO on; \
-                 SET lock_timeout TO {}",
-                self.lock_timeout.as_millis().max(1)
-            ),
+            schema: schema.to_owned(),
+            lock_timeout_ms: self.lock_timeout.as_millis().max(1).to_string(),
         };
         let pool = Pool::builder()
             .max_size(self.pool_size)
@@ -332,25 +335,12 @@ impl PgStore {
         let mut conn = self.conn()?;
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
         let key = format!("leasefence.migrate.{}", self.schema);
-        tx.execute(
-            "SELECT pg_advisory_xact_lock(hashtext($1)::bigint)",
-            &[&key],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.batch_execute(&format!(
-            "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
-             CREATE TABLE IF NOT EXISTS \"{schema}\".schema_migrations (
-                 version    INTEGER PRIMARY KEY,
-                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-             )",
-            schema = self.schema
-        ))
-        .map_err(|e| self.err(e))?;
+        tx.execute(sql::MIGRATE_LOCK, &[&key, &self.schema])
+            .map_err(|e| self.err(e))?;
+        tx.batch_execute(sql::MIGRATE_SCHEMA)
+            .map_err(|e| self.err(e))?;
         let applied: i32 = tx
-            .query_one(
-                "SELECT coalesce(max(version), 0) FROM schema_migrations",
-                &[],
-            )
+            .query_one(sql::MIGRATIONS_APPLIED, &[])
             .map_err(|e| self.err(e))?
             .get(0);
         for (index, migration) in MIGRATIONS.iter().enumerate() {
@@ -359,11 +349,8 @@ impl PgStore {
                 continue;
             }
             tx.batch_execute(migration).map_err(|e| self.err(e))?;
-            tx.execute(
-                "INSERT INTO schema_migrations (version) VALUES ($1)",
-                &[&version],
-            )
-            .map_err(|e| self.err(e))?;
+            tx.execute(sql::MIGRATION_RECORD, &[&version])
+                .map_err(|e| self.err(e))?;
         }
         tx.commit().map_err(|e| self.err(e))
     }

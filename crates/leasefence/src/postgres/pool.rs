@@ -11,8 +11,10 @@ use postgres::{Client, Config, NoTls, Statement};
 #[derive(Debug)]
 pub(super) struct Manager {
     pub(super) config: Config,
-    /// `SET search_path …; SET synchronous_commit TO on; SET lock_timeout …`.
-    pub(super) setup: String,
+    /// The store's schema: first on every session's search path (`sql/session.sql`).
+    pub(super) schema: String,
+    /// Every session's `lock_timeout`, in milliseconds.
+    pub(super) lock_timeout_ms: String,
 }
 
 /// One pooled connection: the client and the statements prepared on it.
@@ -52,7 +54,7 @@ impl r2d2::ManageConnection for Manager {
 
     fn connect(&self) -> Result<Session, postgres::Error> {
         let mut client = self.config.connect(NoTls)?;
-        client.batch_execute(&self.setup)?;
+        client.execute(super::sql::SESSION, &[&self.schema, &self.lock_timeout_ms])?;
         Ok(Session {
             client,
             statements: HashMap::new(),

@@ -226,7 +226,7 @@ impl SqliteStore {
     pub fn synchronous(&self) -> Result<Synchronous> {
         let level: i64 = self
             .conn
-            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .pragma_query_value(None, "synchronous", |r| r.get(0))
             .map_err(|e| self.err(e))?;
         Ok(match level {
             0 => Synchronous::Off,
@@ -329,7 +329,7 @@ impl SqliteStore {
             .map_err(|e| self.err(e))?;
         if let Some(bytes) = options.max_size {
             let page_size: i64 = conn
-                .query_row("PRAGMA page_size", [], |r| r.get(0))
+                .pragma_query_value(None, "page_size", |r| r.get(0))
                 .map_err(|e| self.err(e))?;
             let pages = i64::try_from(bytes).unwrap_or(i64::MAX) / page_size.max(1);
             // SQLite never sets the limit below the current page count: the file then keeps
@@ -339,7 +339,7 @@ impl SqliteStore {
         }
         if options.init {
             let mode: String = conn
-                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
                 .map_err(|e| self.err(e))?;
             if !(mode.eq_ignore_ascii_case("wal") || mode.eq_ignore_ascii_case("memory")) {
                 return Err(Error::Unsupported {
@@ -387,19 +387,18 @@ impl SqliteStore {
 
     fn user_version(&self) -> Result<i64> {
         self.conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(|e| self.err(e))
     }
 
     /// The column names of `jobs`; empty when the table does not exist.
     fn job_columns(&self) -> Result<Vec<String>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT name FROM pragma_table_info('jobs')")
-            .map_err(|e| self.err(e))?;
-        let names = stmt
-            .query_map([], |r| r.get::<_, String>(0))
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        let mut names = Vec::new();
+        self.conn
+            .pragma(None, "table_info", "jobs", |r| {
+                names.push(r.get::<_, String>("name")?);
+                Ok(())
+            })
             .map_err(|e| self.err(e))?;
         Ok(names)
     }
