@@ -7,7 +7,10 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use leasefence::{Error, JobId, JobState, Now, Owner, PgOptions, PgStore, Store, Ttl};
+use leasefence::{
+    AnyOptions, AnyStore, Error, JobId, JobState, Lease, NewJob, Now, Owner, PgOptions, PgStore,
+    SqliteStore, Store, Ttl,
+};
 use rusqlite::{Connection, OpenFlags, params};
 
 /// A stored row, read straight from the file by a connection the code under test never saw.
@@ -730,50 +733,141 @@ impl<S: Store> Api for Kept<S> {
     }
 }
 
-/// Defines a contract case once and runs it per configuration: `seed` (free functions, a
-/// connection per call), `kept` (one `SqliteStore` kept across calls) and `pg` (one `PgStore`
-/// on a fresh schema; skipped with a printed reason when `LEASEFENCE_TEST_PG` is unset, a
-/// failure in CI). The body sees the stored state only through `Probe`.
+/// `LEASEFENCE_TEST_PG` as a URL: `AnyStore` recognises PostgreSQL by its URL only.
+pub fn as_url(conn: &str) -> String {
+    if conn.starts_with("postgres://") || conn.starts_with("postgresql://") {
+        return conn.to_owned();
+    }
+    let get = |key: &str| {
+        conn.split_whitespace()
+            .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+    };
+    let user = get("user").map_or(String::new(), |u| match get("password") {
+        Some(p) => format!("{u}:{p}@"),
+        None => format!("{u}@"),
+    });
+    let port = get("port").map_or(String::new(), |p| format!(":{p}"));
+    format!(
+        "postgres://{user}{}{port}/{}",
+        get("host").unwrap_or("localhost"),
+        get("dbname").unwrap_or("")
+    )
+}
+
+impl PgDb {
+    /// An `AnyStore` on this schema, opened from a `postgres://` URL as the CLI opens one.
+    pub fn any_store(&self, options: PgOptions) -> AnyStore {
+        let store = AnyOptions::new()
+            .postgres(options)
+            .open(&as_url(&self.url))
+            .expect("open AnyStore on PostgreSQL");
+        assert_eq!(store.backend(), "postgres");
+        store
+    }
+}
+
+impl Db {
+    /// An `AnyStore` on this file, opened from its path as the CLI opens one.
+    pub fn any_store(&self) -> AnyStore {
+        let store = AnyStore::open(self.path.to_str().expect("utf-8 path")).expect("open AnyStore");
+        assert_eq!(store.backend(), "sqlite");
+        store
+    }
+}
+
+/// The backends every shared case runs on, one function each; `backends!` lists them once.
+/// A case gets the operations as `Api`, the stored state through an independent `Probe`, and
+/// the kept store itself (for the queue operations). Adding a backend: one function here and
+/// one line in `backends!`.
+pub mod on {
+    use super::*;
+
+    /// The seed's free functions (a connection per call) as `Api`; a kept `SqliteStore` on the
+    /// same file as the store.
+    pub fn seed(case: impl FnOnce(&dyn Api, &Db, &dyn Store)) {
+        let db = Db::new();
+        let store = SqliteStore::open(&db.path).expect("open store");
+        case(&Seed(db.path.clone()), &db, &store);
+    }
+
+    /// One `SqliteStore` kept across calls.
+    pub fn kept(case: impl FnOnce(&dyn Api, &Db, &dyn Store)) {
+        let db = Db::new();
+        let api = Kept(SqliteStore::open(&db.path).expect("open store"));
+        case(&api, &db, &api.0);
+    }
+
+    /// `AnyStore` opened from the file's path: every call goes through its forwarding.
+    pub fn any_sqlite(case: impl FnOnce(&dyn Api, &Db, &dyn Store)) {
+        let db = Db::new();
+        let api = Kept(db.any_store());
+        case(&api, &db, &api.0);
+    }
+
+    /// One `PgStore` on a fresh schema.
+    pub fn pg(case: impl FnOnce(&dyn Api, &PgDb, &dyn Store)) {
+        let Some(db) = PgDb::new() else { return };
+        let api = Kept(db.store());
+        case(&api, &db, &api.0);
+    }
+
+    /// `AnyStore` opened from a `postgres://` URL on a fresh schema.
+    pub fn any_pg(case: impl FnOnce(&dyn Api, &PgDb, &dyn Store)) {
+        let Some(db) = PgDb::new() else { return };
+        let api = Kept(db.any_store(db.options()));
+        case(&api, &db, &api.0);
+    }
+}
+
+/// The one list of backends: a `#[test]` per backend, each running `$run` (a closure taking
+/// `(&dyn Api, &Db or &PgDb, &dyn Store)`). `sqlite` lists the SQLite backends, `all` every
+/// backend; the PostgreSQL ones are reported as ignored when `LEASEFENCE_TEST_PG` is unset.
+macro_rules! backends {
+    (sqlite $run:expr) => {
+        #[test]
+        fn seed() {
+            crate::common::on::seed($run)
+        }
+        #[test]
+        fn kept() {
+            crate::common::on::kept($run)
+        }
+        #[test]
+        fn any_sqlite() {
+            crate::common::on::any_sqlite($run)
+        }
+    };
+    (all $run:expr) => {
+        crate::common::backends!(sqlite $run);
+        #[test]
+        #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
+        fn pg() {
+            crate::common::on::pg($run)
+        }
+        #[test]
+        #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
+        fn any_pg() {
+            crate::common::on::any_pg($run)
+        }
+    };
+}
+pub(crate) use backends;
+
+/// Defines a shared case once and runs it on every backend of `backends!`: `seed` (free
+/// functions, a connection per call), `kept` (one `SqliteStore`), `any_sqlite` (`AnyStore` on
+/// a path), `pg` (one `PgStore` on a fresh schema) and `any_pg` (`AnyStore` on a URL). The body
+/// sees the stored state only through `Probe`; the three-argument form also gets the kept
+/// store for the queue operations.
 ///
 /// A case that needs SQLite itself (its file, a trigger) is marked `sqlite_only`; its body
-/// gets the `Db` and runs as `seed` and `kept`.
+/// gets the `Db` and runs on the SQLite backends.
 ///
 /// ```ignore
 /// contract!(fn refuses_a_stale_fence(api, db) { ... });
+/// contract!(fn claim_next_skips_a_leased_job(api, db, s) { ... });
 /// contract!(sqlite_only fn rolls_back_on_a_trigger_error(api, db) { ... });
 /// ```
 macro_rules! contract {
-    ($(#[$meta:meta])* fn $name:ident($api:ident, $db:ident) $body:block) => {
-        $(#[$meta])*
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-            #[allow(unused_imports)]
-            use crate::common::*;
-
-            fn case($api: &dyn Api, $db: &dyn Probe) $body
-
-            #[test]
-            fn seed() {
-                let db = Db::new();
-                case(&Seed(db.path.clone()), &db);
-            }
-
-            #[test]
-            fn kept() {
-                let db = Db::new();
-                let store = leasefence::SqliteStore::open(&db.path).expect("open store");
-                case(&Kept(store), &db);
-            }
-
-            #[test]
-            #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
-            fn pg() {
-                let Some(db) = PgDb::new() else { return };
-                case(&Kept(db.store()), &db);
-            }
-        }
-    };
     (sqlite_only $(#[$meta:meta])* fn $name:ident($api:ident, $db:ident) $body:block) => {
         $(#[$meta])*
         mod $name {
@@ -784,19 +878,46 @@ macro_rules! contract {
 
             fn case($api: &dyn Api, $db: &Db) $body
 
-            #[test]
-            fn seed() {
-                let db = Db::new();
-                case(&Seed(db.path.clone()), &db);
-            }
+            crate::common::backends!(sqlite |api, db, _store| case(api, db));
+        }
+    };
+    ($(#[$meta:meta])* fn $name:ident($api:ident, $db:ident) $body:block) => {
+        crate::common::contract!($(#[$meta])* fn $name($api, $db, _store) $body);
+    };
+    ($(#[$meta:meta])* fn $name:ident($api:ident, $db:ident, $s:ident) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[allow(unused_imports)]
+            use crate::common::*;
 
-            #[test]
-            fn kept() {
-                let db = Db::new();
-                let store = leasefence::SqliteStore::open(&db.path).expect("open store");
-                case(&Kept(store), &db);
-            }
+            #[allow(unused_variables)]
+            fn case($api: &dyn Api, $db: &dyn Probe, $s: &dyn leasefence::Store) $body
+
+            crate::common::backends!(all |api, db, store| case(api, db, store));
         }
     };
 }
 pub(crate) use contract;
+
+/// Shorthands for the validated argument types.
+pub fn now(t: f64) -> Now {
+    Now::new(t).unwrap()
+}
+pub fn ttl(t: f64) -> Ttl {
+    Ttl::new(t).unwrap()
+}
+pub fn owner(o: &str) -> Owner<'_> {
+    Owner::new(o).unwrap()
+}
+pub fn job(id: &str) -> NewJob {
+    NewJob::new(id).unwrap()
+}
+pub fn ids(leases: &[Lease]) -> Vec<&str> {
+    leases.iter().map(|l| l.job_id.as_str()).collect()
+}
+/// A kept `SqliteStore` on `db`.
+pub fn open(db: &Db) -> SqliteStore {
+    SqliteStore::open(&db.path).unwrap()
+}

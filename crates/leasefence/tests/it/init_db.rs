@@ -1,7 +1,7 @@
 //! Step 1 — `init_db` creates the table idempotently and never resets a row.
 
 use crate::common::*;
-use leasefence::{Error, SqliteOptions, Synchronous};
+use leasefence::{Error, JobId, SqliteOptions, Store, Synchronous};
 
 #[test]
 fn creates_the_six_columns_as_the_sqlite3_shell_sees_them() {
@@ -236,4 +236,81 @@ fn a_journal_that_cannot_be_opened_is_a_cannot_open_error() {
         assert!(!err.is_retryable());
     }
     assert_eq!(db.bytes(), bytes);
+}
+
+// ─── Migrations: opening an older file upgrades it without touching a row ───────────────────
+
+#[test]
+fn a_six_column_database_is_upgraded_without_touching_a_row() {
+    let db = Db::empty();
+    sqlite3(
+        &db.path,
+        "CREATE TABLE jobs (id TEXT PRIMARY KEY, owner TEXT, until REAL NOT NULL DEFAULT 0, \
+         fence INTEGER NOT NULL DEFAULT 0, result TEXT, done INTEGER NOT NULL DEFAULT 0); \
+         INSERT INTO jobs VALUES ('a', 'w', 50.0, 7, NULL, 0), ('b', 'v', 3.0, 2, 'r', 1);",
+    );
+    let before = db.rows();
+    // any operation upgrades it, even one that only reads; the six columns stay as they were
+    assert_eq!(leasefence::state(&db.path, "a").unwrap().unwrap().fence, 7);
+    assert_eq!(db.rows(), before);
+    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "2");
+    assert_eq!(db.queue_row("a").priority, 0);
+    // a job finished before the upgrade gets its lease end as finish time, an upper bound
+    assert_eq!(db.queue_row("b").finished_at, Some(3.0));
+    assert_eq!(db.queue_row("a").finished_at, None);
+    let s = open(&db);
+    assert_eq!(s.purge(now(3.0)).unwrap(), 0);
+    assert_eq!(s.purge(now(3.5)).unwrap(), 1);
+    assert_eq!(
+        s.claim_next(owner("x"), now(50.0), ttl(1.0))
+            .unwrap()
+            .unwrap()
+            .fence,
+        8
+    );
+}
+
+#[test]
+fn an_up_to_date_file_is_opened_and_read_while_another_connection_holds_the_write_lock() {
+    let db = Db::new();
+    leasefence::enqueue(&db.path, "j").unwrap();
+    let blocker = db.raw();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // Nothing to migrate, so opening takes no write lock: a reader (`leasefence list`
+    // beside running workers) is never blocked by a writer.
+    let s = leasefence::SqliteOptions::new()
+        .busy_timeout(std::time::Duration::from_millis(100))
+        .open(&db.path)
+        .unwrap();
+    assert_eq!(
+        s.state(JobId::new("j").unwrap()).unwrap(),
+        Some(Row::fresh("j").as_state())
+    );
+    assert_eq!(s.stats(now(0.0)).unwrap().ready, 1);
+    assert_eq!(
+        leasefence::state(&db.path, "j").unwrap(),
+        Some(Row::fresh("j").as_state())
+    );
+    blocker.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "2");
+}
+
+#[test]
+fn a_users_own_column_of_the_same_name_is_kept() {
+    let db = Db::empty();
+    sqlite3(
+        &db.path,
+        "CREATE TABLE jobs (id TEXT PRIMARY KEY, owner TEXT, until REAL NOT NULL DEFAULT 0, \
+         fence INTEGER NOT NULL DEFAULT 0, result TEXT, done INTEGER NOT NULL DEFAULT 0, \
+         priority INTEGER NOT NULL DEFAULT 0); INSERT INTO jobs (id, priority) VALUES ('p', 9);",
+    );
+    leasefence::init_db(&db.path).unwrap();
+    assert_eq!(db.queue_row("p").priority, 9);
+    let s = open(&db);
+    s.enqueue_many(&[job("q").priority(3)]).unwrap();
+    let first = s
+        .claim_next(owner("w"), now(0.0), ttl(1.0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.job_id, "p");
 }
