@@ -422,6 +422,51 @@ impl PgDb {
         rows.iter().map(|r| r.get(0)).collect()
     }
 
+    /// The first column of every row `sql` returns, as text.
+    pub fn query_strings(&self, sql: &str) -> Vec<String> {
+        let rows = self.raw.lock().unwrap().query(sql, &[]).expect("query");
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// The database's clock, read on the independent connection: seconds since the Unix epoch.
+    pub fn server_now(&self) -> f64 {
+        self.raw
+            .lock()
+            .unwrap()
+            .query_one("SELECT extract(epoch from clock_timestamp())::float8", &[])
+            .expect("server clock")
+            .get(0)
+    }
+
+    /// Waits until some session of this database waits for a lock of the given `locktype`
+    /// (`advisory`, `transactionid`, …) that it has not been granted: the condition a test of
+    /// a lock waits for, instead of sleeping. Panics after 10 s.
+    #[track_caller]
+    pub fn await_lock_waiter(&self, locktype: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let waiting: i64 = self
+                .raw
+                .lock()
+                .unwrap()
+                .query_one(
+                    "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+                     WHERE d.datname = current_database() AND l.locktype = $1 AND NOT l.granted",
+                    &[&locktype],
+                )
+                .expect("pg_locks")
+                .get(0);
+            if waiting > 0 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no session waited for a {locktype} lock within 10 s"
+            );
+            std::thread::yield_now();
+        }
+    }
+
     /// The plan of `sql`, with sequential scans discouraged so that the chosen index shows on
     /// an almost empty table.
     pub fn explain(&self, sql: &str) -> String {
@@ -696,12 +741,7 @@ impl<S: Store> Api for Kept<S> {
         self.0.state(JobId::new(id)?)
     }
     fn claim(&self, id: &str, owner: &str, now: f64, ttl: f64) -> Result<Option<i64>, Error> {
-        self.0.claim(
-            JobId::new(id)?,
-            Owner::new(owner)?,
-            Now::new(now)?,
-            Ttl::new(ttl)?,
-        )
+        claim_fence(&self.0, id, owner, now, ttl)
     }
     fn renew(&self, id: &str, owner: &str, fence: i64, now: f64, ttl: f64) -> Result<bool, Error> {
         self.0.renew(
@@ -920,4 +960,35 @@ pub fn ids(leases: &[Lease]) -> Vec<&str> {
 /// A kept `SqliteStore` on `db`.
 pub fn open(db: &Db) -> SqliteStore {
     SqliteStore::open(&db.path).unwrap()
+}
+
+/// `Store::claim` as the fence it handed out: every test that calls a store's `claim` directly
+/// goes through here, so a change of its return type is adapted in one place.
+pub fn claim_fence(
+    store: &dyn Store,
+    id: &str,
+    owner: &str,
+    now: f64,
+    ttl: f64,
+) -> Result<Option<i64>, Error> {
+    store.claim(
+        JobId::new(id)?,
+        Owner::new(owner)?,
+        Now::new(now)?,
+        Ttl::new(ttl)?,
+    )
+}
+
+/// A lease as `claim_next` would have handed it out for a row arranged directly.
+pub fn lease_of(id: &str, owner: &str, fence: i64, until: f64) -> Lease {
+    Lease {
+        job_id: id.into(),
+        owner: owner.into(),
+        fence,
+        until,
+        payload: None,
+        priority: 0,
+        max_attempts: 0,
+        last_error: None,
+    }
 }

@@ -26,6 +26,7 @@ mod claim_batch;
 mod claim_next;
 mod complete_batch;
 mod complete_with;
+mod database_clock;
 mod enqueue_many;
 mod fail;
 mod list;
