@@ -314,3 +314,179 @@ fn a_users_own_column_of_the_same_name_is_kept() {
         .unwrap();
     assert_eq!(first.job_id, "p");
 }
+
+// ─── PostgreSQL: opening a store is its init ────────────────────────────────────────────────
+
+/// The six contract columns as PostgreSQL types them (migrations/0001_jobs.sql).
+const PG_SIX_COLUMNS: [&str; 6] = [
+    "id TEXT PRIMARY KEY",
+    "owner TEXT",
+    "until DOUBLE PRECISION NOT NULL DEFAULT 0",
+    "fence BIGINT NOT NULL DEFAULT 0",
+    "result TEXT",
+    "done INTEGER NOT NULL DEFAULT 0",
+];
+
+/// A schema of `db` holding only a hand-made `jobs` table with `columns` (no migration
+/// record): what an older leasefence, or a user in `psql`, left behind.
+fn pg_hand_made_jobs(db: &PgDb, columns: &[&str]) {
+    db.exec(&format!(
+        "DROP SCHEMA {s} CASCADE; CREATE SCHEMA {s}; CREATE TABLE {s}.jobs ({});",
+        columns.join(", "),
+        s = db.schema
+    ));
+}
+
+/// Each column of `jobs` in this schema with its type and default, in order.
+fn pg_columns(db: &PgDb) -> Vec<String> {
+    let rows = db.query_strings(&format!(
+        "SELECT column_name || ' ' || data_type || ' ' || coalesce(column_default, '-') \
+         FROM information_schema.columns WHERE table_schema = '{}' AND table_name = 'jobs' \
+         ORDER BY ordinal_position",
+        db.schema
+    ));
+    assert!(!rows.is_empty(), "no jobs table");
+    rows
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_opening_again_never_resets_a_row_above_all_a_fence() {
+    let Some(db) = PgDb::new() else { return };
+    let s = db.store();
+    s.enqueue_many(&[job("leased"), job("done"), job("fresh")])
+        .unwrap();
+    db.leased("leased", "w", 7, 50.0);
+    db.put(&Row {
+        result: Some("r".into()),
+        done: 1,
+        fence: 7,
+        ..Row::fresh("done")
+    });
+    db.exec("UPDATE jobs SET finished_at = 3 WHERE id = 'done'");
+    let before = db.stored();
+    // A worker restart: open again, twice, also through AnyStore.
+    drop(db.store());
+    drop(db.store());
+    drop(db.any_store(db.options()));
+    assert_eq!(db.stored(), before);
+    // A schema whose migration record was lost (as an older leasefence left it) runs every
+    // migration again over the full table: still not a row changes.
+    db.exec("DELETE FROM schema_migrations");
+    drop(db.store());
+    assert_eq!(db.stored(), before);
+    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [2]);
+    // The old fence stays stale; the next claim continues the sequence.
+    let s = db.store();
+    assert!(
+        !s.renew(
+            JobId::new("leased").unwrap(),
+            owner("w"),
+            6,
+            now(10.0),
+            ttl(1.0)
+        )
+        .unwrap()
+    );
+    assert_eq!(claim_fence(&s, "leased", "v", 50.0, 10.0).unwrap(), Some(8));
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_a_hand_made_six_column_table_is_adopted_without_losing_a_row() {
+    let Some(db) = PgDb::new() else { return };
+    pg_hand_made_jobs(&db, &PG_SIX_COLUMNS);
+    db.exec(&format!(
+        "INSERT INTO {}.jobs VALUES ('a', 'w', 50.0, 7, NULL, 0), ('b', 'v', 3.0, 2, 'r', 1)",
+        db.schema
+    ));
+    let rows = db.rows();
+    let s = db.store();
+    assert_eq!(db.rows(), rows, "a row changed");
+    assert_eq!(
+        rows,
+        [
+            Row {
+                owner: Some("w".into()),
+                until: 50.0,
+                fence: 7,
+                ..Row::fresh("a")
+            },
+            Row {
+                owner: Some("v".into()),
+                until: 3.0,
+                fence: 2,
+                result: Some("r".into()),
+                done: 1,
+                ..Row::fresh("b")
+            }
+        ]
+    );
+    // The queue columns were added with their defaults; a finished job keeps a finish time.
+    let a = db.queue_row("a");
+    assert_eq!((a.priority, a.not_before, a.max_attempts), (0, 0.0, 0));
+    assert_eq!(db.queue_row("b").finished_at, Some(3.0));
+    // The fence-7 lease is live until 50, then continues at 8.
+    assert_eq!(claim_fence(&s, "a", "x", 49.0, 10.0).unwrap(), None);
+    assert_eq!(claim_fence(&s, "a", "x", 50.0, 10.0).unwrap(), Some(8));
+    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [2]);
+}
+
+/// Opens a store on a hand-made `jobs` table lacking `missing` and checks that it is refused
+/// and the schema is left as it was (no column added, no migration recorded, rows kept).
+fn pg_refuses_a_jobs_table_lacking(missing: &str) {
+    let Some(db) = PgDb::new() else { return };
+    let columns: Vec<&str> = PG_SIX_COLUMNS
+        .into_iter()
+        .filter(|c| !c.starts_with(&format!("{missing} ")))
+        .collect();
+    pg_hand_made_jobs(&db, &columns);
+    let before = pg_columns(&db);
+    let err = db
+        .options()
+        .open(&db.url)
+        .map(drop)
+        .expect_err(&format!("a jobs table lacking `{missing}` was adopted"));
+    assert!(!err.is_retryable(), "{err:?}");
+    assert_eq!(
+        pg_columns(&db),
+        before,
+        "the table was changed (missing {missing})"
+    );
+    assert_eq!(
+        db.query_i64(&format!(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = '{}'",
+            db.schema
+        )),
+        [1],
+        "tables were added next to it (missing {missing})"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_refuses_a_jobs_table_lacking_until_or_done_and_leaves_it_unchanged() {
+    for missing in ["until", "done"] {
+        pg_refuses_a_jobs_table_lacking(missing);
+    }
+}
+
+/// Found while porting the SQLite case: PgStore has no schema check, so a table lacking one of
+/// these columns is migrated (queue columns added) instead of refused; only `until` and `done`
+/// are refused, because a migration statement happens to use them. Reported for the library.
+#[test]
+#[ignore = "known gap: PgStore adopts a jobs table lacking id, owner, fence or result (no schema check)"]
+fn on_postgresql_refuses_a_jobs_table_lacking_any_other_column_and_leaves_it_unchanged() {
+    for missing in ["id", "owner", "fence", "result"] {
+        pg_refuses_a_jobs_table_lacking(missing);
+    }
+}
