@@ -84,3 +84,51 @@ fn is_all_or_nothing_when_the_database_is_busy() {
     blocker.execute_batch("ROLLBACK").unwrap();
     assert_eq!(db.rows(), vec![]);
 }
+
+/// The race a per-id lock closes, made deterministic: a purge of `j` has deleted it (fence 7)
+/// and raised its fence floor, holding the id's advisory lock, but not committed. An
+/// `enqueue_many` of `j` started now must wait for that lock — not read the floor from a
+/// snapshot that predates the purge's commit — and then insert `j` from the floor, so no fence
+/// is issued twice. Without the lock it would wait only on the deleted row and insert at 0.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_waits_for_a_purge_of_the_same_id_and_continues_from_its_fence_floor() {
+    let Some(db) = PgDb::new() else { return };
+    let s = db.store();
+    s.enqueue_many(&[job("j")]).unwrap();
+    db.put(&Row {
+        result: Some("r".into()),
+        done: 1,
+        fence: 7,
+        ..Row::fresh("j")
+    });
+    // The purge's own steps, by hand, with the key PgStore::lock_ids takes for the id.
+    let (_, commit) = db.hold_with_pid(&format!(
+        "SELECT pg_advisory_xact_lock(hashtext('leasefence.ids.{}'), hashtext('j') & 255); \
+         DELETE FROM jobs WHERE id = 'j'; \
+         INSERT INTO fence_floor (id, fence) VALUES ('j', 7);",
+        db.schema
+    ));
+    let inserted = std::thread::scope(|scope| {
+        let enqueue = scope.spawn(|| s.enqueue_many(&[job("j")]).unwrap());
+        db.await_lock_waiter("advisory");
+        assert!(
+            !enqueue.is_finished(),
+            "enqueue_many did not wait for the purge"
+        );
+        commit();
+        enqueue.join().unwrap()
+    });
+    assert_eq!(inserted, [true]);
+    assert_eq!(
+        db.row("j").unwrap(),
+        Row {
+            fence: 7,
+            ..Row::fresh("j")
+        }
+    );
+    assert_eq!(claim_fence(&s, "j", "w", 0.0, 1.0).unwrap(), Some(8));
+}
