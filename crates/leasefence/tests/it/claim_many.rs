@@ -204,11 +204,9 @@ contract!(
         // it free and overwrite the holder's lease; one transaction around read and write sees
         // the committed lease and refuses.
         api.enqueue("job").unwrap();
-        let commit = db.hold("UPDATE jobs SET owner = 'holder', until = 100, fence = 7 WHERE id = 'job';");
-        let commit = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(500));
-            commit();
-        });
+        let commit = db.hold_until_waited("UPDATE jobs SET owner = 'holder', until = 100, fence = 7 WHERE id = 'job';");
+        // commits once the claim below waits for the lock (observed on PostgreSQL)
+        let commit = std::thread::spawn(commit);
         assert_eq!(api.claim("job", "w", 0.0, 10.0).unwrap(), None);
         commit.join().unwrap();
         assert_eq!(

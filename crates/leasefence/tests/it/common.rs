@@ -171,6 +171,16 @@ pub trait Probe {
     /// Opens a write transaction on another connection, runs `sql` in it and keeps it open;
     /// the returned function commits it.
     fn hold(&self, sql: &str) -> Box<dyn FnOnce() + Send>;
+    /// As `hold`, but the returned function first waits until another connection waits for
+    /// the held lock, then commits. PostgreSQL observes the waiter (`pg_blocking_pids`);
+    /// SQLite's busy wait cannot be observed from outside, so there it gives the waiter 500 ms.
+    fn hold_until_waited(&self, sql: &str) -> Box<dyn FnOnce() + Send> {
+        let commit = self.hold(sql);
+        Box::new(move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            commit()
+        })
+    }
     /// Whether the backend's text type can store a NUL byte (SQLite: yes; PostgreSQL: no, and
     /// `PgStore` refuses such a value as an invalid argument).
     fn text_holds_nul(&self) -> bool;
@@ -438,33 +448,10 @@ impl PgDb {
             .get(0)
     }
 
-    /// Waits until some session of this database waits for a lock of the given `locktype`
-    /// (`advisory`, `transactionid`, …) that it has not been granted: the condition a test of
-    /// a lock waits for, instead of sleeping. Panics after 10 s.
+    /// Waits until some session is blocked by the backend `holder` (see `await_blocked_by`).
     #[track_caller]
-    pub fn await_lock_waiter(&self, locktype: &str) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let waiting: i64 = self
-                .raw
-                .lock()
-                .unwrap()
-                .query_one(
-                    "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
-                     WHERE d.datname = current_database() AND l.locktype = $1 AND NOT l.granted",
-                    &[&locktype],
-                )
-                .expect("pg_locks")
-                .get(0);
-            if waiting > 0 {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no session waited for a {locktype} lock within 10 s"
-            );
-            std::thread::yield_now();
-        }
+    pub fn await_blocked_by(&self, holder: i32) {
+        await_blocked_by(&mut self.raw.lock().unwrap(), holder)
     }
 
     /// The plan of `sql`, with sequential scans discouraged so that the chosen index shows on
@@ -552,6 +539,16 @@ impl Probe for PgDb {
     }
     fn hold(&self, sql: &str) -> Box<dyn FnOnce() + Send> {
         self.hold_with_pid(sql).1
+    }
+    fn hold_until_waited(&self, sql: &str) -> Box<dyn FnOnce() + Send> {
+        let (pid, commit) = self.hold_with_pid(sql);
+        let mut watcher =
+            leasefence::postgres::Client::connect(&self.url, leasefence::postgres::NoTls)
+                .expect("watcher connection");
+        Box::new(move || {
+            await_blocked_by(&mut watcher, pid);
+            commit()
+        })
     }
     fn text_holds_nul(&self) -> bool {
         false
@@ -645,6 +642,30 @@ impl Probe for PgDb {
                 "SELECT resource, fence FROM fence_gate ORDER BY resource COLLATE \"C\"",
             ),
         }
+    }
+}
+
+/// Waits until some session is blocked by the backend `holder` (`pg_blocking_pids`): the
+/// condition a test of a lock waits for, instead of sleeping. Panics after 10 s.
+#[track_caller]
+pub fn await_blocked_by(client: &mut leasefence::postgres::Client, holder: i32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let blocked: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&holder],
+            )
+            .expect("pg_blocking_pids")
+            .get(0);
+        if blocked > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no session waited for backend {holder}'s locks within 10 s"
+        );
+        std::thread::yield_now();
     }
 }
 

@@ -89,7 +89,8 @@ fn is_all_or_nothing_when_the_database_is_busy() {
 /// and raised its fence floor, holding the id's advisory lock, but not committed. An
 /// `enqueue_many` of `j` started now must wait for that lock — not read the floor from a
 /// snapshot that predates the purge's commit — and then insert `j` from the floor, so no fence
-/// is issued twice. Without the lock it would wait only on the deleted row and insert at 0.
+/// is issued twice. Without the lock it would wait only on the deleted row (`transactionid`)
+/// and insert at 0.
 #[test]
 #[cfg_attr(
     not(leasefence_pg),
@@ -106,7 +107,7 @@ fn on_postgresql_waits_for_a_purge_of_the_same_id_and_continues_from_its_fence_f
         ..Row::fresh("j")
     });
     // The purge's own steps, by hand, with the key PgStore::lock_ids takes for the id.
-    let (_, commit) = db.hold_with_pid(&format!(
+    let (holder, commit) = db.hold_with_pid(&format!(
         "SELECT pg_advisory_xact_lock(hashtext('leasefence.ids.{}'), hashtext('j') & 255); \
          DELETE FROM jobs WHERE id = 'j'; \
          INSERT INTO fence_floor (id, fence) VALUES ('j', 7);",
@@ -114,10 +115,14 @@ fn on_postgresql_waits_for_a_purge_of_the_same_id_and_continues_from_its_fence_f
     ));
     let inserted = std::thread::scope(|scope| {
         let enqueue = scope.spawn(|| s.enqueue_many(&[job("j")]).unwrap());
-        db.await_lock_waiter("advisory");
-        assert!(
-            !enqueue.is_finished(),
-            "enqueue_many did not wait for the purge"
+        db.await_blocked_by(holder);
+        let waiting = db.query_strings(&format!(
+            "SELECT wait_event FROM pg_stat_activity WHERE {holder} = ANY(pg_blocking_pids(pid))"
+        ));
+        assert_eq!(
+            waiting,
+            ["advisory"],
+            "enqueue_many must wait for the purge's id lock, not only for the deleted row"
         );
         commit();
         enqueue.join().unwrap()
