@@ -348,9 +348,10 @@ pub struct QueueRow {
     pub finished_at: Option<f64>,
 }
 
-/// The PostgreSQL database the `pg` configuration runs against: `LEASEFENCE_TEST_PG`
-/// (`host=127.0.0.1 user=postgres dbname=test`, or a `postgres://` URL). Unset, the pg cases
-/// print why and pass without running — except in CI (`CI` set), where that is a failure.
+/// The PostgreSQL database the `pg` and `any_pg` configurations run against:
+/// `LEASEFENCE_TEST_PG` (`host=127.0.0.1 user=postgres dbname=test`, or a `postgres://` URL).
+/// Unset, the PostgreSQL cases are compiled as ignored (build.rs) and never get here; a direct
+/// call prints why and returns `None` — except in CI (`CI` set), where that is a failure.
 pub fn pg_url() -> Option<String> {
     match std::env::var("LEASEFENCE_TEST_PG") {
         Ok(url) if !url.trim().is_empty() => Some(url),

@@ -1,9 +1,10 @@
 //! What only the PostgreSQL backend has to prove: races between connections (threads standing
 //! in for hosts), concurrent schema initialisation, the migration record, the durability
 //! setting, the index `claim_next` walks, connection failures, and `complete_with` on a
-//! `postgres::Transaction`. The contract itself runs on PostgreSQL as the `pg` configuration of
-//! every `contract!` case. Each test skips (printing why) without `LEASEFENCE_TEST_PG`, and
-//! fails instead in CI.
+//! `postgres::Transaction`. The contract itself runs on PostgreSQL as the `pg` and `any_pg`
+//! configurations of every `contract!` case, the database clock in `database_clock`, and each
+//! operation's PostgreSQL-only cases in its own module (`init_db::on_postgresql_…`). Each test
+//! is reported as ignored (with the reason) without `LEASEFENCE_TEST_PG`, and runs in CI.
 
 use std::collections::BTreeSet;
 use std::sync::Barrier;
