@@ -108,3 +108,32 @@ fn on_postgresql_a_bad_result_stores_none() {
     );
     assert_eq!(db.rows(), before);
 }
+
+/// An error inside the batch's one statement stores none of its results (as on SQLite).
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_an_error_stores_none_of_the_results() {
+    let Some(db) = PgDb::new() else { return };
+    let s = db.store();
+    s.enqueue_many(&[job("a"), job("boom"), job("c")]).unwrap();
+    let leases = s.claim_batch(owner("w"), now(0.0), ttl(30.0), 3).unwrap();
+    db.exec(
+        "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN IF NEW.id = 'boom' AND NEW.done = 1 THEN RAISE EXCEPTION 'boom refused'; END IF; \
+         RETURN NEW; END $$; \
+         CREATE TRIGGER refuse_boom BEFORE UPDATE ON jobs FOR EACH ROW \
+         EXECUTE FUNCTION refuse_boom();",
+    );
+    let before = db.rows();
+    let results: Vec<(&Lease, &str)> = leases.iter().map(|l| (l, "r")).collect();
+    let err = s.complete_batch(&results, now(1.0)).unwrap_err();
+    assert!(matches!(err, Error::Backend(_)), "{err:?}");
+    assert!(format!("{err:?}").contains("boom refused"), "{err:?}");
+    assert_eq!(db.rows(), before);
+    // Nothing was left open: the store works on.
+    assert_eq!(s.complete_batch(&results[..1], now(2.0)).unwrap(), [true]);
+    assert_eq!(db.row("a").unwrap().result.as_deref(), Some("r"));
+}
