@@ -25,7 +25,10 @@ fn a_path_opens_the_sqlite_file_and_every_call_reaches_it() {
     let (job, a) = (JobId::new("j").unwrap(), Owner::new("A").unwrap());
     assert!(store.enqueue(job).unwrap());
     assert!(!store.enqueue(job).unwrap());
-    let fence = store.claim(job, a, now(0.0), ttl(10.0)).unwrap().unwrap();
+    let fence = store
+        .claim_fence(job, a, now(0.0), ttl(10.0))
+        .unwrap()
+        .unwrap();
     assert_eq!(db.row("j").unwrap().fence, 1);
     assert!(store.renew(job, a, fence, now(5.0), ttl(10.0)).unwrap());
     assert_eq!(db.row("j").unwrap().until, 15.0);

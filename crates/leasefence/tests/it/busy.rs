@@ -21,7 +21,7 @@ fn a_held_write_lock_past_the_timeout_is_busy_and_changes_nothing() {
     let (now, ttl) = (Now::new(0.0).unwrap(), Ttl::new(10.0).unwrap());
 
     let started = Instant::now();
-    let err = store.claim(job, owner, now, ttl).unwrap_err();
+    let err = store.claim_fence(job, owner, now, ttl).unwrap_err();
     assert!(
         started.elapsed() >= Duration::from_millis(90),
         "waited for the lock"
@@ -41,7 +41,7 @@ fn a_held_write_lock_past_the_timeout_is_busy_and_changes_nothing() {
     assert_eq!(db.rows(), before);
 
     // Retrying once the lock is gone succeeds, on the same store.
-    assert_eq!(store.claim(job, owner, now, ttl).unwrap(), Some(1));
+    assert_eq!(store.claim_fence(job, owner, now, ttl).unwrap(), Some(1));
     assert_eq!(db.row("job").unwrap().fence, 1);
 }
 

@@ -117,7 +117,7 @@ fn a_single_owner_claims_like_claim() {
 
 #[test]
 fn kept_stores_on_many_threads_also_have_exactly_one_winner() {
-    use leasefence::{JobId, Now, Owner, SqliteStore, Store, Ttl};
+    use leasefence::{JobId, Now, Owner, SqliteStore, Ttl};
     use std::sync::Barrier;
     let db = Db::new();
     for job in 0..20 {
@@ -142,7 +142,7 @@ fn kept_stores_on_many_threads_also_have_exactly_one_winner() {
                         .map(|job| {
                             let id = format!("job-{job}");
                             store
-                                .claim(
+                                .claim_fence(
                                     JobId::new(&id).unwrap(),
                                     Owner::new(owner).unwrap(),
                                     Now::new(0.0).unwrap(),

@@ -763,7 +763,7 @@ impl<S: Store> Api for Kept<S> {
         self.0.state(JobId::new(id)?)
     }
     fn claim(&self, id: &str, owner: &str, now: f64, ttl: f64) -> Result<Option<i64>, Error> {
-        claim_fence(&self.0, id, owner, now, ttl)
+        claim_by_name(&self.0, id, owner, now, ttl)
     }
     fn renew(&self, id: &str, owner: &str, fence: i64, now: f64, ttl: f64) -> Result<bool, Error> {
         self.0.renew(
@@ -984,16 +984,40 @@ pub fn open(db: &Db) -> SqliteStore {
     SqliteStore::open(&db.path).unwrap()
 }
 
-/// `Store::claim` as the fence it handed out: every test that calls a store's `claim` directly
-/// goes through here, so a change of its return type is adapted in one place.
-pub fn claim_fence(
+/// `Store::claim` as the fence it handed out. Every test that calls a store's `claim` goes
+/// through `claim_fence` (typed arguments) or `claim_by_name` (strings), so a change of its
+/// return type is adapted here, in one place.
+pub trait ClaimFence {
+    fn claim_fence(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<i64>, Error>;
+}
+
+impl<S: Store + ?Sized> ClaimFence for S {
+    fn claim_fence(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<i64>, Error> {
+        self.claim(job_id, owner, now, ttl)
+    }
+}
+
+/// `claim_fence` with the arguments as plain values, validated here.
+pub fn claim_by_name(
     store: &dyn Store,
     id: &str,
     owner: &str,
     now: f64,
     ttl: f64,
 ) -> Result<Option<i64>, Error> {
-    store.claim(
+    store.claim_fence(
         JobId::new(id)?,
         Owner::new(owner)?,
         Now::new(now)?,

@@ -96,14 +96,14 @@ fn claim_takes_only_a_lease_expired_by_the_database_clock_and_sets_until_from_it
         let (live, _) = live_and_expired(db, s, at);
         let caller = at.caller.seconds();
         assert_eq!(
-            claim_fence(s, "live", "v", caller, 10.0).unwrap(),
+            claim_by_name(s, "live", "v", caller, 10.0).unwrap(),
             None,
             "caller {:+} s: a live lease was taken",
             at.skew
         );
         assert_eq!(db.row("live").unwrap(), live);
         assert_eq!(
-            claim_fence(s, "expired", "v", caller, 10.0).unwrap(),
+            claim_by_name(s, "expired", "v", caller, 10.0).unwrap(),
             Some(4),
             "caller {:+} s: an expired lease was refused",
             at.skew

@@ -135,7 +135,7 @@ fn on_postgresql_waits_for_a_purge_of_the_same_id_and_continues_from_its_fence_f
             ..Row::fresh("j")
         }
     );
-    assert_eq!(claim_fence(&s, "j", "w", 0.0, 1.0).unwrap(), Some(8));
+    assert_eq!(claim_by_name(&s, "j", "w", 0.0, 1.0).unwrap(), Some(8));
 }
 
 #[test]

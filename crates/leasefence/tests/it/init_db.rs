@@ -391,7 +391,10 @@ fn on_postgresql_opening_again_never_resets_a_row_above_all_a_fence() {
         )
         .unwrap()
     );
-    assert_eq!(claim_fence(&s, "leased", "v", 50.0, 10.0).unwrap(), Some(8));
+    assert_eq!(
+        claim_by_name(&s, "leased", "v", 50.0, 10.0).unwrap(),
+        Some(8)
+    );
 }
 
 #[test]
@@ -433,8 +436,8 @@ fn on_postgresql_a_hand_made_six_column_table_is_adopted_without_losing_a_row() 
     assert_eq!((a.priority, a.not_before, a.max_attempts), (0, 0.0, 0));
     assert_eq!(db.queue_row("b").finished_at, Some(3.0));
     // The fence-7 lease is live until 50, then continues at 8.
-    assert_eq!(claim_fence(&s, "a", "x", 49.0, 10.0).unwrap(), None);
-    assert_eq!(claim_fence(&s, "a", "x", 50.0, 10.0).unwrap(), Some(8));
+    assert_eq!(claim_by_name(&s, "a", "x", 49.0, 10.0).unwrap(), None);
+    assert_eq!(claim_by_name(&s, "a", "x", 50.0, 10.0).unwrap(), Some(8));
     assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [2]);
 }
 

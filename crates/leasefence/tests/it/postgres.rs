@@ -46,7 +46,7 @@ fn of_many_racing_claims_from_separate_stores_exactly_one_wins() {
                     scope.spawn(move || {
                         let me = format!("w{i}");
                         barrier.wait();
-                        s.claim(
+                        s.claim_fence(
                             JobId::new(id).unwrap(),
                             Owner::new(&me).unwrap(),
                             now(50.0),
@@ -152,7 +152,7 @@ fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
     assert_eq!(versions, [1, 2]);
     // a restart changes nothing, above all no fence
     store
-        .claim(
+        .claim_fence(
             JobId::new("a").unwrap(),
             Owner::new("w").unwrap(),
             now(0.0),
@@ -363,7 +363,7 @@ fn a_purge_racing_an_enqueue_of_the_same_id_never_lets_a_fence_be_issued_again()
     for round in 0..150 {
         let t = f64::from(round) * 10.0;
         a.enqueue(j).unwrap();
-        let f = a.claim(j, w, now(t), ttl(5.0)).unwrap().unwrap();
+        let f = a.claim_fence(j, w, now(t), ttl(5.0)).unwrap().unwrap();
         assert!(f > highest, "round {round}: fence {f} after {highest}");
         highest = f;
         assert!(a.complete(j, w, f, now(t + 1.0), "r").unwrap());
@@ -469,7 +469,7 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
     let real = behind.now().unwrap().seconds();
     // A's local clock runs 1000 s behind, B's 1000 s ahead: far more than the 30 s ttl.
     let fence = behind
-        .claim(j, a, now(real - 1000.0), ttl(30.0))
+        .claim_fence(j, a, now(real - 1000.0), ttl(30.0))
         .unwrap()
         .unwrap();
     let until = db.row("job").unwrap().until;
@@ -478,7 +478,9 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
         "{until} vs {real}"
     );
     assert_eq!(
-        ahead.claim(j, b, now(real + 1000.0), ttl(30.0)).unwrap(),
+        ahead
+            .claim_fence(j, b, now(real + 1000.0), ttl(30.0))
+            .unwrap(),
         None
     );
     assert!(
@@ -498,11 +500,13 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
     caller.enqueue(JobId::new("other").unwrap()).unwrap();
     let o = JobId::new("other").unwrap();
     caller
-        .claim(o, a, now(real - 1000.0), ttl(30.0))
+        .claim_fence(o, a, now(real - 1000.0), ttl(30.0))
         .unwrap()
         .unwrap();
     assert_eq!(
-        caller.claim(o, b, now(real + 1000.0), ttl(30.0)).unwrap(),
+        caller
+            .claim_fence(o, b, now(real + 1000.0), ttl(30.0))
+            .unwrap(),
         Some(2)
     );
 
@@ -611,10 +615,13 @@ fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() 
     let store = db.store();
     let (j, w) = (JobId::new("j").unwrap(), Owner::new("w").unwrap());
     store.enqueue(j).unwrap();
-    let fence = store.claim(j, w, now(0.0), ttl(10.0)).unwrap().unwrap();
+    let fence = store
+        .claim_fence(j, w, now(0.0), ttl(10.0))
+        .unwrap()
+        .unwrap();
     let before = db.rows();
     let nul = Owner::new("w\0x").unwrap();
-    assert_invalid(store.claim(j, nul, now(20.0), ttl(10.0)), "owner");
+    assert_invalid(store.claim_fence(j, nul, now(20.0), ttl(10.0)), "owner");
     assert_invalid(store.renew(j, nul, fence, now(1.0), ttl(10.0)), "owner");
     assert_invalid(store.release(j, nul, fence), "owner");
     assert_invalid(store.complete(j, w, fence, now(1.0), "r\0"), "result");
