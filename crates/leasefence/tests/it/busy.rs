@@ -51,16 +51,30 @@ fn a_lock_released_within_the_timeout_is_waited_for() {
     leasefence::enqueue(&db.path, "job").unwrap();
     let blocker = db.raw();
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // SQLite's busy wait cannot be observed from outside: the holder gives the claim 150 ms to
+    // start waiting, and the timestamps prove it did (it started while the lock was held and
+    // returned only after the commit began).
     let release = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(150));
+        let committing = std::time::Instant::now();
         blocker.execute_batch("COMMIT").unwrap();
+        committing
     });
+    let started = std::time::Instant::now();
     // the free functions use the default 5 s timeout
     assert_eq!(
         leasefence::claim(&db.path, "job", "w", 0.0, 10.0).unwrap(),
         Some(1)
     );
-    release.join().unwrap();
+    let returned = std::time::Instant::now();
+    let committing = release.join().unwrap();
+    assert!(
+        started < committing && committing < returned,
+        "the claim did not wait for the lock (started {:?} before the commit, returned {:?} \
+         after it)",
+        committing.saturating_duration_since(started),
+        returned.saturating_duration_since(committing)
+    );
     assert_eq!(db.row("job").unwrap().owner.as_deref(), Some("w"));
 }
 
