@@ -2,7 +2,7 @@
 //! enqueued again never reuses a fence.
 
 use crate::common::*;
-use leasefence::{Failed, JobId};
+use leasefence::{Failed, JobId, Store};
 
 contract!(
     fn deletes_only_jobs_finished_before_the_cutoff(api, db, s) {
@@ -122,3 +122,49 @@ contract!(
         assert_eq!(db.rows(), vec![]);
     }
 );
+
+/// The other side of the race `enqueue_many::on_postgresql_waits_for_a_purge_…` closes: while
+/// an enqueue of `j` holds the id's advisory lock (in an open transaction), a purge of the
+/// finished `j` must wait for it before deleting, and then purge it and keep its fence floor.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_waits_for_an_enqueue_of_the_same_id_before_deleting() {
+    let Some(db) = PgDb::new() else { return };
+    let s = db.store();
+    s.enqueue_many(&[job("j")]).unwrap();
+    let fence = claim_by_name(&s, "j", "w", 0.0, 10.0).unwrap().unwrap();
+    assert!(
+        s.complete(JobId::new("j").unwrap(), owner("w"), fence, now(1.0), "r")
+            .unwrap()
+    );
+    // An enqueue's own first step, by hand, with the key PgStore::lock_ids takes for the id.
+    let (holder, commit) = db.hold_with_pid(&format!(
+        "SELECT pg_advisory_xact_lock(hashtext('leasefence.ids.{}'), hashtext('j') & 255);",
+        db.schema
+    ));
+    let purged = std::thread::scope(|scope| {
+        let purge = scope.spawn(|| s.purge(now(2.0)).unwrap());
+        db.await_blocked_by(holder);
+        let waiting = db.query_strings(&format!(
+            "SELECT wait_event FROM pg_stat_activity WHERE {holder} = ANY(pg_blocking_pids(pid))"
+        ));
+        assert_eq!(
+            waiting,
+            ["advisory"],
+            "the purge must wait for the id's lock"
+        );
+        assert_eq!(
+            db.row("j").unwrap().fence,
+            fence,
+            "deleted before the lock was free"
+        );
+        commit();
+        purge.join().unwrap()
+    });
+    assert_eq!(purged, 1);
+    assert_eq!(db.row("j"), None);
+    assert_eq!(db.fence_floor("j"), Some(fence));
+}
