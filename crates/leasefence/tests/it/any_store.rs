@@ -14,27 +14,6 @@ fn ttl(t: f64) -> Ttl {
     Ttl::new(t).unwrap()
 }
 
-/// `LEASEFENCE_TEST_PG` as a URL: `AnyStore` recognises PostgreSQL by its URL only.
-fn as_url(conn: &str) -> String {
-    if conn.starts_with("postgres://") || conn.starts_with("postgresql://") {
-        return conn.to_owned();
-    }
-    let get = |key: &str| {
-        conn.split_whitespace()
-            .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
-    };
-    let user = get("user").map_or(String::new(), |u| match get("password") {
-        Some(p) => format!("{u}:{p}@"),
-        None => format!("{u}@"),
-    });
-    let port = get("port").map_or(String::new(), |p| format!(":{p}"));
-    format!(
-        "postgres://{user}{}{port}/{}",
-        get("host").unwrap_or("localhost"),
-        get("dbname").unwrap_or("")
-    )
-}
-
 #[test]
 fn a_path_opens_the_sqlite_file_and_every_call_reaches_it() {
     let db = Db::empty();
@@ -47,10 +26,9 @@ fn a_path_opens_the_sqlite_file_and_every_call_reaches_it() {
     assert!(store.enqueue(job).unwrap());
     assert!(!store.enqueue(job).unwrap());
     let fence = store
-        .claim(job, a, now(0.0), ttl(10.0))
+        .claim_fence(job, a, now(0.0), ttl(10.0))
         .unwrap()
-        .unwrap()
-        .fence;
+        .unwrap();
     assert_eq!(db.row("j").unwrap().fence, 1);
     assert!(store.renew(job, a, fence, now(5.0), ttl(10.0)).unwrap());
     assert_eq!(db.row("j").unwrap().until, 15.0);

@@ -21,7 +21,7 @@ fn a_held_write_lock_past_the_timeout_is_busy_and_changes_nothing() {
     let (now, ttl) = (Now::new(0.0).unwrap(), Ttl::new(10.0).unwrap());
 
     let started = Instant::now();
-    let err = store.claim(job, owner, now, ttl).unwrap_err();
+    let err = store.claim_fence(job, owner, now, ttl).unwrap_err();
     assert!(
         started.elapsed() >= Duration::from_millis(90),
         "waited for the lock"
@@ -41,10 +41,7 @@ fn a_held_write_lock_past_the_timeout_is_busy_and_changes_nothing() {
     assert_eq!(db.rows(), before);
 
     // Retrying once the lock is gone succeeds, on the same store.
-    assert_eq!(
-        store.claim(job, owner, now, ttl).unwrap().map(|l| l.fence),
-        Some(1)
-    );
+    assert_eq!(store.claim_fence(job, owner, now, ttl).unwrap(), Some(1));
     assert_eq!(db.row("job").unwrap().fence, 1);
 }
 
@@ -54,16 +51,30 @@ fn a_lock_released_within_the_timeout_is_waited_for() {
     leasefence::enqueue(&db.path, "job").unwrap();
     let blocker = db.raw();
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // SQLite's busy wait cannot be observed from outside: the holder gives the claim 150 ms to
+    // start waiting, and the timestamps prove it did (it started while the lock was held and
+    // returned only after the commit began).
     let release = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(150));
+        let committing = std::time::Instant::now();
         blocker.execute_batch("COMMIT").unwrap();
+        committing
     });
+    let started = std::time::Instant::now();
     // the free functions use the default 5 s timeout
     assert_eq!(
         leasefence::claim(&db.path, "job", "w", 0.0, 10.0).unwrap(),
         Some(1)
     );
-    release.join().unwrap();
+    let returned = std::time::Instant::now();
+    let committing = release.join().unwrap();
+    assert!(
+        started < committing && committing < returned,
+        "the claim did not wait for the lock (started {:?} before the commit, returned {:?} \
+         after it)",
+        committing.saturating_duration_since(started),
+        returned.saturating_duration_since(committing)
+    );
     assert_eq!(db.row("job").unwrap().owner.as_deref(), Some("w"));
 }
 

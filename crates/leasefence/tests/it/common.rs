@@ -7,7 +7,10 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use leasefence::{Error, JobId, JobState, Now, Owner, PgOptions, PgStore, Store, Ttl};
+use leasefence::{
+    AnyOptions, AnyStore, Error, JobId, JobState, Lease, NewJob, Now, Owner, PgOptions, PgStore,
+    SqliteStore, Store, Ttl,
+};
 use rusqlite::{Connection, OpenFlags, params};
 
 /// A stored row, read straight from the file by a connection the code under test never saw.
@@ -168,6 +171,16 @@ pub trait Probe {
     /// Opens a write transaction on another connection, runs `sql` in it and keeps it open;
     /// the returned function commits it.
     fn hold(&self, sql: &str) -> Box<dyn FnOnce() + Send>;
+    /// As `hold`, but the returned function first waits until another connection waits for
+    /// the held lock, then commits. PostgreSQL observes the waiter (`pg_blocking_pids`);
+    /// SQLite's busy wait cannot be observed from outside, so there it gives the waiter 500 ms.
+    fn hold_until_waited(&self, sql: &str) -> Box<dyn FnOnce() + Send> {
+        let commit = self.hold(sql);
+        Box::new(move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            commit()
+        })
+    }
     /// Whether the backend's text type can store a NUL byte (SQLite: yes; PostgreSQL: no, and
     /// `PgStore` refuses such a value as an invalid argument).
     fn text_holds_nul(&self) -> bool;
@@ -335,9 +348,10 @@ pub struct QueueRow {
     pub finished_at: Option<f64>,
 }
 
-/// The PostgreSQL database the `pg` configuration runs against: `LEASEFENCE_TEST_PG`
-/// (`host=127.0.0.1 user=postgres dbname=test`, or a `postgres://` URL). Unset, the pg cases
-/// print why and pass without running — except in CI (`CI` set), where that is a failure.
+/// The PostgreSQL database the `pg` and `any_pg` configurations run against:
+/// `LEASEFENCE_TEST_PG` (`host=127.0.0.1 user=postgres dbname=test`, or a `postgres://` URL).
+/// Unset, the PostgreSQL cases are compiled as ignored (build.rs) and never get here; a direct
+/// call prints why and returns `None` — except in CI (`CI` set), where that is a failure.
 pub fn pg_url() -> Option<String> {
     match std::env::var("LEASEFENCE_TEST_PG") {
         Ok(url) if !url.trim().is_empty() => Some(url),
@@ -417,6 +431,28 @@ impl PgDb {
     pub fn query_i64(&self, sql: &str) -> Vec<i64> {
         let rows = self.raw.lock().unwrap().query(sql, &[]).expect("query");
         rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// The first column of every row `sql` returns, as text.
+    pub fn query_strings(&self, sql: &str) -> Vec<String> {
+        let rows = self.raw.lock().unwrap().query(sql, &[]).expect("query");
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// The database's clock, read on the independent connection: seconds since the Unix epoch.
+    pub fn server_now(&self) -> f64 {
+        self.raw
+            .lock()
+            .unwrap()
+            .query_one("SELECT extract(epoch from clock_timestamp())::float8", &[])
+            .expect("server clock")
+            .get(0)
+    }
+
+    /// Waits until some session is blocked by the backend `holder` (see `await_blocked_by`).
+    #[track_caller]
+    pub fn await_blocked_by(&self, holder: i32) {
+        await_blocked_by(&mut self.raw.lock().unwrap(), holder)
     }
 
     /// The plan of `sql`, with sequential scans discouraged so that the chosen index shows on
@@ -504,6 +540,16 @@ impl Probe for PgDb {
     }
     fn hold(&self, sql: &str) -> Box<dyn FnOnce() + Send> {
         self.hold_with_pid(sql).1
+    }
+    fn hold_until_waited(&self, sql: &str) -> Box<dyn FnOnce() + Send> {
+        let (pid, commit) = self.hold_with_pid(sql);
+        let mut watcher =
+            leasefence::postgres::Client::connect(&self.url, leasefence::postgres::NoTls)
+                .expect("watcher connection");
+        Box::new(move || {
+            await_blocked_by(&mut watcher, pid);
+            commit()
+        })
     }
     fn text_holds_nul(&self) -> bool {
         false
@@ -600,6 +646,30 @@ impl Probe for PgDb {
     }
 }
 
+/// Waits until some session is blocked by the backend `holder` (`pg_blocking_pids`): the
+/// condition a test of a lock waits for, instead of sleeping. Panics after 10 s.
+#[track_caller]
+pub fn await_blocked_by(client: &mut leasefence::postgres::Client, holder: i32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let blocked: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&holder],
+            )
+            .expect("pg_blocking_pids")
+            .get(0);
+        if blocked > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no session waited for backend {holder}'s locks within 10 s"
+        );
+        std::thread::yield_now();
+    }
+}
+
 /// Runs the stock `sqlite3` shell on `path` and returns its standard output.
 pub fn sqlite3(path: &Path, sql: &str) -> String {
     let out = Command::new("sqlite3")
@@ -693,14 +763,7 @@ impl<S: Store> Api for Kept<S> {
         self.0.state(JobId::new(id)?)
     }
     fn claim(&self, id: &str, owner: &str, now: f64, ttl: f64) -> Result<Option<i64>, Error> {
-        self.0
-            .claim(
-                JobId::new(id)?,
-                Owner::new(owner)?,
-                Now::new(now)?,
-                Ttl::new(ttl)?,
-            )
-            .map(|lease| lease.map(|lease| lease.fence))
+        claim_by_name(&self.0, id, owner, now, ttl)
     }
     fn renew(&self, id: &str, owner: &str, fence: i64, now: f64, ttl: f64) -> Result<bool, Error> {
         self.0.renew(
@@ -732,50 +795,141 @@ impl<S: Store> Api for Kept<S> {
     }
 }
 
-/// Defines a contract case once and runs it per configuration: `seed` (free functions, a
-/// connection per call), `kept` (one `SqliteStore` kept across calls) and `pg` (one `PgStore`
-/// on a fresh schema; skipped with a printed reason when `LEASEFENCE_TEST_PG` is unset, a
-/// failure in CI). The body sees the stored state only through `Probe`.
+/// `LEASEFENCE_TEST_PG` as a URL: `AnyStore` recognises PostgreSQL by its URL only.
+pub fn as_url(conn: &str) -> String {
+    if conn.starts_with("postgres://") || conn.starts_with("postgresql://") {
+        return conn.to_owned();
+    }
+    let get = |key: &str| {
+        conn.split_whitespace()
+            .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+    };
+    let user = get("user").map_or(String::new(), |u| match get("password") {
+        Some(p) => format!("{u}:{p}@"),
+        None => format!("{u}@"),
+    });
+    let port = get("port").map_or(String::new(), |p| format!(":{p}"));
+    format!(
+        "postgres://{user}{}{port}/{}",
+        get("host").unwrap_or("localhost"),
+        get("dbname").unwrap_or("")
+    )
+}
+
+impl PgDb {
+    /// An `AnyStore` on this schema, opened from a `postgres://` URL as the CLI opens one.
+    pub fn any_store(&self, options: PgOptions) -> AnyStore {
+        let store = AnyOptions::new()
+            .postgres(options)
+            .open(&as_url(&self.url))
+            .expect("open AnyStore on PostgreSQL");
+        assert_eq!(store.backend(), "postgres");
+        store
+    }
+}
+
+impl Db {
+    /// An `AnyStore` on this file, opened from its path as the CLI opens one.
+    pub fn any_store(&self) -> AnyStore {
+        let store = AnyStore::open(self.path.to_str().expect("utf-8 path")).expect("open AnyStore");
+        assert_eq!(store.backend(), "sqlite");
+        store
+    }
+}
+
+/// The backends every shared case runs on, one function each; `backends!` lists them once.
+/// A case gets the operations as `Api`, the stored state through an independent `Probe`, and
+/// the kept store itself (for the queue operations). Adding a backend: one function here and
+/// one line in `backends!`.
+pub mod on {
+    use super::*;
+
+    /// The seed's free functions (a connection per call) as `Api`; a kept `SqliteStore` on the
+    /// same file as the store.
+    pub fn seed(case: impl FnOnce(&dyn Api, &Db, &dyn Store)) {
+        let db = Db::new();
+        let store = SqliteStore::open(&db.path).expect("open store");
+        case(&Seed(db.path.clone()), &db, &store);
+    }
+
+    /// One `SqliteStore` kept across calls.
+    pub fn kept(case: impl FnOnce(&dyn Api, &Db, &dyn Store)) {
+        let db = Db::new();
+        let api = Kept(SqliteStore::open(&db.path).expect("open store"));
+        case(&api, &db, &api.0);
+    }
+
+    /// `AnyStore` opened from the file's path: every call goes through its forwarding.
+    pub fn any_sqlite(case: impl FnOnce(&dyn Api, &Db, &dyn Store)) {
+        let db = Db::new();
+        let api = Kept(db.any_store());
+        case(&api, &db, &api.0);
+    }
+
+    /// One `PgStore` on a fresh schema.
+    pub fn pg(case: impl FnOnce(&dyn Api, &PgDb, &dyn Store)) {
+        let Some(db) = PgDb::new() else { return };
+        let api = Kept(db.store());
+        case(&api, &db, &api.0);
+    }
+
+    /// `AnyStore` opened from a `postgres://` URL on a fresh schema.
+    pub fn any_pg(case: impl FnOnce(&dyn Api, &PgDb, &dyn Store)) {
+        let Some(db) = PgDb::new() else { return };
+        let api = Kept(db.any_store(db.options()));
+        case(&api, &db, &api.0);
+    }
+}
+
+/// The one list of backends: a `#[test]` per backend, each running `$run` (a closure taking
+/// `(&dyn Api, &Db or &PgDb, &dyn Store)`). `sqlite` lists the SQLite backends, `all` every
+/// backend; the PostgreSQL ones are reported as ignored when `LEASEFENCE_TEST_PG` is unset.
+macro_rules! backends {
+    (sqlite $run:expr) => {
+        #[test]
+        fn seed() {
+            crate::common::on::seed($run)
+        }
+        #[test]
+        fn kept() {
+            crate::common::on::kept($run)
+        }
+        #[test]
+        fn any_sqlite() {
+            crate::common::on::any_sqlite($run)
+        }
+    };
+    (all $run:expr) => {
+        crate::common::backends!(sqlite $run);
+        #[test]
+        #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
+        fn pg() {
+            crate::common::on::pg($run)
+        }
+        #[test]
+        #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
+        fn any_pg() {
+            crate::common::on::any_pg($run)
+        }
+    };
+}
+pub(crate) use backends;
+
+/// Defines a shared case once and runs it on every backend of `backends!`: `seed` (free
+/// functions, a connection per call), `kept` (one `SqliteStore`), `any_sqlite` (`AnyStore` on
+/// a path), `pg` (one `PgStore` on a fresh schema) and `any_pg` (`AnyStore` on a URL). The body
+/// sees the stored state only through `Probe`; the three-argument form also gets the kept
+/// store for the queue operations.
 ///
 /// A case that needs SQLite itself (its file, a trigger) is marked `sqlite_only`; its body
-/// gets the `Db` and runs as `seed` and `kept`.
+/// gets the `Db` and runs on the SQLite backends.
 ///
 /// ```ignore
 /// contract!(fn refuses_a_stale_fence(api, db) { ... });
+/// contract!(fn claim_next_skips_a_leased_job(api, db, s) { ... });
 /// contract!(sqlite_only fn rolls_back_on_a_trigger_error(api, db) { ... });
 /// ```
 macro_rules! contract {
-    ($(#[$meta:meta])* fn $name:ident($api:ident, $db:ident) $body:block) => {
-        $(#[$meta])*
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-            #[allow(unused_imports)]
-            use crate::common::*;
-
-            fn case($api: &dyn Api, $db: &dyn Probe) $body
-
-            #[test]
-            fn seed() {
-                let db = Db::new();
-                case(&Seed(db.path.clone()), &db);
-            }
-
-            #[test]
-            fn kept() {
-                let db = Db::new();
-                let store = leasefence::SqliteStore::open(&db.path).expect("open store");
-                case(&Kept(store), &db);
-            }
-
-            #[test]
-            #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
-            fn pg() {
-                let Some(db) = PgDb::new() else { return };
-                case(&Kept(db.store()), &db);
-            }
-        }
-    };
     (sqlite_only $(#[$meta:meta])* fn $name:ident($api:ident, $db:ident) $body:block) => {
         $(#[$meta])*
         mod $name {
@@ -786,25 +940,109 @@ macro_rules! contract {
 
             fn case($api: &dyn Api, $db: &Db) $body
 
-            #[test]
-            fn seed() {
-                let db = Db::new();
-                case(&Seed(db.path.clone()), &db);
-            }
+            crate::common::backends!(sqlite |api, db, _store| case(api, db));
+        }
+    };
+    ($(#[$meta:meta])* fn $name:ident($api:ident, $db:ident) $body:block) => {
+        crate::common::contract!($(#[$meta])* fn $name($api, $db, _store) $body);
+    };
+    ($(#[$meta:meta])* fn $name:ident($api:ident, $db:ident, $s:ident) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[allow(unused_imports)]
+            use crate::common::*;
 
-            #[test]
-            fn kept() {
-                let db = Db::new();
-                let store = leasefence::SqliteStore::open(&db.path).expect("open store");
-                case(&Kept(store), &db);
-            }
+            #[allow(unused_variables)]
+            fn case($api: &dyn Api, $db: &dyn Probe, $s: &dyn leasefence::Store) $body
+
+            crate::common::backends!(all |api, db, store| case(api, db, store));
         }
     };
 }
 pub(crate) use contract;
 
+/// Shorthands for the validated argument types.
+pub fn now(t: f64) -> Now {
+    Now::new(t).unwrap()
+}
+pub fn ttl(t: f64) -> Ttl {
+    Ttl::new(t).unwrap()
+}
+pub fn owner(o: &str) -> Owner<'_> {
+    Owner::new(o).unwrap()
+}
+pub fn job(id: &str) -> NewJob {
+    NewJob::new(id).unwrap()
+}
+pub fn ids(leases: &[Lease]) -> Vec<&str> {
+    leases.iter().map(|l| l.job_id.as_str()).collect()
+}
+/// A kept `SqliteStore` on `db`.
+pub fn open(db: &Db) -> SqliteStore {
+    SqliteStore::open(&db.path).unwrap()
+}
+
+/// `Store::claim` as the fence it handed out. Every test that calls a store's `claim` goes
+/// through `claim_fence` (typed arguments) or `claim_by_name` (strings), so a change of its
+/// return type is adapted here, in one place.
+pub trait ClaimFence {
+    fn claim_fence(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<i64>, Error>;
+}
+
+impl<S: Store + ?Sized> ClaimFence for S {
+    fn claim_fence(
+        &self,
+        job_id: JobId<'_>,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<i64>, Error> {
+        Ok(self
+            .claim(job_id, owner, now, ttl)?
+            .map(|lease| lease.fence))
+    }
+}
+
+/// `claim_fence` with the arguments as plain values, validated here.
+pub fn claim_by_name(
+    store: &dyn Store,
+    id: &str,
+    owner: &str,
+    now: f64,
+    ttl: f64,
+) -> Result<Option<i64>, Error> {
+    store.claim_fence(
+        JobId::new(id)?,
+        Owner::new(owner)?,
+        Now::new(now)?,
+        Ttl::new(ttl)?,
+    )
+}
+
+/// A lease as `claim_next` would have handed it out for a row arranged directly.
+pub fn lease_of(id: &str, owner: &str, fence: i64, until: f64) -> Lease {
+    Lease {
+        job_id: id.into(),
+        owner: owner.into(),
+        fence,
+        until,
+        payload: None,
+        priority: 0,
+        max_attempts: 0,
+        last_error: None,
+    }
+}
+
 /// A batch size for `claim_batch`; panics on 0 (the invalid size is tested through
-/// `BatchSize::new` itself).
+/// `BatchSize::new` itself, in `seam` and `claim_batch`).
 pub fn bs(n: usize) -> leasefence::BatchSize {
     leasefence::BatchSize::new(n).expect("a batch size of at least 1")
 }

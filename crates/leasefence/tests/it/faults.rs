@@ -28,10 +28,9 @@ fn a_full_disk_is_storage_full_rolls_the_call_back_and_passes_once_space_is_ther
     let full = SqliteOptions::new().max_size(size).open(&db.path).unwrap();
     let w = Owner::new("w").unwrap();
     let fence = full
-        .claim(job("j"), w, now(0.0), ttl(60.0))
+        .claim_fence(job("j"), w, now(0.0), ttl(60.0))
         .unwrap()
-        .unwrap()
-        .fence;
+        .unwrap();
     let leased = db.rows();
 
     let big = "x".repeat(4 << 20);
@@ -126,7 +125,7 @@ fn a_read_only_file_is_a_read_only_error_and_changes_nothing() {
     {
         let _fault = Unwritable::new(&db.path);
         let err = SqliteStore::open(&db.path)
-            .and_then(|s| s.claim(job("j"), w, now(0.0), ttl(10.0)))
+            .and_then(|s| s.claim_fence(job("j"), w, now(0.0), ttl(10.0)))
             .unwrap_err();
         assert!(matches!(err, Error::ReadOnly { .. }), "{err:?}");
         assert!(err.to_string().contains("read-only"), "{err}");
@@ -138,10 +137,7 @@ fn a_read_only_file_is_a_read_only_error_and_changes_nothing() {
     // writable again: the same operations go through
     let store = SqliteStore::open(&db.path).unwrap();
     assert_eq!(
-        store
-            .claim(job("j"), w, now(0.0), ttl(10.0))
-            .unwrap()
-            .map(|l| l.fence),
+        store.claim_fence(job("j"), w, now(0.0), ttl(10.0)).unwrap(),
         Some(1)
     );
 }
@@ -177,15 +173,14 @@ fn a_database_locked_past_the_busy_timeout_is_busy_and_retrying_later_works() {
     let w = Owner::new("w").unwrap();
     let blocker = db.raw();
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let err = store.claim(job("j"), w, now(0.0), ttl(10.0)).unwrap_err();
+    let err = store
+        .claim_fence(job("j"), w, now(0.0), ttl(10.0))
+        .unwrap_err();
     assert!(matches!(err, Error::Busy) && err.is_retryable(), "{err:?}");
     blocker.execute_batch("ROLLBACK").unwrap();
     assert_eq!(db.row("j").unwrap(), Row::fresh("j"));
     assert_eq!(
-        store
-            .claim(job("j"), w, now(0.0), ttl(10.0))
-            .unwrap()
-            .map(|l| l.fence),
+        store.claim_fence(job("j"), w, now(0.0), ttl(10.0)).unwrap(),
         Some(1)
     );
 }

@@ -1,20 +1,38 @@
-//! The one integration-test binary, organised by the contract's eight steps.
+//! The one integration-test binary, organised by operation: one module per `Store` operation
+//! (the same name as its SQL file and its catalog ids), then cross-cutting concerns.
 //!
 //! Every case asserts what the call returned **and** what is stored, read back through an
-//! independent connection (for the schema, through the stock `sqlite3` shell). Contract cases
-//! run per configuration: `seed` (the free functions, one connection per call) and `kept`
-//! (one `SqliteStore` kept across calls).
+//! independent connection (for the schema, through the stock `sqlite3` shell). Shared cases
+//! (`contract!`) run on every backend listed once in `common::backends!`: `seed` (the free
+//! functions), `kept` (`SqliteStore`), `any_sqlite` (`AnyStore` on a path), `pg` (`PgStore`)
+//! and `any_pg` (`AnyStore` on a URL).
 
 mod common;
 
-mod s1_init_db;
-mod s2_enqueue;
-mod s3_state;
-mod s4_claim;
-mod s5_renew;
-mod s6_complete;
-mod s7_release;
-mod s8_claim_many;
+// The contract's eight steps.
+mod claim;
+mod claim_many;
+mod complete;
+mod enqueue;
+mod init_db;
+mod release;
+mod renew;
+mod state;
+
+// The queue on top of them.
+mod admit;
+mod cancel;
+mod claim_batch;
+mod claim_next;
+mod complete_batch;
+mod complete_with;
+mod database_clock;
+mod enqueue_many;
+mod fail;
+mod list;
+mod purge;
+mod stats;
+mod status;
 
 mod any_store;
 mod bad_input;
@@ -23,7 +41,6 @@ mod faults;
 mod model;
 mod postgres;
 mod processes;
-mod queue;
 mod seam;
 mod story;
 mod worker;

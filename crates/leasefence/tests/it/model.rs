@@ -4,9 +4,9 @@
 //! invariants checked on the model (`model/invariants.rs`).
 //!
 //! One body (`agrees_with_the_model`), several stores: a kept `SqliteStore`, the seed's free
-//! functions (the eight operations; the queue through a kept store on the same file) and
-//! `PgStore` on a fresh schema (skipped with a printed reason without `LEASEFENCE_TEST_PG`, a
-//! failure in CI). Each test function uses one database and empties it between cases.
+//! functions (the eight operations; the queue through a kept store on the same file),
+//! `AnyStore` on an SQLite path and on a PostgreSQL URL, and `PgStore` on a fresh schema (the
+//! PostgreSQL ones reported as ignored without `LEASEFENCE_TEST_PG`, a failure in CI). Each test function uses one database and empties it between cases.
 //!
 //! Case counts: `LEASEFENCE_MODEL_CASES` (cases per store) and `LEASEFENCE_MODEL_STEPS` (the
 //! longest sequence) scale a run up for the long tier, e.g.
@@ -41,6 +41,8 @@ use crate::common::{Db, PgDb, Probe, QueueRow, Row, Stored, sqlite_stored};
 const SQLITE_CASES: u32 = 1000;
 /// The seed's free functions open the file and commit durably on every call: fewer cases.
 const SEED_CASES: u32 = 100;
+/// `AnyStore` on SQLite: enough cases to meet every situation of the census.
+const ANY_CASES: u32 = 500;
 /// Every PostgreSQL call is a round trip, and so is each state read.
 const PG_CASES: u32 = 100;
 /// The longest operation sequence unless `LEASEFENCE_MODEL_STEPS` says otherwise.
@@ -209,6 +211,41 @@ fn pg_store_agrees_with_the_model() {
         restart: &|| drop(db.store()),
     };
     agrees_with_the_model("PgStore", subject, PG_CASES);
+}
+
+/// `AnyStore` opened from the file's path (without fsync, as `fast_sqlite`): the model checks
+/// that every forwarded call reaches the `SqliteStore` it wraps.
+#[test]
+fn any_store_on_sqlite_agrees_with_the_model() {
+    let db = Db::new();
+    let store = leasefence::AnyOptions::new()
+        .sqlite(SqliteOptions::new().synchronous(Synchronous::Off))
+        .open(db.path.to_str().unwrap())
+        .expect("open AnyStore");
+    assert_eq!(store.backend(), "sqlite");
+    let subject = runner::Subject {
+        store: &store,
+        probe: &KeptProbe::new(&db),
+        restart: &|| sqlite_restart(&db.path),
+    };
+    agrees_with_the_model("AnyStore on SQLite", subject, ANY_CASES);
+}
+
+/// `AnyStore` opened from a `postgres://` URL on a fresh schema.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn any_store_on_postgres_agrees_with_the_model() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db.any_store(db.options());
+    let subject = runner::Subject {
+        store: &store,
+        probe: &db,
+        restart: &|| drop(db.any_store(db.options())),
+    };
+    agrees_with_the_model("AnyStore on PostgreSQL", subject, PG_CASES);
 }
 
 /// The eight operations through the seed's free functions (a connection per call, durable

@@ -1,9 +1,10 @@
 //! What only the PostgreSQL backend has to prove: races between connections (threads standing
 //! in for hosts), concurrent schema initialisation, the migration record, the durability
 //! setting, the index `claim_next` walks, connection failures, and `complete_with` on a
-//! `postgres::Transaction`. The contract itself runs on PostgreSQL as the `pg` configuration of
-//! every `contract!` case. Each test skips (printing why) without `LEASEFENCE_TEST_PG`, and
-//! fails instead in CI.
+//! `postgres::Transaction`. The contract itself runs on PostgreSQL as the `pg` and `any_pg`
+//! configurations of every `contract!` case, the database clock in `database_clock`, and each
+//! operation's PostgreSQL-only cases in its own module (`init_db::on_postgresql_…`). Each test
+//! is reported as ignored (with the reason) without `LEASEFENCE_TEST_PG`, and runs in CI.
 
 use std::collections::BTreeSet;
 use std::sync::Barrier;
@@ -45,14 +46,13 @@ fn of_many_racing_claims_from_separate_stores_exactly_one_wins() {
                     scope.spawn(move || {
                         let me = format!("w{i}");
                         barrier.wait();
-                        s.claim(
+                        s.claim_fence(
                             JobId::new(id).unwrap(),
                             Owner::new(&me).unwrap(),
                             now(50.0),
                             ttl(10.0),
                         )
                         .unwrap()
-                        .map(|lease| lease.fence)
                     })
                 })
                 .collect();
@@ -152,7 +152,7 @@ fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
     assert_eq!(versions, [1, 2]);
     // a restart changes nothing, above all no fence
     store
-        .claim(
+        .claim_fence(
             JobId::new("a").unwrap(),
             Owner::new("w").unwrap(),
             now(0.0),
@@ -369,7 +369,7 @@ fn a_purge_racing_an_enqueue_of_the_same_id_never_lets_a_fence_be_issued_again()
     for round in 0..150 {
         let t = f64::from(round) * 10.0;
         a.enqueue(j).unwrap();
-        let f = a.claim(j, w, now(t), ttl(5.0)).unwrap().unwrap().fence;
+        let f = a.claim_fence(j, w, now(t), ttl(5.0)).unwrap().unwrap();
         assert!(f > highest, "round {round}: fence {f} after {highest}");
         highest = f;
         assert!(a.complete(j, w, f, now(t + 1.0), "r").unwrap());
@@ -475,17 +475,18 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
     let real = behind.now().unwrap().seconds();
     // A's local clock runs 1000 s behind, B's 1000 s ahead: far more than the 30 s ttl.
     let fence = behind
-        .claim(j, a, now(real - 1000.0), ttl(30.0))
+        .claim_fence(j, a, now(real - 1000.0), ttl(30.0))
         .unwrap()
-        .unwrap()
-        .fence;
+        .unwrap();
     let until = db.row("job").unwrap().until;
     assert!(
         until >= real + 30.0 && until < real + 40.0,
         "{until} vs {real}"
     );
     assert_eq!(
-        ahead.claim(j, b, now(real + 1000.0), ttl(30.0)).unwrap(),
+        ahead
+            .claim_fence(j, b, now(real + 1000.0), ttl(30.0))
+            .unwrap(),
         None
     );
     assert!(
@@ -505,14 +506,13 @@ fn with_the_database_clock_workers_whose_clocks_disagree_never_both_hold_a_live_
     caller.enqueue(JobId::new("other").unwrap()).unwrap();
     let o = JobId::new("other").unwrap();
     caller
-        .claim(o, a, now(real - 1000.0), ttl(30.0))
+        .claim_fence(o, a, now(real - 1000.0), ttl(30.0))
         .unwrap()
         .unwrap();
     assert_eq!(
         caller
-            .claim(o, b, now(real + 1000.0), ttl(30.0))
-            .unwrap()
-            .map(|l| l.fence),
+            .claim_fence(o, b, now(real + 1000.0), ttl(30.0))
+            .unwrap(),
         Some(2)
     );
 
@@ -622,13 +622,12 @@ fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() 
     let (j, w) = (JobId::new("j").unwrap(), Owner::new("w").unwrap());
     store.enqueue(j).unwrap();
     let fence = store
-        .claim(j, w, now(0.0), ttl(10.0))
+        .claim_fence(j, w, now(0.0), ttl(10.0))
         .unwrap()
-        .unwrap()
-        .fence;
+        .unwrap();
     let before = db.rows();
     let nul = Owner::new("w\0x").unwrap();
-    assert_invalid(store.claim(j, nul, now(20.0), ttl(10.0)), "owner");
+    assert_invalid(store.claim_fence(j, nul, now(20.0), ttl(10.0)), "owner");
     assert_invalid(store.renew(j, nul, fence, now(1.0), ttl(10.0)), "owner");
     assert_invalid(store.release(j, nul, fence), "owner");
     assert_invalid(store.complete(j, w, fence, now(1.0), "r\0"), "result");

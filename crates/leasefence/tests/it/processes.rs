@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use leasefence::{JobId, Now, Owner, SqliteStore, Store, Ttl};
+use leasefence::{JobId, Now, Owner, SqliteStore, Ttl};
 
 const CHILD_ENV: &str = "LEASEFENCE_IT_CHILD";
 const PROCESSES: usize = 8;
@@ -152,14 +152,14 @@ fn child_claimer() {
     for job in 0..jobs {
         let id = format!("job-{job}");
         let fence = store
-            .claim(
+            .claim_fence(
                 JobId::new(&id).unwrap(),
                 Owner::new(owner).unwrap(),
                 Now::new(0.0).unwrap(),
                 Ttl::new(3600.0).unwrap(),
             )
             .unwrap();
-        let fence = fence.map_or_else(|| "none".to_string(), |l| l.fence.to_string());
+        let fence = fence.map_or_else(|| "none".to_string(), |f| f.to_string());
         println!("LFCLAIM {pid} {owner} {id} {fence}");
     }
 }

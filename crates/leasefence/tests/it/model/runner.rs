@@ -15,6 +15,7 @@ use super::census::Census;
 use super::invariants;
 use super::ops::{Machine, Op};
 use super::reference::{Model, Outcome};
+use crate::common::ClaimFence;
 use crate::common::Probe;
 
 /// What the checker drives: a store, an independent reader of what it stored, and a restart
@@ -58,16 +59,12 @@ fn call(store: &dyn Store, op: &Op) -> Result<Outcome, Error> {
             owner,
             now,
             ttl,
-        } => Outcome::Fence(
-            store
-                .claim(
-                    JobId::new(id)?,
-                    Owner::new(owner)?,
-                    Now::new(*now)?,
-                    Ttl::new(*ttl)?,
-                )?
-                .map(|lease| lease.fence),
-        ),
+        } => Outcome::Fence(store.claim_fence(
+            JobId::new(id)?,
+            Owner::new(owner)?,
+            Now::new(*now)?,
+            Ttl::new(*ttl)?,
+        )?),
         Op::Renew {
             id,
             owner,

@@ -117,7 +117,7 @@ fn a_single_owner_claims_like_claim() {
 
 #[test]
 fn kept_stores_on_many_threads_also_have_exactly_one_winner() {
-    use leasefence::{JobId, Now, Owner, SqliteStore, Store, Ttl};
+    use leasefence::{JobId, Now, Owner, SqliteStore, Ttl};
     use std::sync::Barrier;
     let db = Db::new();
     for job in 0..20 {
@@ -142,14 +142,13 @@ fn kept_stores_on_many_threads_also_have_exactly_one_winner() {
                         .map(|job| {
                             let id = format!("job-{job}");
                             store
-                                .claim(
+                                .claim_fence(
                                     JobId::new(&id).unwrap(),
                                     Owner::new(owner).unwrap(),
                                     Now::new(0.0).unwrap(),
                                     Ttl::new(60.0).unwrap(),
                                 )
                                 .unwrap()
-                                .map(|lease| lease.fence)
                         })
                         .collect()
                 })
@@ -205,11 +204,9 @@ contract!(
         // it free and overwrite the holder's lease; one transaction around read and write sees
         // the committed lease and refuses.
         api.enqueue("job").unwrap();
-        let commit = db.hold("UPDATE jobs SET owner = 'holder', until = 100, fence = 7 WHERE id = 'job';");
-        let commit = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(500));
-            commit();
-        });
+        let commit = db.hold_until_waited("UPDATE jobs SET owner = 'holder', until = 100, fence = 7 WHERE id = 'job';");
+        // commits once the claim below waits for the lock (observed on PostgreSQL)
+        let commit = std::thread::spawn(commit);
         assert_eq!(api.claim("job", "w", 0.0, 10.0).unwrap(), None);
         commit.join().unwrap();
         assert_eq!(

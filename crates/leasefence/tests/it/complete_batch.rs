@@ -1,0 +1,145 @@
+//! `complete_batch`: many fenced completions at once; each stale lease is refused alone.
+
+use crate::common::*;
+use leasefence::{Error, Lease, Store};
+
+contract!(
+    fn stores_each_current_lease_and_refuses_each_stale_one_alone(api, db, s) {
+        s.enqueue_many(&[job("a"), job("b"), job("c"), job("d"), job("e")])
+            .unwrap();
+        let leases = s.claim_batch(owner("w"), now(10.0), ttl(30.0), bs(5)).unwrap();
+        assert_eq!(ids(&leases), ["a", "b", "c", "d", "e"]);
+        // b: a made-up later fence; c: another owner; d: finished already; e: expires at 40.
+        let mut wrong_fence = leases[1].clone();
+        wrong_fence.fence += 1;
+        let mut wrong_owner = leases[2].clone();
+        wrong_owner.owner = "intruder".into();
+        assert!(s.complete_lease(&leases[3], now(11.0), "first").unwrap());
+        let before_d = db.row("d").unwrap();
+        let stored = s
+            .complete_batch(
+                &[
+                    (&leases[0], "result a"),
+                    (&wrong_fence, "stale b"),
+                    (&wrong_owner, "stale c"),
+                    (&leases[3], "second d"),
+                    (&leases[0], "again a"),
+                ],
+                now(20.0),
+            )
+            .unwrap();
+        assert_eq!(stored, [true, false, false, false, false]);
+        let a = db.row("a").unwrap();
+        assert_eq!((a.result.as_deref(), a.done, a.fence), (Some("result a"), 1, 1));
+        assert_eq!(db.queue_row("a").finished_at, Some(20.0));
+        for id in ["b", "c"] {
+            let row = db.row(id).unwrap();
+            assert_eq!((row.result, row.done, row.owner.as_deref()), (None, 0, Some("w")));
+        }
+        assert_eq!(db.row("d").unwrap(), before_d);
+        // At the lease end the lease has expired: refused, nothing stored.
+        let before_e = db.row("e").unwrap();
+        assert_eq!(s.complete_batch(&[(&leases[4], "late")], now(40.0)).unwrap(), [false]);
+        assert_eq!(db.row("e").unwrap(), before_e);
+        assert_eq!(s.complete_batch(&[], now(41.0)).unwrap(), Vec::<bool>::new());
+    }
+);
+
+contract!(
+    fn a_re_claimed_job_refuses_the_older_holder_in_a_batch(api, db, s) {
+        s.enqueue_many(&[job("a"), job("b")]).unwrap();
+        let old = s.claim_batch(owner("w1"), now(0.0), ttl(5.0), bs(2)).unwrap();
+        // The old leases expire; w2 takes a again under fence 2.
+        let new = s.claim_next(owner("w2"), now(6.0), ttl(5.0)).unwrap().unwrap();
+        assert_eq!((new.job_id.as_str(), new.fence), ("a", 2));
+        let stored = s
+            .complete_batch(&[(&old[0], "stale a"), (&new, "fresh a")], now(7.0))
+            .unwrap();
+        assert_eq!(stored, [false, true]);
+        let a = db.row("a").unwrap();
+        assert_eq!((a.result.as_deref(), a.owner.as_deref(), a.fence), (Some("fresh a"), Some("w2"), 2));
+        // b's lease expired at 5 and nobody took it: its completion is refused too.
+        assert_eq!(s.complete_batch(&[(&old[1], "late b")], now(7.0)).unwrap(), [false]);
+        assert_eq!(db.row("b").unwrap().done, 0);
+    }
+);
+
+/// An error inside the batch's transaction stores none of its results: the transaction is one.
+#[test]
+fn an_error_stores_none_of_the_results() {
+    let db = Db::new();
+    let s = open(&db);
+    s.enqueue_many(&[job("a"), job("boom"), job("c")]).unwrap();
+    let leases = s
+        .claim_batch(owner("w"), now(0.0), ttl(30.0), bs(3))
+        .unwrap();
+    db.raw()
+        .execute_batch(
+            "CREATE TRIGGER boom BEFORE UPDATE OF done ON jobs WHEN NEW.id = 'boom' \
+             BEGIN SELECT RAISE(ABORT, 'boom refused'); END;",
+        )
+        .unwrap();
+    let before = db.rows();
+    let results: Vec<(&Lease, &str)> = leases.iter().map(|l| (l, "r")).collect();
+    let err = s.complete_batch(&results, now(1.0)).unwrap_err();
+    assert!(matches!(err, Error::Backend(_)), "{err:?}");
+    assert_eq!(db.rows(), before);
+    // The transaction was rolled back, not left open: the store works on.
+    assert_eq!(s.complete_batch(&results[..1], now(2.0)).unwrap(), [true]);
+    assert_eq!(db.row("a").unwrap().result.as_deref(), Some("r"));
+}
+
+/// PostgreSQL refuses a NUL in any result before it writes anything.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_a_bad_result_stores_none() {
+    let Some(db) = PgDb::new() else { return };
+    let s = db.store();
+    s.enqueue_many(&[job("a"), job("b")]).unwrap();
+    let leases = s
+        .claim_batch(owner("w"), now(0.0), ttl(30.0), bs(2))
+        .unwrap();
+    let before = db.rows();
+    let err = s
+        .complete_batch(&[(&leases[0], "fine"), (&leases[1], "nul\0")], now(1.0))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { argument, .. } if *argument == "result"),
+        "{err:?}"
+    );
+    assert_eq!(db.rows(), before);
+}
+
+/// An error inside the batch's one statement stores none of its results (as on SQLite).
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_an_error_stores_none_of_the_results() {
+    let Some(db) = PgDb::new() else { return };
+    let s = db.store();
+    s.enqueue_many(&[job("a"), job("boom"), job("c")]).unwrap();
+    let leases = s
+        .claim_batch(owner("w"), now(0.0), ttl(30.0), bs(3))
+        .unwrap();
+    db.exec(
+        "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN IF NEW.id = 'boom' AND NEW.done = 1 THEN RAISE EXCEPTION 'boom refused'; END IF; \
+         RETURN NEW; END $$; \
+         CREATE TRIGGER refuse_boom BEFORE UPDATE ON jobs FOR EACH ROW \
+         EXECUTE FUNCTION refuse_boom();",
+    );
+    let before = db.rows();
+    let results: Vec<(&Lease, &str)> = leases.iter().map(|l| (l, "r")).collect();
+    let err = s.complete_batch(&results, now(1.0)).unwrap_err();
+    assert!(matches!(err, Error::Backend(_)), "{err:?}");
+    assert!(format!("{err:?}").contains("boom refused"), "{err:?}");
+    assert_eq!(db.rows(), before);
+    // Nothing was left open: the store works on.
+    assert_eq!(s.complete_batch(&results[..1], now(2.0)).unwrap(), [true]);
+    assert_eq!(db.row("a").unwrap().result.as_deref(), Some("r"));
+}
