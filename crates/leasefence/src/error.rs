@@ -35,10 +35,11 @@ pub enum Error {
     Busy,
 
     /// The database exists but its `jobs` table is missing, or lacks one of the contract's six
-    /// columns. The file was not modified.
+    /// columns. The file (or the PostgreSQL schema) was not modified.
     #[error("schema mismatch in {path}: {detail}")]
     SchemaMismatch {
-        /// The database file.
+        /// The database file; for PostgreSQL, the schema and where it lives (`schema S on
+        /// host=… port=… user=… dbname=…`, never a password).
         path: PathBuf,
         /// What is missing.
         detail: String,
@@ -165,16 +166,30 @@ impl Error {
 /// A failure inside the database driver, kept opaque so that the driver's own types are not part
 /// of leasefence's public API.
 ///
-/// Its `Display` gives the driver's message. It reports no further `source`: the driver's own
-/// cause only repeats that message.
+/// Its `Display` gives the driver's message — for PostgreSQL followed by the server's error
+/// (`database error: db error: ERROR: …`), so the reason is visible wherever the error is
+/// printed. It reports no further `source`: that text is all of it.
 pub struct BackendError {
     inner: Box<dyn std::error::Error + Send + Sync + 'static>,
+    /// Whether `Display` goes on with the driver's causes (the postgres driver's own message
+    /// is a bare "db error"; rusqlite's already says everything, and its cause repeats it).
+    causes: bool,
 }
 
 impl BackendError {
     pub(crate) fn new(inner: impl std::error::Error + Send + Sync + 'static) -> Self {
         BackendError {
             inner: Box::new(inner),
+            causes: false,
+        }
+    }
+
+    /// A driver error whose own message needs its causes to say what happened.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn with_causes(inner: impl std::error::Error + Send + Sync + 'static) -> Self {
+        BackendError {
+            inner: Box::new(inner),
+            causes: true,
         }
     }
 }
@@ -187,7 +202,13 @@ impl fmt::Debug for BackendError {
 
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "database error: {}", self.inner)
+        write!(f, "database error: {}", self.inner)?;
+        let mut cause = self.inner.source().filter(|_| self.causes);
+        while let Some(e) = cause {
+            write!(f, ": {e}")?;
+            cause = e.source();
+        }
+        Ok(())
     }
 }
 

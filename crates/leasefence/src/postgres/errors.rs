@@ -18,7 +18,7 @@ pub(super) fn map_error(target: &str, e: postgres::Error) -> Error {
         },
         Some(&SqlState::READ_ONLY_SQL_TRANSACTION) => Error::ReadOnly {
             database: target.to_owned(),
-            source: BackendError::new(e),
+            source: BackendError::with_causes(e),
         },
         // Class 08 (connection exception) and 57P01..57P03 (the server shut the session down,
         // e.g. pg_terminate_backend), or a socket closed under us.
@@ -33,7 +33,7 @@ pub(super) fn map_error(target: &str, e: postgres::Error) -> Error {
         {
             Error::ConnectionLost {
                 target: target.to_owned(),
-                source: BackendError::new(e),
+                source: BackendError::with_causes(e),
             }
         }
         None if e.is_closed()
@@ -41,9 +41,9 @@ pub(super) fn map_error(target: &str, e: postgres::Error) -> Error {
         {
             Error::ConnectionLost {
                 target: target.to_owned(),
-                source: BackendError::new(e),
+                source: BackendError::with_causes(e),
             }
         }
-        _ => Error::Backend(BackendError::new(e)),
+        _ => Error::Backend(BackendError::with_causes(e)),
     }
 }

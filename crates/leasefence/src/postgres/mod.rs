@@ -54,6 +54,7 @@ mod sql {
     pub(super) const LOCK_IDS: &str = include_str!("sql/lock_ids.sql");
     pub(super) const SESSION: &str = include_str!("sql/session.sql");
     pub(super) const MIGRATE_LOCK: &str = include_str!("sql/migrate_lock.sql");
+    pub(super) const JOB_COLUMNS: &str = include_str!("sql/job_columns.sql");
     pub(super) const MIGRATE_SCHEMA: &str = include_str!("sql/migrate_schema.sql");
     pub(super) const MIGRATIONS_APPLIED: &str = include_str!("sql/migrations_applied.sql");
     pub(super) const MIGRATION_RECORD: &str = include_str!("sql/migration_record.sql");
@@ -157,6 +158,8 @@ impl PgOptions {
     /// - [`Error::InvalidArgument`] naming `url` when it does not parse, or `schema` when the
     ///   schema name is not a plain identifier.
     /// - [`Error::CannotConnect`] when no connection could be made within the connect timeout.
+    /// - [`Error::SchemaMismatch`] when the schema holds a `jobs` table lacking one of the
+    ///   contract's six columns; nothing is created or altered then.
     /// - [`Error::Busy`] or [`Error::Backend`] for lock contention or other database failures.
     pub fn open(&self, url: &str) -> Result<PgStore> {
         let schema = schema_name(&self.schema)?;
@@ -321,7 +324,7 @@ impl PgStore {
     fn conn(&self) -> Result<Conn> {
         self.pool.get().map_err(|e| Error::CannotConnect {
             target: self.target.clone(),
-            source: BackendError::new(e),
+            source: BackendError::with_causes(e),
         })
     }
 
@@ -337,6 +340,28 @@ impl PgStore {
         let key = format!("leasefence.migrate.{}", self.schema);
         tx.execute(sql::MIGRATE_LOCK, &[&key, &self.schema])
             .map_err(|e| self.err(e))?;
+        // A `jobs` table that is not the contract's is refused before anything is created or
+        // altered (the transaction rolls back with the error).
+        let columns: Vec<String> = tx
+            .query(sql::JOB_COLUMNS, &[&self.schema])
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let missing: Vec<&str> = crate::JOB_COLUMNS
+            .into_iter()
+            .filter(|c| !columns.is_empty() && !columns.iter().any(|have| have == c))
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::SchemaMismatch {
+                path: format!("schema {} on {}", self.schema, self.target).into(),
+                detail: format!(
+                    "table `jobs` lacks column{} {}",
+                    if missing.len() > 1 { "s" } else { "" },
+                    missing.join(", ")
+                ),
+            });
+        }
         tx.batch_execute(sql::MIGRATE_SCHEMA)
             .map_err(|e| self.err(e))?;
         let applied: i32 = tx

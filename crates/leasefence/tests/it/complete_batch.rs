@@ -137,7 +137,7 @@ fn on_postgresql_an_error_stores_none_of_the_results() {
     let results: Vec<(&Lease, &str)> = leases.iter().map(|l| (l, "r")).collect();
     let err = s.complete_batch(&results, now(1.0)).unwrap_err();
     assert!(matches!(err, Error::Backend(_)), "{err:?}");
-    assert!(format!("{err:?}").contains("boom refused"), "{err:?}");
+    assert!(err.to_string().contains("boom refused"), "{err}");
     assert_eq!(db.rows(), before);
     // Nothing was left open: the store works on.
     assert_eq!(s.complete_batch(&results[..1], now(2.0)).unwrap(), [true]);

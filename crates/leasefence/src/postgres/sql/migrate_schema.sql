@@ -1,4 +1,4 @@
--- migrate (second step): the schema and its record of applied migrations, if absent. Runs
+-- migrate (third step): the schema and its record of applied migrations, if absent. Runs
 -- inside migrate's transaction, after migrate_lock.sql named the schema (identifiers cannot be
 -- bound as parameters, so the name is quoted here by format's %I).
 DO $$
