@@ -6,6 +6,35 @@ use leasefence::{NewJob, SqliteStore, Store};
 use std::collections::BTreeSet;
 
 contract!(
+    fn skips_leased_done_not_yet_due_and_exhausted_jobs(api, db, s) {
+        // The batch statement's own ready predicate (claim_batch.sql): only `ready` is taken.
+        s.enqueue_many(&[
+            job("due-later").not_before(10.001).unwrap(),
+            job("exhausted").max_attempts(2),
+            job("ready"),
+        ])
+        .unwrap();
+        db.exec("UPDATE jobs SET fence = 2 WHERE id = 'exhausted'");
+        db.leased("leased", "x", 1, 10.5);
+        db.put(&Row {
+            done: 1,
+            result: Some("r".into()),
+            ..Row::fresh("done")
+        });
+        let before: Vec<Row> = db.rows().into_iter().filter(|r| r.id != "ready").collect();
+        let batch = s.claim_batch(owner("w"), now(10.0), ttl(5.0), bs(10)).unwrap();
+        assert_eq!(ids(&batch), ["ready"]);
+        let after: Vec<Row> = db.rows().into_iter().filter(|r| r.id != "ready").collect();
+        assert_eq!(after, before);
+        // At the exhausted job's last allowed fence minus one, it is still handed out.
+        db.exec("UPDATE jobs SET fence = 1 WHERE id = 'exhausted'");
+        let batch = s.claim_batch(owner("w"), now(10.0), ttl(5.0), bs(10)).unwrap();
+        assert_eq!(ids(&batch), ["exhausted"]);
+        assert_eq!(batch[0].fence, 2);
+    }
+);
+
+contract!(
     fn takes_the_best_n_in_one_go(api, db, s) {
         let jobs: Vec<NewJob> = (0..10)
             .map(|i| job(&format!("j{i}")).priority(i % 3))

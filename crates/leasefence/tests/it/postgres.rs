@@ -614,6 +614,42 @@ fn claim_next_skips_a_job_another_transaction_has_locked() {
     not(leasefence_pg),
     ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
 )]
+fn claim_batch_skips_jobs_another_transaction_has_locked() {
+    // The same SKIP LOCKED in claim_batch.sql: a batch takes what is free at once and leaves
+    // a row another transaction holds for later.
+    let Some(db) = PgDb::new() else { return };
+    let store = db
+        .options()
+        .lock_timeout(Duration::from_millis(300))
+        .open(&db.url)
+        .unwrap();
+    store
+        .enqueue_many(&[
+            NewJob::new("best").unwrap().priority(9),
+            NewJob::new("next").unwrap(),
+            NewJob::new("last").unwrap(),
+        ])
+        .unwrap();
+    let commit = db.hold("UPDATE jobs SET priority = priority WHERE id = 'best'");
+    let batch = store
+        .claim_batch(Owner::new("w").unwrap(), now(0.0), ttl(10.0), bs(3))
+        .unwrap();
+    let got: Vec<&str> = batch.iter().map(|l| l.job_id.as_str()).collect();
+    assert_eq!(got, ["next", "last"]);
+    commit();
+    assert_eq!(db.row("best").unwrap(), Row::fresh("best"));
+    let rest = store
+        .claim_batch(Owner::new("w").unwrap(), now(0.0), ttl(10.0), bs(3))
+        .unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!((rest[0].job_id.as_str(), rest[0].fence), ("best", 1));
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() {
     // PostgreSQL text cannot hold NUL (SQLite's can): refused up front as an invalid argument
     // naming the argument, never sent to the server as a backend encoding error.
