@@ -23,6 +23,7 @@ const ENQUEUE: &str = include_str!("sql/enqueue.sql");
 const STATE: &str = include_str!("sql/state.sql");
 const CLAIM: &str = include_str!("sql/claim.sql");
 const RENEW: &str = include_str!("sql/renew.sql");
+const RENEW_BATCH: &str = include_str!("sql/renew_batch.sql");
 const COMPLETE: &str = include_str!("sql/complete.sql");
 const RELEASE: &str = include_str!("sql/release.sql");
 const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
@@ -773,6 +774,30 @@ impl Store for SqliteStore {
     fn admit(&self, resource_name: &str, fence: Fence) -> Result<bool> {
         let resource_name = resource(resource_name)?;
         self.write_one(ADMIT, params![resource_name, fence])
+    }
+
+    fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let until = ttl.until(now)?;
+        let now = now.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut renewed = Vec::with_capacity(leases.len());
+        {
+            let mut stmt = self
+                .conn
+                .prepare_cached(RENEW_BATCH)
+                .map_err(|e| self.err(e))?;
+            for lease in leases {
+                let changed = stmt
+                    .execute(params![lease.job_id, lease.owner, lease.fence, now, until])
+                    .map_err(|e| self.err(e))?;
+                renewed.push(changed == 1);
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(renewed)
     }
 }
 
