@@ -864,7 +864,10 @@ impl Store for PgStore {
         let mut conn = self.conn()?;
         let statement = conn.prepared(RENEW_BATCH).map_err(|e| self.err(e))?;
         let rows = conn
-            .query(&statement, &[&ids, &owners, &fences, &now.seconds(), &until])
+            .query(
+                &statement,
+                &[&ids, &owners, &fences, &now.seconds(), &until],
+            )
             .map_err(|e| self.err(e))?;
         // WITH ORDINALITY counts from 1, as `sent_as` does.
         let renewed: std::collections::HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
