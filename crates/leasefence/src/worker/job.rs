@@ -45,6 +45,13 @@ pub(super) struct Job {
     pub(super) beat: Mutex<Beat>,
 }
 
+impl Phase {
+    /// Whether the heartbeat renews a job in this phase: queued in a batch, or running.
+    pub(super) fn is_renewable(self) -> bool {
+        matches!(self, Phase::Running | Phase::Queued)
+    }
+}
+
 impl Job {
     /// A job just claimed (at `claimed_at` on the worker's clock), queued in its batch.
     pub(super) fn new(lease: Lease, claimed_at: f64) -> Self {

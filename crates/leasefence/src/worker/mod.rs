@@ -3,8 +3,10 @@
 //! A [`Worker`] runs a handler closure on `N` threads. Each thread opens its own store, claims
 //! the best ready jobs ([`Store::claim_batch`](crate::Store::claim_batch)), and runs the handler on each with a
 //! [`JobContext`]. While a job runs or waits its turn, a heartbeat renews its lease at a
-//! fraction of its ttl. What the handler returns decides the write, and every write is fenced by
-//! the store:
+//! fraction of its ttl: one [`Store::renew_batch`](crate::Store::renew_batch) per tick for every
+//! lease of the worker that is due, made without holding any job's lock, so a busy renewal
+//! never stalls a thread that is finishing its job. What the handler returns decides the write,
+//! and every write is fenced by the store:
 //!
 //! | handler | write | when the lease is no longer current |
 //! |---|---|---|
