@@ -1,5 +1,5 @@
-//! [`WorkerBuilder`](crate::WorkerBuilder): a worker's settings, checked by [`build`](WorkerBuilder::build), and the
-//! constructors of [`Worker`](crate::Worker) that make one.
+//! [`WorkerBuilder`]: a worker's settings, checked by [`build`](WorkerBuilder::build), and the
+//! constructors of [`Worker`] that make one.
 
 use std::fmt;
 use std::fmt::Display;
@@ -19,7 +19,7 @@ use crate::sqlite::SqliteStore;
 use crate::store::Store;
 use crate::types::{Backoff, Lease, Owner, Ttl};
 
-/// Configures a [`Worker`](crate::Worker); made by [`Worker::builder`](crate::Worker::builder) or [`Worker::sqlite`](crate::Worker::sqlite), finished by
+/// Configures a [`Worker`]; made by [`Worker::builder`] or [`Worker::sqlite`], finished by
 /// [`build`](Self::build) with the handler.
 ///
 /// ```
@@ -96,7 +96,8 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
     ///
     /// Each thread sizes its claims by how long its handlers take: it starts with one job,
     /// and while handlers are quick it claims as many as it can run in about 10 ms (at most
-    /// `max`), and writes their results with one [`Store::complete_batch`](crate::Store::complete_batch) — one commit, one
+    /// `max`), and writes their results with one
+    /// [`Store::complete_batch`](crate::Store::complete_batch) — one commit, one
     /// fsync, for the whole batch. Slow handlers keep it at one job per claim, so a claimed
     /// job never waits long behind another. Jobs waiting in a batch are renewed by the
     /// heartbeat like running ones, a result waits at most ~10 ms before it is written, and on
@@ -138,7 +139,8 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
         self
     }
 
-    /// The retry schedule after a handler failure (default [`Backoff::default`](crate::Backoff::default)).
+    /// The retry schedule after a handler failure (default
+    /// [`Backoff::default`](crate::Backoff::default)).
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
         self
@@ -151,7 +153,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
         self
     }
 
-    /// With `true`, [`Worker::run`](crate::Worker::run) also returns once no job is ready and none is in flight
+    /// With `true`, [`Worker::run`] also returns once no job is ready and none is in flight
     /// (default `false`: run until [`ShutdownHandle::shutdown`](crate::ShutdownHandle::shutdown)).
     pub fn drain(mut self, drain: bool) -> Self {
         self.drain = drain;
@@ -262,7 +264,10 @@ impl Worker<crate::PgStore> {
     /// A builder for a worker on the PostgreSQL database at `url` (a `postgres://` URL or
     /// libpq `key=value` pairs), in the default schema, judging leases by the **database's
     /// clock**: workers on hosts whose clocks disagree still agree on when a lease expires.
-    /// Each thread opens its own [`PgStore`](crate::PgStore) (creating the schema if needed).
+    /// Each thread opens its own [`PgStore`](crate::PgStore) (creating the schema if needed),
+    /// and so does the heartbeat: each of those stores holds **one connection** (a pool of
+    /// size 1, as a store is used by one thread at a time), so a worker of `N` threads keeps
+    /// `N + 1` sessions open on the server.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), leasefence::Error> {
@@ -280,15 +285,18 @@ impl Worker<crate::PgStore> {
         Self::postgres_with(url, crate::PgOptions::new())
     }
 
-    /// As [`Worker::postgres`](crate::Worker::postgres), with the store opened by `options` (schema, timeouts) — always
-    /// with [`database_clock`](crate::PgOptions::database_clock) on. For a worker that judges
-    /// leases by its own clock instead, use [`Worker::builder`](crate::Worker::builder) with a store opened without it.
+    /// As [`Worker::postgres`], with the stores opened by `options` (schema, timeouts) —
+    /// always with [`database_clock`](crate::PgOptions::database_clock) on and a
+    /// [`pool_size`](crate::PgOptions::pool_size) of 1: one connection per thread, plus one for
+    /// the heartbeat. For a worker that judges leases by its own clock instead, use
+    /// [`Worker::builder`] with a store opened without it.
     pub fn postgres_with(
         url: impl Into<String>,
         options: crate::PgOptions,
     ) -> WorkerBuilder<crate::PgStore> {
         let url = url.into();
-        let options = options.database_clock(true);
+        // One store per thread, used by that thread only: one connection is all it needs.
+        let options = options.database_clock(true).pool_size(1);
         WorkerBuilder::new(Box::new(move || options.open(&url)))
     }
 }

@@ -1,4 +1,5 @@
-//! Where a worker reads the time for leases: [`Clock`](crate::Clock), [`SystemClock`], [`ManualClock`], and
+//! Where a worker reads the time for leases: [`Clock`](crate::Clock), [`SystemClock`],
+//! [`ManualClock`], and
 //! the worker's own reading of it on the store's timescale.
 
 use std::sync::Arc;
@@ -23,7 +24,8 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> f64;
 }
 
-/// The system clock: seconds since the Unix epoch. The default [`Clock`](crate::Clock) of a [`Worker`](crate::Worker).
+/// The system clock: seconds since the Unix epoch. The default [`Clock`](crate::Clock) of a
+/// [`Worker`](crate::Worker).
 ///
 /// ```
 /// use leasefence::{Clock, SystemClock};
@@ -105,8 +107,10 @@ impl Clock for ManualClock {
     }
 }
 
-/// The clock a worker reads, on the store's timescale: the builder's [`Clock`](crate::Clock), shifted by the
-/// offset to the database's clock, or replaced by [`Anchored`] (see [`Worker::run`](crate::Worker::run)).
+/// The clock a worker reads, on the store's timescale: the builder's [`Clock`](crate::Clock),
+/// shifted by the
+/// offset to the database's clock, or replaced by [`Anchored`] (see
+/// [`Worker::run`](crate::Worker::run)).
 ///
 /// [`Worker::run`](crate::Worker::run): crate::Worker::run
 pub(super) struct WorkerClock {

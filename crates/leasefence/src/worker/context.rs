@@ -95,7 +95,8 @@ impl<'a, S: Store> JobContext<'a, S> {
     }
 
     /// The worker's clock reading, on the store's timescale: with a store that judges leases
-    /// by the database's clock, the worker's [`Clock`](crate::Clock) shifted by the offset measured when the
+    /// by the database's clock, the worker's [`Clock`](crate::Clock) shifted by the offset
+    /// measured when the
     /// worker started.
     pub fn now(&self) -> f64 {
         self.clock.reading()
@@ -130,7 +131,8 @@ impl<'a, S: Store> JobContext<'a, S> {
     }
 
     /// Passes this lease's fence through the store's fence gate for `resource`
-    /// ([`Store::admit`](crate::Store::admit)): `true` when no newer generation has been admitted for it. Call it
+    /// ([`Store::admit`](crate::Store::admit)): `true` when no newer generation has been admitted
+    /// for it. Call it
     /// right before each write to an outside system; a `false` means a newer attempt has
     /// written there, so this one must not.
     ///

@@ -1,7 +1,8 @@
 //! The worker runtime: claim → heartbeat → complete | fail | release, on a [`Clock`].
 //!
 //! A [`Worker`] runs a handler closure on `N` threads. Each thread opens its own store, claims
-//! the best ready jobs ([`Store::claim_batch`](crate::Store::claim_batch)), and runs the handler on each with a
+//! the best ready jobs ([`Store::claim_batch`](crate::Store::claim_batch)), and runs the handler
+//! on each with a
 //! [`JobContext`]. While a job runs or waits its turn, a heartbeat renews its lease at a
 //! fraction of its ttl: one [`Store::renew_batch`](crate::Store::renew_batch) per tick for every
 //! lease of the worker that is due, made without holding any job's lock, so a busy renewal
@@ -33,7 +34,8 @@
 //! (`Worker::postgres`): the store ignores the `now` it is given and reads
 //! `clock_timestamp()` on the server, so workers on hosts whose clocks disagree — even by more
 //! than the ttl — never both hold a live lease. When [`Worker::run`] starts on such a store
-//! ([`Store::database_now`](crate::Store::database_now) is `Some`), the worker reads the database's clock once and from then
+//! ([`Store::database_now`](crate::Store::database_now) is `Some`), the worker reads the
+//! database's clock once and from then
 //! on advances it on a monotonic timer (or, when a [`Clock`] was given to the builder, reads
 //! that clock shifted by the offset measured then), so heartbeats, [`JobContext::now`] and
 //! [`JobContext::until`] are on the store's timescale.

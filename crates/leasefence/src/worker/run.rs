@@ -1,4 +1,5 @@
-//! [`Worker`](crate::Worker): its threads, the claim → run → finish loop of each, and the supervising loop of
+//! [`Worker`](crate::Worker): its threads, the claim → run → finish loop of each, and the
+//! supervising loop of
 //! [`Worker::run`](crate::Worker::run) that heartbeats until shutdown.
 
 use std::fmt;
@@ -76,7 +77,8 @@ impl<S: Store + Send + 'static> Worker<S> {
         }
     }
 
-    /// Runs until [`ShutdownHandle::shutdown`](crate::ShutdownHandle::shutdown) (or, with [`drain`](crate::WorkerBuilder::drain), until
+    /// Runs until [`ShutdownHandle::shutdown`](crate::ShutdownHandle::shutdown) (or, with
+    /// [`drain`](crate::WorkerBuilder::drain), until
     /// no job is ready and none is in flight), then shuts down gracefully: no more claims,
     /// in-flight jobs get until the shutdown deadline to finish, then their tokens are cancelled
     /// and their leases released (fenced, fence kept) so another worker can claim them at once.

@@ -1,4 +1,5 @@
-//! [`ShutdownHandle`](crate::ShutdownHandle): stops a running worker and reads its counters from anywhere.
+//! [`ShutdownHandle`](crate::ShutdownHandle): stops a running worker and reads its counters from
+//! anywhere.
 
 use std::fmt;
 use std::sync::Arc;
@@ -6,7 +7,8 @@ use std::sync::Arc;
 use super::cancel::CancelToken;
 use super::stats::{Counters, WorkerStats};
 
-/// Stops a running [`Worker`](crate::Worker) and reads its counters; clone it freely (into a Ctrl-C handler,
+/// Stops a running [`Worker`](crate::Worker) and reads its counters; clone it freely (into a
+/// Ctrl-C handler,
 /// another thread, …).
 ///
 /// ```
@@ -40,7 +42,8 @@ impl fmt::Debug for ShutdownHandle {
 }
 
 impl ShutdownHandle {
-    /// Asks the worker to stop: no new claims; [`Worker::run`](crate::Worker::run) returns after the graceful
+    /// Asks the worker to stop: no new claims; [`Worker::run`](crate::Worker::run) returns after
+    /// the graceful
     /// shutdown. Idempotent; returns at once.
     pub fn shutdown(&self) {
         if !self.stop.is_cancelled() {

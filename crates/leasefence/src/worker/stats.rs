@@ -1,4 +1,5 @@
-//! What a worker counts ([`WorkerStats`](crate::WorkerStats)) and how each claimed job ended ([`JobOutcome`]).
+//! What a worker counts ([`WorkerStats`](crate::WorkerStats)) and how each claimed job ended
+//! ([`JobOutcome`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -36,7 +37,8 @@ impl Counters {
     }
 }
 
-/// What a worker has done so far; read it at any time with [`ShutdownHandle::stats`](crate::ShutdownHandle::stats), and at
+/// What a worker has done so far; read it at any time with
+/// [`ShutdownHandle::stats`](crate::ShutdownHandle::stats), and at
 /// the end from [`Worker::run`](crate::Worker::run).
 ///
 /// ```
@@ -85,7 +87,8 @@ impl WorkerStats {
     }
 }
 
-/// How one claimed job ended, as passed to [`WorkerBuilder::on_outcome`](crate::WorkerBuilder::on_outcome).
+/// How one claimed job ended, as passed to
+/// [`WorkerBuilder::on_outcome`](crate::WorkerBuilder::on_outcome).
 ///
 /// ```
 /// use leasefence::JobOutcome;

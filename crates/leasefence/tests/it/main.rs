@@ -24,5 +24,6 @@ mod model;
 mod postgres;
 mod processes;
 mod queue;
+mod renew_batch;
 mod story;
 mod worker;
