@@ -92,8 +92,9 @@ pub(super) fn release_in_flight<S: Store>(shared: &Shared<S>, store: &S) {
         }
         beat.phase = Phase::Released;
         job.token.cancel();
-        // Released: the heartbeat leaves it alone from now on; no lock across the write.
-        drop(beat);
+        // The lock is held across the release (at the deadline only, never while renewing):
+        // the cancelled handler's outcome waits for it, and is then refused by the fence,
+        // instead of racing it and being stored with the release refused.
         let lease = &job.lease;
         match busy_retry(shared, || store.release_lease(lease)) {
             Ok(true) => {

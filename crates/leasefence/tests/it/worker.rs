@@ -609,6 +609,10 @@ mod heartbeat {
         batches: Vec<usize>,
         /// Single `renew` calls.
         renews: usize,
+        /// A release waits (bounded) for a `fail` to be tried first.
+        hold_release: bool,
+        /// `fail` calls.
+        fails: usize,
     }
 
     /// Shared by every store of one worker: what the next renewal meets, and what was asked.
@@ -716,6 +720,8 @@ mod heartbeat {
             e: &str,
             at: Option<Now>,
         ) -> Result<Option<leasefence::Failed>, Error> {
+            self.ctl.state.lock().unwrap().fails += 1;
+            self.ctl.cv.notify_all();
             self.inner.fail(l, now, e, at)
         }
         fn cancel(&self, id: JobId<'_>, now: Now) -> Result<bool, Error> {
@@ -748,6 +754,19 @@ mod heartbeat {
             self.inner.complete_batch(c, now)
         }
         fn release_lease(&self, l: &Lease) -> Result<bool, Error> {
+            let st = self.ctl.state.lock().unwrap();
+            if st.hold_release {
+                // Gives a racing outcome every chance to get in first; bounded, as it must not.
+                let wait = Duration::from_millis(300);
+                let (st, _) = self
+                    .ctl
+                    .cv
+                    .wait_timeout_while(st, wait, |s| s.fails == 0)
+                    .unwrap();
+                drop(st);
+            } else {
+                drop(st);
+            }
             self.inner.release_lease(l)
         }
         fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>, Error> {
@@ -924,6 +943,40 @@ mod heartbeat {
             wait_until("every completion", || handle.stats().completed == n as u64);
             let stats = stop(&handle, run);
             assert_eq!((stats.completed, stats.lost, stats.stale_refused), (n as u64, 0, 0));
+        }
+    );
+
+    worker_case!(
+        /// At the shutdown deadline the heartbeat releases a running job under its lock: the
+        /// cancelled handler's failure waits for the release and is refused, instead of racing
+        /// it and being stored as a retry with the release refused.
+        fn a_handler_cancelled_at_the_deadline_cannot_store_before_its_release(t) {
+            let db = t.db();
+            t.open().enqueue_many(&[job("j")]).unwrap();
+            let clock = ManualClock::new(0.0);
+            let ctl = Arc::new(Ctl::default());
+            ctl.state.lock().unwrap().hold_release = true;
+            let (started_tx, started) = channel();
+            let started_tx = Mutex::new(started_tx);
+            let w = stalling(t, &clock, &ctl, 1)
+                .shutdown_deadline(Duration::from_millis(50))
+                .build(move |ctx| {
+                    started_tx.lock().unwrap().send(()).unwrap();
+                    ctx.token().wait_timeout(PATIENCE);
+                    Err::<String, _>("stopped")
+                })
+                .unwrap();
+            let (handle, run) = spawn(w);
+            recv(&started);
+            let stats = stop(&handle, run);
+            assert_eq!(
+                (stats.released, stats.stale_refused, stats.retried, stats.dead),
+                (1, 1, 0, 0),
+                "{stats:?}"
+            );
+            assert_eq!(ctl.state.lock().unwrap().fails, 1, "the failure was tried, after the release");
+            assert_eq!(db.row("j").unwrap(), Row { fence: 1, ..Row::fresh("j") });
+            assert_eq!(failure(db, "j"), (None, None, 0.0));
         }
     );
 
