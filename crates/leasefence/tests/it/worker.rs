@@ -866,7 +866,9 @@ mod heartbeat {
 
             ctl.next(Next::Busy);
             clock.set(10.0);
-            wait_until("every lease renewed at 10", || untils(db) == vec![40.0; n]);
+            // Counted once the answers are applied, after the commit.
+            wait_until("every lease renewed at 10", || handle.stats().renewed == n as u64);
+            assert_eq!(untils(db), vec![40.0; n]);
             // One call for every due lease: the busy one, then the next tick's.
             assert_eq!(ctl.batches(), [n, n]);
             assert_eq!(ctl.renews(), 0, "no lease renewed on its own");
@@ -876,7 +878,8 @@ mod heartbeat {
 
             // Past the first lease's end: every lease is live, renewed again.
             clock.set(35.0);
-            wait_until("every lease renewed at 35", || untils(db) == vec![65.0; n]);
+            wait_until("every lease renewed at 35", || handle.stats().renewed == 2 * n as u64);
+            assert_eq!(untils(db), vec![65.0; n]);
             for row in db.rows() {
                 assert_eq!((row.fence, row.done), (1, 0), "{row:?}");
                 assert!(row.owner.as_deref().unwrap().starts_with("held-"), "{row:?}");
@@ -924,19 +927,23 @@ mod heartbeat {
             clock.set(10.0);
             ctl.wait_blocked(); // the heartbeat waits inside renew_batch
             finish_first.cancel();
-            wait_until("j00 stored while the renewal hangs", || db.row("j00").unwrap().done == 1);
+            // Counted once the write returned.
+            wait_until("j00 stored while the renewal hangs", || handle.stats().completed == 1);
+            assert_eq!(db.row("j00").unwrap().done, 1);
             assert!(ctl.is_blocked(), "the renewal still hangs");
-            assert_eq!(handle.stats().completed, 1);
             ctl.unblock();
             wait_until("the others renewed", || handle.stats().renewed == n as u64 - 1);
-            assert_eq!(ctl.batches(), [n]);
+            // One more round: the heartbeat has applied every answer of the first one by then.
+            clock.set(20.0);
+            wait_until("the second round", || handle.stats().renewed == 2 * (n as u64 - 1));
+            assert_eq!(ctl.batches(), [n, n - 1]);
             let stats = handle.stats();
             assert_eq!((stats.lost, stats.stale_refused), (0, 0), "{stats:?}");
             for row in db.rows() {
                 if row.id == "j00" {
                     assert_eq!(row, done_row("j00", &row.owner.clone().unwrap(), 1, 30.0, "j00 done"));
                 } else {
-                    assert_eq!((row.until, row.done), (40.0, 0), "{row:?}");
+                    assert_eq!((row.until, row.done), (50.0, 0), "{row:?}");
                 }
             }
             release.cancel();
@@ -1960,8 +1967,6 @@ impl AnyOwner for Row {
 
 /// Quick handlers are claimed and completed in batches; waiting jobs keep their leases; a
 /// stopping worker gives back what it has not started.
-/// SQLite only for now: the handlers read their own thread's queue through a raw SQLite
-/// connection while they run; a shared harness will carry them to PostgreSQL.
 mod batches {
     use super::*;
 
@@ -1969,35 +1974,43 @@ mod batches {
         (0..n).map(|i| format!("j{i:02}")).collect()
     }
 
-    fn enqueue(db: &Db, ids: &[String]) {
+    fn enqueue<B: Bench>(t: &B, ids: &[String]) {
         let jobs: Vec<NewJob> = ids.iter().map(|id| job(id)).collect();
-        open(db).enqueue_many(&jobs).unwrap();
+        t.open().enqueue_many(&jobs).unwrap();
     }
 
-    #[test]
-    fn quick_handlers_are_claimed_in_batches_no_larger_than_the_limit() {
-        let db = Db::new();
+    /// The unfinished leases of the handler's own thread, read through its own store: the
+    /// running job, the ones queued behind it and the results waiting to be written.
+    fn held_by<S: Store>(ctx: &leasefence::JobContext<'_, S>) -> Vec<String> {
+        let now = Now::new(ctx.now()).unwrap();
+        let mut held: Vec<String> = ctx
+            .store()
+            .list(now, Some(Status::Leased), 10_000)
+            .unwrap()
+            .into_iter()
+            .filter(|info| info.state.owner.as_deref() == Some(ctx.owner()))
+            .map(|info| info.state.id)
+            .collect();
+        held.sort();
+        held
+    }
+
+    worker_case!(
+        fn quick_handlers_are_claimed_in_batches_no_larger_than_the_limit(t) {
+        let db = t.db();
         let all = ids(40);
-        enqueue(&db, &all);
+        enqueue(t, &all);
         let clock = ManualClock::new(100.0);
-        let path = db.path.clone();
         let biggest = Arc::new(AtomicUsize::new(0));
         let seen = biggest.clone();
-        let stats = sqlite_worker(&db, &clock, "b")
+        let stats = worker(t, &clock, "b")
             .batch(4)
             .drain(true)
             .build(move |ctx| {
                 // This thread's unfinished leases: the running job, the ones queued behind it
                 // and the results waiting to be written with the batch.
-                let held: i64 = rusqlite::Connection::open(&path)
-                    .unwrap()
-                    .query_row(
-                        "SELECT count(*) FROM jobs WHERE owner = ?1 AND done = 0",
-                        [ctx.owner()],
-                        |r| r.get(0),
-                    )
-                    .unwrap();
-                seen.fetch_max(usize::try_from(held).unwrap(), Ordering::SeqCst);
+                let held = held_by(ctx).len();
+                seen.fetch_max(held, Ordering::SeqCst);
                 Ok::<_, String>(format!("ok {}", ctx.job_id()))
             })
             .unwrap()
@@ -2010,37 +2023,34 @@ mod batches {
             assert_eq!((row.done, row.fence), (1, 1), "{row:?}");
             assert_eq!(row.result, Some(format!("ok {id}")));
         }
+        }
+    );
+
+    /// The jobs after the handler's own that its thread holds unfinished: those queued behind
+    /// it in its batch.
+    fn queued_behind<S: Store>(ctx: &leasefence::JobContext<'_, S>) -> Vec<String> {
+        held_by(ctx)
+            .into_iter()
+            .filter(|id| id.as_str() > ctx.job_id())
+            .collect()
     }
 
-    /// The jobs after `id` that `owner` holds unfinished: those queued behind it in its batch.
-    fn queued_behind(path: &std::path::Path, owner: &str, id: &str) -> Vec<String> {
-        let conn = rusqlite::Connection::open(path).unwrap();
-        let mut stmt = conn
-            .prepare("SELECT id FROM jobs WHERE owner = ?1 AND done = 0 AND id > ?2 ORDER BY id")
-            .unwrap();
-        stmt.query_map([owner, id], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    }
-
-    #[test]
-    fn jobs_waiting_in_a_batch_keep_their_leases_while_an_earlier_handler_runs_long() {
-        let db = Db::new();
+    worker_case!(
+        fn jobs_waiting_in_a_batch_keep_their_leases_while_an_earlier_handler_runs_long(t) {
+        let db = t.db();
         let all = ids(20);
-        enqueue(&db, &all);
+        enqueue(t, &all);
         let clock = ManualClock::new(100.0);
         let (open_gate, gate) = Gate::new();
         let (tx, started) = channel();
         let tx = Mutex::new(Some(tx));
-        let path = db.path.clone();
         let (handle, run) = spawn(
-            sqlite_worker(&db, &clock, "b")
+            worker(t, &clock, "b")
                 .ttl(3.0)
                 .drain(true)
                 .build(move |ctx| {
                     // The first job with others queued behind it is held for a long time.
-                    let behind = queued_behind(&path, ctx.owner(), ctx.job_id());
+                    let behind = queued_behind(ctx);
                     if !behind.is_empty()
                         && let Some(tx) = tx.lock().unwrap().take()
                     {
@@ -2081,23 +2091,23 @@ mod batches {
                 (1, 1, Some("b-0"))
             );
         }
-    }
+        }
+    );
 
-    #[test]
-    fn a_stopping_worker_releases_the_jobs_of_its_batch_it_has_not_started() {
-        let db = Db::new();
+    worker_case!(
+        fn a_stopping_worker_releases_the_jobs_of_its_batch_it_has_not_started(t) {
+        let db = t.db();
         let all = ids(20);
-        enqueue(&db, &all);
+        enqueue(t, &all);
         let clock = ManualClock::new(100.0);
         let handle: Arc<OnceLock<ShutdownHandle>> = Arc::new(OnceLock::new());
         let inside = handle.clone();
         let stopped_at: Arc<OnceLock<(String, Vec<String>)>> = Arc::new(OnceLock::new());
         let record = stopped_at.clone();
-        let path = db.path.clone();
-        let worker = sqlite_worker(&db, &clock, "b")
+        let worker = worker(t, &clock, "b")
             .build(move |ctx| {
                 // Stop at the first job with others queued behind it in its batch.
-                let behind = queued_behind(&path, ctx.owner(), ctx.job_id());
+                let behind = queued_behind(ctx);
                 if !behind.is_empty() && record.set((ctx.job_id().to_owned(), behind)).is_ok() {
                     inside.get().unwrap().shutdown();
                 }
@@ -2130,7 +2140,7 @@ mod batches {
                 }
             );
         }
-        let next = open(&db)
+        let next = t.open()
             .claim_next(
                 Owner::new("other").unwrap(),
                 Now::new(100.0).unwrap(),
@@ -2139,5 +2149,6 @@ mod batches {
             .unwrap()
             .unwrap();
         assert_eq!((next.job_id.as_str(), next.fence), (behind[0].as_str(), 2));
-    }
+        }
+    );
 }
