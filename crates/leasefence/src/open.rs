@@ -488,6 +488,10 @@ impl Store for AnyStore {
     fn release_lease(&self, lease: &Lease) -> Result<bool> {
         delegate!(self, s => s.release_lease(lease))
     }
+
+    fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>> {
+        delegate!(self, s => s.renew_batch(leases, now, ttl))
+    }
 }
 
 #[cfg(test)]

@@ -284,6 +284,44 @@ pub trait Store {
             .collect()
     }
 
+    /// Renews several leases at `now` in **one transaction** (one commit), each judged exactly
+    /// as [`Store::renew`] judges it: per item, in input order, whether it was renewed to
+    /// `until = now + ttl` (owner and fence match, not done, `until > now`). A refused item
+    /// changes nothing and does not stop the others; an expired lease is never revived. An
+    /// error renews none of them. The leases themselves are not updated.
+    ///
+    /// This is how the worker's heartbeat renews every lease it holds with one call per tick.
+    /// [`SqliteStore`](crate::SqliteStore) and `PgStore` do it in one transaction; the default
+    /// implementation, for other stores, renews one lease per call, so an error there leaves
+    /// the items before it renewed.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{BatchSize, NewJob, Now, Owner, SqliteStore, Store, Ttl};
+    ///
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// store.enqueue_many(&[NewJob::new("a")?, NewJob::new("b")?])?;
+    /// let ttl = Ttl::new(30.0)?;
+    /// let leases = store.claim_batch(Owner::new("w1")?, Now::new(0.0)?, ttl, BatchSize::new(2)?)?;
+    /// assert_eq!(store.renew_batch(&[&leases[0], &leases[1]], Now::new(10.0)?, ttl)?, [true, true]);
+    /// // Both now live until 40; at 40 they have expired and are never revived.
+    /// assert_eq!(store.renew_batch(&[&leases[0]], Now::new(40.0)?, ttl)?, [false]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
+    /// overflows; busy or backend failures. With [`SqliteStore`](crate::SqliteStore) and
+    /// `PgStore` none of the leases was then renewed; with the default implementation, the
+    /// items before the failing one may have been.
+    fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>> {
+        leases
+            .iter()
+            .map(|lease| self.renew(lease.job(), lease.holder(), lease.fence, now, ttl))
+            .collect()
+    }
+
     /// [`Store::release`] for `lease`.
     ///
     /// # Errors

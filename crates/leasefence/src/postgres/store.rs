@@ -325,6 +325,49 @@ impl Store for PgStore {
         let resource = key("resource", resource.as_str())?;
         self.write_one(sql::ADMIT, &[&resource, &fence])
     }
+
+    fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        for lease in leases {
+            key("job_id", &lease.job_id)?;
+            text("owner", &lease.owner)?;
+        }
+        // Judged one after another, a repeated (id, owner, fence) gets the first one's answer:
+        // renewed to the same `until` again, or refused again. Send each once (one UPDATE
+        // changes a row at most once) and give the repeats the answer of the one sent.
+        let mut first = std::collections::HashMap::new();
+        let mut sent_as = Vec::with_capacity(leases.len());
+        let (mut ids, mut owners, mut fences) = (vec![], vec![], vec![]);
+        for lease in leases {
+            let position = *first
+                .entry((&lease.job_id, &lease.owner, lease.fence))
+                .or_insert_with(|| {
+                    ids.push(lease.job_id.as_str());
+                    owners.push(lease.owner.as_str());
+                    fences.push(lease.fence);
+                    ids.len()
+                });
+            sent_as.push(position);
+        }
+        let now = self.clock(now)?;
+        let until = ttl.until(now)?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::RENEW_BATCH).map_err(|e| self.err(e))?;
+        let rows = conn
+            .query(
+                &statement,
+                &[&ids, &owners, &fences, &now.seconds(), &until],
+            )
+            .map_err(|e| self.err(e))?;
+        // WITH ORDINALITY counts from 1, as `sent_as` does.
+        let renewed: std::collections::HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
+        Ok(sent_as
+            .into_iter()
+            .map(|position| i64::try_from(position).is_ok_and(|p| renewed.contains(&p)))
+            .collect())
+    }
 }
 
 impl PgStore {

@@ -298,6 +298,30 @@ impl Store for SqliteStore {
     fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
         self.write_one(sql::ADMIT, params![resource.as_str(), fence])
     }
+
+    fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let until = ttl.until(now)?;
+        let now = now.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut renewed = Vec::with_capacity(leases.len());
+        {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::RENEW_BATCH)
+                .map_err(|e| self.err(e))?;
+            for lease in leases {
+                let changed = stmt
+                    .execute(params![lease.job_id, lease.owner, lease.fence, now, until])
+                    .map_err(|e| self.err(e))?;
+                renewed.push(changed == 1);
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(renewed)
+    }
 }
 
 impl SqliteStore {

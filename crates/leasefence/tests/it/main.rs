@@ -41,6 +41,7 @@ mod faults;
 mod model;
 mod postgres;
 mod processes;
+mod renew_batch;
 mod seam;
 mod story;
 mod worker;

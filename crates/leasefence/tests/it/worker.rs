@@ -4,18 +4,22 @@
 //!
 //! No case sleeps on the lease clock: time moves only when a case moves the `ManualClock`. Real
 //! time is used only to wait (bounded) for the worker's threads to notice.
+//!
+//! The cases defined with `worker_case!` run on both backends (`::sqlite`, `::pg`); the others
+//! say why they are SQLite-only.
 
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
 use leasefence::{
-    Backoff, Error, JobId, JobOutcome, ManualClock, NewJob, Now, Owner, ShutdownHandle,
-    SqliteOptions, SqliteStore, Status, Store, Ttl, Worker, WorkerBuilder, WorkerStats,
+    Backoff, Error, JobId, JobOutcome, Lease, ManualClock, NewJob, Now, Owner, PgStore,
+    ShutdownHandle, SqliteOptions, SqliteStore, Status, Store, Ttl, Worker, WorkerBuilder,
+    WorkerStats,
 };
 
 type BoxError = Box<dyn StdError + Send + Sync>;
@@ -31,8 +35,89 @@ fn open(db: &Db) -> SqliteStore {
     SqliteStore::open(&db.path).unwrap()
 }
 
-/// A worker on `db` driven by `clock`, owners `{prefix}-{thread}`, polling every 2 ms.
-fn worker(db: &Db, clock: &ManualClock, prefix: &str) -> WorkerBuilder<SqliteStore> {
+/// Opens one store of a backend; what `Worker::builder` takes.
+type Opener<S> = Arc<dyn Fn() -> Result<S, Error> + Send + Sync>;
+
+/// The backend a worker case runs on: its independent probe and a way to open its stores.
+trait Bench {
+    type S: Store + Send + 'static;
+    /// The stored rows, read independently of the code under test.
+    fn db(&self) -> &dyn Probe;
+    /// Opens a store judged by the caller's clock (so a `ManualClock` drives the leases).
+    fn opener(&self) -> Opener<Self::S>;
+    /// A store of the case's own.
+    fn open(&self) -> Self::S {
+        (self.opener())().unwrap()
+    }
+}
+
+/// SQLite: a fresh file.
+struct SqliteBench(Db);
+
+impl Bench for SqliteBench {
+    type S = SqliteStore;
+    fn db(&self) -> &dyn Probe {
+        &self.0
+    }
+    fn opener(&self) -> Opener<SqliteStore> {
+        let path = self.0.path.clone();
+        Arc::new(move || SqliteStore::open(&path))
+    }
+}
+
+/// PostgreSQL: a fresh schema; each store holds one connection, as a worker's do.
+struct PgBench(PgDb);
+
+impl Bench for PgBench {
+    type S = PgStore;
+    fn db(&self) -> &dyn Probe {
+        &self.0
+    }
+    fn opener(&self) -> Opener<PgStore> {
+        let (url, options) = (self.0.url.clone(), self.0.options().pool_size(1));
+        Arc::new(move || options.open(&url))
+    }
+}
+
+/// Defines a worker case once, generic over its [`Bench`], and runs it as `::sqlite` and `::pg`
+/// (ignored, with the reason, without `LEASEFENCE_TEST_PG`).
+macro_rules! worker_case {
+    ($(#[$meta:meta])* fn $name:ident($t:ident) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn case<B: Bench>($t: &B) $body
+
+            #[test]
+            fn sqlite() {
+                case(&SqliteBench(Db::new()));
+            }
+
+            #[test]
+            #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
+            fn pg() {
+                let Some(db) = PgDb::new() else { return };
+                case(&PgBench(db));
+            }
+        }
+    };
+}
+
+/// A worker on the bench's stores driven by `clock`, owners `{prefix}-{thread}`, polling every
+/// 2 ms.
+fn worker<B: Bench>(t: &B, clock: &ManualClock, prefix: &str) -> WorkerBuilder<B::S> {
+    let open = t.opener();
+    Worker::builder(move || open())
+        .clock(clock.clone())
+        .owner_prefix(prefix)
+        .poll_interval(Duration::from_millis(2))
+        .shutdown_deadline(Duration::from_secs(5))
+}
+
+/// A worker on the SQLite file of `db` (for the SQLite-only cases).
+fn sqlite_worker(db: &Db, clock: &ManualClock, prefix: &str) -> WorkerBuilder<SqliteStore> {
     Worker::sqlite(&db.path)
         .clock(clock.clone())
         .owner_prefix(prefix)
@@ -40,8 +125,10 @@ fn worker(db: &Db, clock: &ManualClock, prefix: &str) -> WorkerBuilder<SqliteSto
         .shutdown_deadline(Duration::from_secs(5))
 }
 
+type Running = JoinHandle<Result<WorkerStats, Error>>;
+
 /// Runs a worker on its own thread.
-fn spawn(worker: Worker) -> (ShutdownHandle, JoinHandle<Result<WorkerStats, Error>>) {
+fn spawn<S: Store + Send + 'static>(worker: Worker<S>) -> (ShutdownHandle, Running) {
     let handle = worker.shutdown_handle();
     (handle, std::thread::spawn(move || worker.run()))
 }
@@ -51,7 +138,7 @@ trait RunDrained {
     fn run_drained(self) -> WorkerStats;
 }
 
-impl RunDrained for Worker {
+impl<S: Store + Send + 'static> RunDrained for Worker<S> {
     #[track_caller]
     fn run_drained(self) -> WorkerStats {
         run_to_end(self).unwrap()
@@ -62,7 +149,7 @@ impl RunDrained for Worker {
 /// `run` returned. Fails the case if it has not ended within `PATIENCE` — a job handed out again
 /// and again would otherwise keep it running forever — after shutting it down.
 #[track_caller]
-fn run_to_end(worker: Worker) -> Result<WorkerStats, Error> {
+fn run_to_end<S: Store + Send + 'static>(worker: Worker<S>) -> Result<WorkerStats, Error> {
     let (handle, run) = spawn(worker);
     if !ends_within(&run, PATIENCE) {
         handle.shutdown();
@@ -78,7 +165,7 @@ fn run_to_end(worker: Worker) -> Result<WorkerStats, Error> {
 /// `run` has not returned within twice `PATIENCE` (the shutdown deadline of `worker` is half of
 /// it).
 #[track_caller]
-fn stop(handle: &ShutdownHandle, run: JoinHandle<Result<WorkerStats, Error>>) -> WorkerStats {
+fn stop(handle: &ShutdownHandle, run: Running) -> WorkerStats {
     handle.shutdown();
     assert!(
         ends_within(&run, 2 * PATIENCE),
@@ -89,7 +176,7 @@ fn stop(handle: &ShutdownHandle, run: JoinHandle<Result<WorkerStats, Error>>) ->
 }
 
 /// Whether `run` returns within `limit` (real time).
-fn ends_within(run: &JoinHandle<Result<WorkerStats, Error>>, limit: Duration) -> bool {
+fn ends_within(run: &Running, limit: Duration) -> bool {
     let start = Instant::now();
     while !run.is_finished() {
         if start.elapsed() > limit {
@@ -139,14 +226,9 @@ impl Gate {
 }
 
 /// The queue columns the worker writes besides the six, read independently.
-fn failure(db: &Db, id: &str) -> (Option<String>, Option<String>, f64) {
-    db.raw()
-        .query_row(
-            "SELECT error, outcome, not_before FROM jobs WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap()
+fn failure(db: &dyn Probe, id: &str) -> (Option<String>, Option<String>, f64) {
+    let q = db.queue_row(id);
+    (q.error, q.outcome, q.not_before)
 }
 
 /// The side-effect ledger written by handlers, and the fence gate, read independently.
@@ -161,14 +243,8 @@ fn ledger(db: &Db) -> Vec<(String, i64, String)> {
         .unwrap()
 }
 
-fn gate(db: &Db, resource: &str) -> Option<i64> {
-    db.raw()
-        .query_row(
-            "SELECT fence FROM fence_gate WHERE resource = ?1",
-            [resource],
-            |r| r.get(0),
-        )
-        .ok()
+fn gate(db: &dyn Probe, resource: &str) -> Option<i64> {
+    db.fence_gate(resource)
 }
 
 fn done_row(id: &str, owner: &str, fence: i64, until: f64, result: &str) -> Row {
@@ -187,6 +263,9 @@ mod lost_lease {
 
     /// The story of the crate, with the runtime: A stalls past its lease, is told so, B finishes
     /// the job with fenced side effects, and everything A tries afterwards is refused.
+    ///
+    /// SQLite only: B's side effects go through `JobContext::complete_with`, whose closure gets
+    /// the SQLite connection (PostgreSQL's is `PgStore::complete_with`, covered in `postgres`).
     #[test]
     fn a_stalled_handler_is_told_and_only_the_live_holders_result_and_side_effects_are_stored() {
         let db = Db::new();
@@ -202,7 +281,7 @@ mod lost_lease {
         let (told_tx, told) = channel();
         let (go, a_gate) = Gate::new();
         let (admitted_tx, admitted) = channel();
-        let a = worker(&db, &clock, "A")
+        let a = sqlite_worker(&db, &clock, "A")
             .ttl(10.0)
             .build(move |ctx| {
                 started_tx.send((ctx.fence(), ctx.payload().map(<[u8]>::to_vec)))?;
@@ -251,7 +330,7 @@ mod lost_lease {
         );
 
         // B claims the expired job and finishes it, its side effects in the same transaction.
-        let b_stats = worker(&db, &clock, "B")
+        let b_stats = sqlite_worker(&db, &clock, "B")
             .ttl(10.0)
             .drain(true)
             .build(|ctx| {
@@ -300,6 +379,7 @@ mod lost_lease {
         assert_eq!(gate(&db, "ledger"), Some(2));
     }
 
+    /// SQLite only, as above: `JobContext::complete_with` is SQLite's.
     #[test]
     fn a_stale_complete_with_runs_none_of_the_handlers_writes() {
         let db = Db::new();
@@ -311,7 +391,7 @@ mod lost_lease {
         let (told_tx, told) = channel();
         let (go, a_gate) = Gate::new();
         let (wrote_tx, wrote) = channel();
-        let a = worker(&db, &clock, "A")
+        let a = sqlite_worker(&db, &clock, "A")
             .ttl(10.0)
             .build(move |ctx| {
                 ctx.token().wait();
@@ -357,15 +437,16 @@ mod lost_lease {
     /// A stalls past its lease and is told; B claims the job and is still working when A's
     /// handler returns `outcome`. A's late completion or failure is refused by the fence and
     /// leaves B's lease exactly as it was; then B finishes.
-    fn a_late_outcome_is_refused_while_the_new_holder_works(
+    fn a_late_outcome_is_refused_while_the_new_holder_works<B: Bench>(
+        t: &B,
         outcome: Result<&'static str, &'static str>,
     ) {
-        let db = Db::new();
-        open(&db).enqueue_many(&[job("j")]).unwrap();
+        let db = t.db();
+        t.open().enqueue_many(&[job("j")]).unwrap();
         let clock = ManualClock::new(0.0);
         let (told_tx, told) = channel();
         let (go, a_gate) = Gate::new();
-        let a = worker(&db, &clock, "A")
+        let a = worker(t, &clock, "A")
             .ttl(10.0)
             .build(move |ctx| {
                 ctx.token().wait();
@@ -379,7 +460,7 @@ mod lost_lease {
 
         clock.set(10.0); // now == until: expired, A's next renew is refused
         assert!(recv(&told));
-        let s = open(&db);
+        let s = t.open();
         let b = s
             .claim_next(
                 Owner::new("B").unwrap(),
@@ -412,28 +493,30 @@ mod lost_lease {
             (1, 1, 0, 0)
         );
         assert_eq!(db.row("j").unwrap(), b_holds, "B's lease is untouched");
-        assert_eq!(failure(&db, "j"), (None, None, 0.0));
+        assert_eq!(failure(db, "j"), (None, None, 0.0));
 
         assert!(s.complete_lease(&b, Now::new(11.0).unwrap(), "B").unwrap());
         assert_eq!(db.row("j").unwrap(), done_row("j", "B", 2, 40.0, "B"));
     }
 
-    #[test]
-    fn a_late_result_from_a_stalled_handler_is_refused_while_the_new_holder_works() {
-        a_late_outcome_is_refused_while_the_new_holder_works(Ok("A's late result"));
-    }
+    worker_case!(
+        fn a_late_result_from_a_stalled_handler_is_refused_while_the_new_holder_works(t) {
+            a_late_outcome_is_refused_while_the_new_holder_works(t, Ok("A's late result"));
+        }
+    );
 
-    #[test]
-    fn a_late_failure_from_a_stalled_handler_is_refused_while_the_new_holder_works() {
-        a_late_outcome_is_refused_while_the_new_holder_works(Err("A's late error"));
-    }
+    worker_case!(
+        fn a_late_failure_from_a_stalled_handler_is_refused_while_the_new_holder_works(t) {
+            a_late_outcome_is_refused_while_the_new_holder_works(t, Err("A's late error"));
+        }
+    );
 
-    #[test]
-    fn a_job_cancelled_while_it_runs_stops_its_handler_and_keeps_no_result() {
-        let db = Db::new();
-        open(&db).enqueue_many(&[job("j")]).unwrap();
+    worker_case!(
+        fn a_job_cancelled_while_it_runs_stops_its_handler_and_keeps_no_result(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("j")]).unwrap();
         let clock = ManualClock::new(0.0);
-        let a = worker(&db, &clock, "A")
+        let a = worker(t, &clock, "A")
             .ttl(30.0)
             .build(|ctx| {
                 ctx.token().wait();
@@ -443,7 +526,7 @@ mod lost_lease {
         let (handle, run) = spawn(a);
         wait_until("the claim", || handle.stats().claimed == 1);
         assert!(
-            open(&db)
+            t.open()
                 .cancel(JobId::new("j").unwrap(), Now::new(1.0).unwrap())
                 .unwrap()
         );
@@ -455,20 +538,21 @@ mod lost_lease {
         assert_eq!((stats.lost, stats.completed, stats.renewed), (1, 0, 0));
         let row = db.row("j").unwrap();
         assert_eq!((row.result, row.done, row.fence), (None, 1, 1));
-        assert_eq!(failure(&db, "j").1.as_deref(), Some("cancelled"));
-    }
+        assert_eq!(failure(db, "j").1.as_deref(), Some("cancelled"));
+        }
+    );
 }
 
 mod heartbeat {
     use super::*;
 
-    #[test]
-    fn renews_every_third_of_the_ttl_on_the_clock_and_the_job_outlives_its_first_lease() {
-        let db = Db::new();
-        open(&db).enqueue_many(&[job("long")]).unwrap();
+    worker_case!(
+        fn renews_every_third_of_the_ttl_on_the_clock_and_the_job_outlives_its_first_lease(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("long")]).unwrap();
         let clock = ManualClock::new(0.0);
         let (go, g) = Gate::new();
-        let w = worker(&db, &clock, "w")
+        let w = worker(t, &clock, "w")
             .ttl(30.0)
             .build(move |ctx| {
                 g.wait();
@@ -503,9 +587,456 @@ mod heartbeat {
             db.row("long").unwrap(),
             done_row("long", "w-0", 1, 65.0, "finished at 35 with until 65")
         );
+        }
+    );
+
+    /// How the next `renew_batch` through a [`Stall`] store goes.
+    #[derive(Default)]
+    enum Next {
+        #[default]
+        Pass,
+        /// Fails with `Error::Busy`, as a database locked past the busy timeout would.
+        Busy,
+        /// Blocks (before reaching the database) until the case unblocks it.
+        Block,
+    }
+
+    #[derive(Default)]
+    struct CtlState {
+        next: Next,
+        blocked: bool,
+        /// How many leases each `renew_batch` carried, in call order.
+        batches: Vec<usize>,
+        /// Single `renew` calls.
+        renews: usize,
+        /// A release waits (bounded) for a `fail` to be tried first.
+        hold_release: bool,
+        /// `fail` calls.
+        fails: usize,
+    }
+
+    /// Shared by every store of one worker: what the next renewal meets, and what was asked.
+    #[derive(Default)]
+    struct Ctl {
+        state: Mutex<CtlState>,
+        cv: Condvar,
+    }
+
+    impl Ctl {
+        fn next(&self, next: Next) {
+            self.state.lock().unwrap().next = next;
+        }
+        fn batches(&self) -> Vec<usize> {
+            self.state.lock().unwrap().batches.clone()
+        }
+        fn renews(&self) -> usize {
+            self.state.lock().unwrap().renews
+        }
+        fn is_blocked(&self) -> bool {
+            self.state.lock().unwrap().blocked
+        }
+        /// Waits (bounded) until a renewal is blocked inside the store.
+        #[track_caller]
+        fn wait_blocked(&self) {
+            let st = self.state.lock().unwrap();
+            let (st, timeout) = self
+                .cv
+                .wait_timeout_while(st, PATIENCE, |s| !s.blocked)
+                .unwrap();
+            assert!(
+                !timeout.timed_out() && st.blocked,
+                "no renewal reached the store"
+            );
+        }
+        fn unblock(&self) {
+            self.state.lock().unwrap().blocked = false;
+            self.cv.notify_all();
+        }
+    }
+
+    /// A store that forwards everything to `inner`, except that a `renew_batch` can be made to
+    /// meet a busy database or to block, as the case's [`Ctl`] says.
+    struct Stall<S> {
+        inner: S,
+        ctl: Arc<Ctl>,
+    }
+
+    impl<S: Store> Store for Stall<S> {
+        fn enqueue(&self, job_id: JobId<'_>) -> Result<bool, Error> {
+            self.inner.enqueue(job_id)
+        }
+        fn state(&self, job_id: JobId<'_>) -> Result<Option<leasefence::JobState>, Error> {
+            self.inner.state(job_id)
+        }
+        fn claim(
+            &self,
+            id: JobId<'_>,
+            o: Owner<'_>,
+            now: Now,
+            ttl: Ttl,
+        ) -> Result<Option<Lease>, Error> {
+            self.inner.claim(id, o, now, ttl)
+        }
+        fn renew(
+            &self,
+            id: JobId<'_>,
+            o: Owner<'_>,
+            f: i64,
+            now: Now,
+            ttl: Ttl,
+        ) -> Result<bool, Error> {
+            self.ctl.state.lock().unwrap().renews += 1;
+            self.inner.renew(id, o, f, now, ttl)
+        }
+        fn complete(
+            &self,
+            id: JobId<'_>,
+            o: Owner<'_>,
+            f: i64,
+            now: Now,
+            r: &str,
+        ) -> Result<bool, Error> {
+            self.inner.complete(id, o, f, now, r)
+        }
+        fn release(&self, id: JobId<'_>, o: Owner<'_>, f: i64) -> Result<bool, Error> {
+            self.inner.release(id, o, f)
+        }
+        fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>, Error> {
+            self.inner.enqueue_many(jobs)
+        }
+        fn claim_batch(
+            &self,
+            o: Owner<'_>,
+            now: Now,
+            ttl: Ttl,
+            n: leasefence::BatchSize,
+        ) -> Result<Vec<Lease>, Error> {
+            self.inner.claim_batch(o, now, ttl, n)
+        }
+        fn fail(
+            &self,
+            l: &Lease,
+            now: Now,
+            e: &str,
+            at: Option<Now>,
+        ) -> Result<Option<leasefence::Failed>, Error> {
+            self.ctl.state.lock().unwrap().fails += 1;
+            self.ctl.cv.notify_all();
+            self.inner.fail(l, now, e, at)
+        }
+        fn cancel(&self, id: JobId<'_>, now: Now) -> Result<bool, Error> {
+            self.inner.cancel(id, now)
+        }
+        fn purge(&self, before: Now) -> Result<u64, Error> {
+            self.inner.purge(before)
+        }
+        fn list(
+            &self,
+            now: Now,
+            s: Option<Status>,
+            limit: usize,
+        ) -> Result<Vec<leasefence::JobInfo>, Error> {
+            self.inner.list(now, s, limit)
+        }
+        fn stats(&self, now: Now) -> Result<leasefence::Stats, Error> {
+            self.inner.stats(now)
+        }
+        fn admit(&self, resource: leasefence::Resource<'_>, f: i64) -> Result<bool, Error> {
+            self.inner.admit(resource, f)
+        }
+        fn database_now(&self) -> Result<Option<Now>, Error> {
+            self.inner.database_now()
+        }
+        fn complete_lease(&self, l: &Lease, now: Now, r: &str) -> Result<bool, Error> {
+            self.inner.complete_lease(l, now, r)
+        }
+        fn complete_batch(&self, c: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>, Error> {
+            self.inner.complete_batch(c, now)
+        }
+        fn release_lease(&self, l: &Lease) -> Result<bool, Error> {
+            let st = self.ctl.state.lock().unwrap();
+            if st.hold_release {
+                // Gives a racing outcome every chance to get in first; bounded, as it must not.
+                let wait = Duration::from_millis(300);
+                let (st, _) = self
+                    .ctl
+                    .cv
+                    .wait_timeout_while(st, wait, |s| s.fails == 0)
+                    .unwrap();
+                drop(st);
+            } else {
+                drop(st);
+            }
+            self.inner.release_lease(l)
+        }
+        fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>, Error> {
+            let mut st = self.ctl.state.lock().unwrap();
+            st.batches.push(leases.len());
+            match std::mem::take(&mut st.next) {
+                Next::Pass => {}
+                Next::Busy => return Err(Error::Busy),
+                Next::Block => {
+                    st.blocked = true;
+                    self.ctl.cv.notify_all();
+                    let (st, _) = self
+                        .ctl
+                        .cv
+                        .wait_timeout_while(st, PATIENCE, |s| s.blocked)
+                        .unwrap();
+                    drop(st);
+                }
+            }
+            self.inner.renew_batch(leases, now, ttl)
+        }
+    }
+
+    /// A worker like [`worker`] whose stores are [`Stall`]s sharing `ctl`, with `n` threads
+    /// (one lease each) and a ttl of 30: every lease is due at 10, 20, … on the clock.
+    fn stalling<B: Bench>(
+        t: &B,
+        clock: &ManualClock,
+        ctl: &Arc<Ctl>,
+        n: usize,
+    ) -> WorkerBuilder<Stall<B::S>> {
+        let (open, ctl) = (t.opener(), ctl.clone());
+        Worker::builder(move || {
+            Ok(Stall {
+                inner: open()?,
+                ctl: ctl.clone(),
+            })
+        })
+        .clock(clock.clone())
+        .owner_prefix("held")
+        .poll_interval(Duration::from_millis(2))
+        .shutdown_deadline(Duration::from_secs(5))
+        .concurrency(n)
+        .ttl(30.0)
+    }
+
+    /// `n` jobs `j00`, `j01`, …, enqueued.
+    fn held_ids<B: Bench>(t: &B, n: usize) -> Vec<String> {
+        let ids: Vec<String> = (0..n).map(|k| format!("j{k:02}")).collect();
+        t.open()
+            .enqueue_many(&ids.iter().map(|id| job(id)).collect::<Vec<_>>())
+            .unwrap();
+        ids
+    }
+
+    /// How many leases the held-leases cases hold: 64 on SQLite; on PostgreSQL 16, one session
+    /// per thread on a server shared with other test runs (`max_connections` is 100).
+    fn held<B: Bench>(t: &B) -> usize {
+        if t.db().max_key_bytes().is_some() {
+            16
+        } else {
+            64
+        }
+    }
+
+    /// Every stored `until`, by id.
+    fn untils(db: &dyn Probe) -> Vec<f64> {
+        db.rows().iter().map(|r| r.until).collect()
+    }
+
+    worker_case!(
+        /// The issue's target: with 64 leases held and the one renewal that covers them meeting
+        /// a busy database, no lease expires — the renewal is made again on the next tick.
+        fn with_64_held_leases_a_busy_renewal_lets_no_lease_expire(t) {
+            let db = t.db();
+            let n = held(t);
+            held_ids(t, n);
+            let clock = ManualClock::new(0.0);
+            let ctl = Arc::new(Ctl::default());
+            let (started_tx, started) = channel();
+            let go = leasefence::CancelToken::new();
+            let release = go.clone();
+            let started_tx = Mutex::new(started_tx);
+            let w = stalling(t, &clock, &ctl, n)
+                .build(move |ctx| {
+                    started_tx.lock().unwrap().send(ctx.job_id().to_string()).unwrap();
+                    go.wait_timeout(PATIENCE);
+                    Ok::<_, String>(format!("{} held until {}", ctx.job_id(), ctx.until()))
+                })
+                .unwrap();
+            let (handle, run) = spawn(w);
+            for _ in 0..n {
+                recv(&started);
+            }
+            assert_eq!(handle.stats().claimed, n as u64);
+            assert_eq!(untils(db), vec![30.0; n]);
+
+            ctl.next(Next::Busy);
+            clock.set(10.0);
+            // Counted once the answers are applied, after the commit.
+            wait_until("every lease renewed at 10", || handle.stats().renewed == n as u64);
+            assert_eq!(untils(db), vec![40.0; n]);
+            // One call for every due lease: the busy one, then the next tick's.
+            assert_eq!(ctl.batches(), [n, n]);
+            assert_eq!(ctl.renews(), 0, "no lease renewed on its own");
+            let stats = handle.stats();
+            assert_eq!((stats.renewed, stats.lost), (n as u64, 0));
+            assert!(stats.errors >= 1, "{stats:?}");
+
+            // Past the first lease's end: every lease is live, renewed again.
+            clock.set(35.0);
+            wait_until("every lease renewed at 35", || handle.stats().renewed == 2 * n as u64);
+            assert_eq!(untils(db), vec![65.0; n]);
+            for row in db.rows() {
+                assert_eq!((row.fence, row.done), (1, 0), "{row:?}");
+                assert!(row.owner.as_deref().unwrap().starts_with("held-"), "{row:?}");
+            }
+            release.cancel();
+            wait_until("every completion", || handle.stats().completed == n as u64);
+            let stats = stop(&handle, run);
+            assert_eq!(
+                (stats.claimed, stats.completed, stats.renewed, stats.lost, stats.stale_refused),
+                (n as u64, n as u64, 2 * n as u64, 0, 0)
+            );
+            for row in db.rows() {
+                assert_eq!(row.result, Some(format!("{} held until 65", row.id)));
+            }
+        }
+    );
+
+    worker_case!(
+        /// The heartbeat holds no job's lock while it waits for the database: a job finishing
+        /// during a renewal that hangs is stored at once, and the renewal's refusal of that
+        /// finished job afterwards does not mark it lost.
+        fn a_renewal_that_hangs_blocks_no_job_from_finishing(t) {
+            let db = t.db();
+            let n = held(t);
+            held_ids(t, n);
+            let clock = ManualClock::new(0.0);
+            let ctl = Arc::new(Ctl::default());
+            let (started_tx, started) = channel();
+            let started_tx = Mutex::new(started_tx);
+            let (go, first) = (leasefence::CancelToken::new(), leasefence::CancelToken::new());
+            let (release, finish_first) = (go.clone(), first.clone());
+            let w = stalling(t, &clock, &ctl, n)
+                .build(move |ctx| {
+                    started_tx.lock().unwrap().send(()).unwrap();
+                    if ctx.job_id() == "j00" { &first } else { &go }.wait_timeout(PATIENCE);
+                    Ok::<_, String>(format!("{} done", ctx.job_id()))
+                })
+                .unwrap();
+            let (handle, run) = spawn(w);
+            for _ in 0..n {
+                recv(&started);
+            }
+
+            ctl.next(Next::Block);
+            clock.set(10.0);
+            ctl.wait_blocked(); // the heartbeat waits inside renew_batch
+            finish_first.cancel();
+            // Counted once the write returned.
+            wait_until("j00 stored while the renewal hangs", || handle.stats().completed == 1);
+            assert_eq!(db.row("j00").unwrap().done, 1);
+            assert!(ctl.is_blocked(), "the renewal still hangs");
+            ctl.unblock();
+            wait_until("the others renewed", || handle.stats().renewed == n as u64 - 1);
+            // One more round: the heartbeat has applied every answer of the first one by then.
+            clock.set(20.0);
+            wait_until("the second round", || handle.stats().renewed == 2 * (n as u64 - 1));
+            assert_eq!(ctl.batches(), [n, n - 1]);
+            let stats = handle.stats();
+            assert_eq!((stats.lost, stats.stale_refused), (0, 0), "{stats:?}");
+            for row in db.rows() {
+                if row.id == "j00" {
+                    assert_eq!(row, done_row("j00", &row.owner.clone().unwrap(), 1, 30.0, "j00 done"));
+                } else {
+                    assert_eq!((row.until, row.done), (50.0, 0), "{row:?}");
+                }
+            }
+            release.cancel();
+            wait_until("every completion", || handle.stats().completed == n as u64);
+            let stats = stop(&handle, run);
+            assert_eq!((stats.completed, stats.lost, stats.stale_refused), (n as u64, 0, 0));
+        }
+    );
+
+    worker_case!(
+        /// At the shutdown deadline the heartbeat releases a running job under its lock: the
+        /// cancelled handler's failure waits for the release and is refused, instead of racing
+        /// it and being stored as a retry with the release refused.
+        fn a_handler_cancelled_at_the_deadline_cannot_store_before_its_release(t) {
+            let db = t.db();
+            t.open().enqueue_many(&[job("j")]).unwrap();
+            let clock = ManualClock::new(0.0);
+            let ctl = Arc::new(Ctl::default());
+            ctl.state.lock().unwrap().hold_release = true;
+            let (started_tx, started) = channel();
+            let started_tx = Mutex::new(started_tx);
+            let w = stalling(t, &clock, &ctl, 1)
+                .shutdown_deadline(Duration::from_millis(50))
+                .build(move |ctx| {
+                    started_tx.lock().unwrap().send(()).unwrap();
+                    ctx.token().wait_timeout(PATIENCE);
+                    Err::<String, _>("stopped")
+                })
+                .unwrap();
+            let (handle, run) = spawn(w);
+            recv(&started);
+            let stats = stop(&handle, run);
+            assert_eq!(
+                (stats.released, stats.stale_refused, stats.retried, stats.dead),
+                (1, 1, 0, 0),
+                "{stats:?}"
+            );
+            assert_eq!(ctl.state.lock().unwrap().fails, 1, "the failure was tried, after the release");
+            assert_eq!(db.row("j").unwrap(), Row { fence: 1, ..Row::fresh("j") });
+            assert_eq!(failure(db, "j"), (None, None, 0.0));
+        }
+    );
+
+    /// `Worker::postgres` keeps one session per thread plus one for the heartbeat.
+    #[test]
+    #[cfg_attr(
+        not(leasefence_pg),
+        ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+    )]
+    fn on_postgres_each_thread_and_the_heartbeat_hold_one_connection() {
+        let Some(db) = PgDb::new() else { return };
+        let app = db.schema.clone();
+        let url = if db.url.contains("://") {
+            let sep = if db.url.contains('?') { '&' } else { '?' };
+            format!("{}{sep}application_name={app}", db.url)
+        } else {
+            format!("{} application_name={app}", db.url)
+        };
+        db.store()
+            .enqueue_many(&[job("a"), job("b"), job("c")])
+            .unwrap();
+        let (started_tx, started) = channel();
+        let started_tx = Mutex::new(started_tx);
+        let go = leasefence::CancelToken::new();
+        let release = go.clone();
+        let w = Worker::postgres_with(url, leasefence::PgOptions::new().schema(&db.schema))
+            .concurrency(3)
+            .poll_interval(Duration::from_millis(2))
+            .drain(true)
+            .build(move |ctx| {
+                started_tx.lock().unwrap().send(()).unwrap();
+                go.wait_timeout(PATIENCE);
+                Ok::<_, String>(ctx.job_id().to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        for _ in 0..3 {
+            recv(&started);
+        }
+        let sessions =
+            format!("SELECT count(*) FROM pg_stat_activity WHERE application_name = '{app}'");
+        assert_eq!(
+            db.query_i64(&sessions),
+            [4],
+            "3 threads and the heartbeat, one session each"
+        );
+        release.cancel();
+        assert!(ends_within(&run, PATIENCE), "{:?}", handle.stats());
+        assert_eq!(run.join().unwrap().unwrap().completed, 3);
     }
 }
 
+/// SQLite only: `JobContext::complete_with` writes through the SQLite connection.
 mod complete_with {
     use super::*;
 
@@ -524,7 +1055,7 @@ mod complete_with {
         let (failed_tx, failed) = channel();
         let (go, g) = Gate::new();
         let (done_tx, done) = channel();
-        let w = worker(&db, &clock, "w")
+        let w = sqlite_worker(&db, &clock, "w")
             .ttl(30.0)
             .build(move |ctx| {
                 // 1. The caller's write fails: nothing is stored, the lease stays current.
@@ -644,6 +1175,8 @@ mod complete_with {
     }
 }
 
+/// SQLite only: busy databases are made with SQLite's own locks (`BEGIN IMMEDIATE` on another
+/// connection, a 1 ms busy timeout); PostgreSQL's lock timeouts are covered in `postgres`.
 mod store_errors {
     use super::*;
 
@@ -713,7 +1246,7 @@ mod store_errors {
                  BEGIN SELECT RAISE(ABORT, 'claims refused'); END;",
             )
             .unwrap();
-        let w = worker(&db, &ManualClock::new(0.0), "w")
+        let w = sqlite_worker(&db, &ManualClock::new(0.0), "w")
             .build(|_ctx| Ok::<_, String>("never".into()))
             .unwrap();
         let handle = w.shutdown_handle();
@@ -736,7 +1269,7 @@ mod store_errors {
         }
         let db = Db::new();
         open(&db).enqueue_many(&[job("j")]).unwrap();
-        let w = worker(&db, &ManualClock::new(0.0), "w")
+        let w = sqlite_worker(&db, &ManualClock::new(0.0), "w")
             .clock(Broken)
             .build(|_ctx| Ok::<_, String>("never".into()))
             .unwrap();
@@ -830,16 +1363,16 @@ mod store_errors {
 mod failures {
     use super::*;
 
-    #[test]
-    fn a_failing_handler_is_retried_with_backoff_then_succeeds() {
-        let db = Db::new();
-        open(&db)
+    worker_case!(
+        fn a_failing_handler_is_retried_with_backoff_then_succeeds(t) {
+        let db = t.db();
+        t.open()
             .enqueue_many(&[job("flaky").max_attempts(5)])
             .unwrap();
         let clock = ManualClock::new(0.0);
         let seen = Arc::new(Mutex::new(vec![]));
         let log = seen.clone();
-        let w = worker(&db, &clock, "w")
+        let w = worker(t, &clock, "w")
             .backoff(Backoff {
                 base: 10.0,
                 factor: 2.0,
@@ -859,13 +1392,13 @@ mod failures {
         let (handle, run) = spawn(w);
 
         wait_until("the first failure", || handle.stats().retried == 1);
-        assert_eq!(failure(&db, "flaky"), (Some("boom 1".into()), None, 10.0));
+        assert_eq!(failure(db, "flaky"), (Some("boom 1".into()), None, 10.0));
         let row = db.row("flaky").unwrap();
         assert_eq!(
             (row.owner, row.until, row.fence, row.done),
             (None, 0.0, 1, 0)
         );
-        let listed = open(&db)
+        let listed = t.open()
             .list(Now::new(0.0).unwrap(), Some(Status::Retrying), 10)
             .unwrap();
         assert_eq!(listed.len(), 1);
@@ -881,7 +1414,7 @@ mod failures {
         clock.set(10.0);
         wait_until("the second failure", || handle.stats().retried == 2);
         assert_eq!(
-            failure(&db, "flaky"),
+            failure(db, "flaky"),
             (Some("boom 2".into()), None, 30.0),
             "the second delay doubles"
         );
@@ -905,19 +1438,20 @@ mod failures {
             db.row("flaky").unwrap(),
             done_row("flaky", "w-0", 3, 60.0, "third time lucky")
         );
-    }
+        }
+    );
 
-    #[test]
-    fn a_job_that_keeps_failing_is_dead_after_its_last_attempt() {
-        let db = Db::new();
-        open(&db)
+    worker_case!(
+        fn a_job_that_keeps_failing_is_dead_after_its_last_attempt(t) {
+        let db = t.db();
+        t.open()
             .enqueue_many(&[job("doomed").max_attempts(3)])
             .unwrap();
         let clock = ManualClock::new(0.0);
         let outcomes = Arc::new(Mutex::new(vec![]));
         let log = outcomes.clone();
         let calls = AtomicUsize::new(0);
-        let stats = worker(&db, &clock, "w")
+        let stats = worker(t, &clock, "w")
             .drain(true)
             .backoff(Backoff {
                 base: 0.0,
@@ -963,24 +1497,25 @@ mod failures {
         );
         let row = db.row("doomed").unwrap();
         assert_eq!((row.fence, row.done, row.result), (3, 1, None));
-        let (error, outcome, _) = failure(&db, "doomed");
+        let (error, outcome, _) = failure(db, "doomed");
         assert_eq!(
             (error.as_deref(), outcome.as_deref()),
             (Some("attempt 3 failed"), Some("dead"))
         );
-        assert_eq!(open(&db).stats(Now::new(0.0).unwrap()).unwrap().dead, 1);
-    }
+        assert_eq!(t.open().stats(Now::new(0.0).unwrap()).unwrap().dead, 1);
+        }
+    );
 
-    #[test]
-    fn a_panicking_handler_becomes_a_failure_and_the_thread_goes_on() {
-        let db = Db::new();
-        open(&db)
+    worker_case!(
+        fn a_panicking_handler_becomes_a_failure_and_the_thread_goes_on(t) {
+        let db = t.db();
+        t.open()
             .enqueue_many(&[job("fragile").max_attempts(2), job("next").priority(-1)])
             .unwrap();
         let clock = ManualClock::new(0.0);
         let errors = Arc::new(Mutex::new(vec![]));
         let log = errors.clone();
-        let stats = worker(&db, &clock, "w")
+        let stats = worker(t, &clock, "w")
             .drain(true)
             .backoff(Backoff {
                 base: 0.0,
@@ -1010,10 +1545,11 @@ mod failures {
             done_row("fragile", "w-0", 2, 30.0, "fragile ok")
         );
         assert_eq!(db.row("next").unwrap().result.as_deref(), Some("next ok"));
-    }
+        }
+    );
 
-    #[test]
-    fn any_display_error_is_stored_with_its_message() {
+    worker_case!(
+        fn any_display_error_is_stored_with_its_message(t) {
         #[derive(Debug)]
         struct Quota(u32);
         impl std::fmt::Display for Quota {
@@ -1021,25 +1557,26 @@ mod failures {
                 write!(f, "quota exceeded by {}", self.0)
             }
         }
-        let db = Db::new();
-        open(&db).enqueue_many(&[job("j").max_attempts(1)]).unwrap();
-        let stats = worker(&db, &ManualClock::new(0.0), "w")
+        let db = t.db();
+        t.open().enqueue_many(&[job("j").max_attempts(1)]).unwrap();
+        let stats = worker(t, &ManualClock::new(0.0), "w")
             .drain(true)
             .build(|_ctx| Err::<String, _>(Quota(7)))
             .unwrap()
             .run_drained();
         assert_eq!(stats.dead, 1);
-        assert_eq!(failure(&db, "j").0.as_deref(), Some("quota exceeded by 7"));
-    }
+        assert_eq!(failure(db, "j").0.as_deref(), Some("quota exceeded by 7"));
+        }
+    );
 }
 
 mod scheduling {
     use super::*;
 
-    #[test]
-    fn the_worker_takes_jobs_by_priority_then_not_before_and_waits_for_not_before() {
-        let db = Db::new();
-        open(&db)
+    worker_case!(
+        fn the_worker_takes_jobs_by_priority_then_not_before_and_waits_for_not_before(t) {
+        let db = t.db();
+        t.open()
             .enqueue_many(&[
                 job("low"),
                 job("high-later").priority(5).not_before(5.0).unwrap(),
@@ -1051,7 +1588,7 @@ mod scheduling {
         let order = Arc::new(Mutex::new(vec![]));
         let run_once = |clock: &ManualClock| {
             let log = order.clone();
-            worker(&db, clock, "w")
+            worker(t, clock, "w")
                 .drain(true)
                 .build(move |ctx| {
                     log.lock().unwrap().push(ctx.job_id().to_string());
@@ -1075,18 +1612,19 @@ mod scheduling {
             db.row("future").unwrap(),
             done_row("future", "w-0", 1, 80.0, "FUTURE")
         );
-    }
+        }
+    );
 
-    #[test]
-    fn many_threads_finish_every_job_exactly_once_each_under_its_own_owner() {
-        let db = Db::new();
+    worker_case!(
+        fn many_threads_finish_every_job_exactly_once_each_under_its_own_owner(t) {
+        let db = t.db();
         let ids: Vec<String> = (0..40).map(|i| format!("job-{i:02}")).collect();
-        open(&db)
+        t.open()
             .enqueue_many(&ids.iter().map(|id| job(id)).collect::<Vec<_>>())
             .unwrap();
         let seen = Arc::new(Mutex::new(vec![]));
         let log = seen.clone();
-        let stats = worker(&db, &ManualClock::new(0.0), "pool")
+        let stats = worker(t, &ManualClock::new(0.0), "pool")
             .concurrency(4)
             .drain(true)
             .build(move |ctx| {
@@ -1108,16 +1646,17 @@ mod scheduling {
             assert!(owner.starts_with("pool-"), "{owner}");
             assert_eq!(row.result.as_deref(), Some(owner.as_str()));
         }
-    }
+        }
+    );
 }
 
 mod shutdown {
     use super::*;
 
-    #[test]
-    fn waits_for_in_flight_jobs_then_releases_the_rest_keeping_the_fence() {
-        let db = Db::new();
-        open(&db)
+    worker_case!(
+        fn waits_for_in_flight_jobs_then_releases_the_rest_keeping_the_fence(t) {
+        let db = t.db();
+        t.open()
             .enqueue_many(&[
                 job("quick").priority(2),
                 job("stuck").priority(1),
@@ -1127,7 +1666,7 @@ mod shutdown {
         let clock = ManualClock::new(0.0);
         let (started_tx, started) = channel();
         let (told_tx, told) = channel();
-        let w = worker(&db, &clock, "w")
+        let w = worker(t, &clock, "w")
             .concurrency(2)
             .ttl(30.0)
             .shutdown_deadline(Duration::from_secs(1))
@@ -1176,7 +1715,7 @@ mod shutdown {
         );
         assert_eq!(
             db.row("quick").unwrap(),
-            done_row("quick", "w-0", 1, 30.0, "quick done").with_any_owner(&db)
+            done_row("quick", "w-0", 1, 30.0, "quick done").with_any_owner(db)
         );
         assert_eq!(
             db.row("stuck").unwrap(),
@@ -1193,7 +1732,7 @@ mod shutdown {
         );
 
         // Claimable at once, on the same clock reading, with the next fence.
-        let next = open(&db)
+        let next = t.open()
             .claim_next(
                 Owner::new("C").unwrap(),
                 Now::new(0.0).unwrap(),
@@ -1202,13 +1741,14 @@ mod shutdown {
             .unwrap()
             .unwrap();
         assert_eq!((next.job_id.as_str(), next.fence), ("stuck", 2));
-    }
+        }
+    );
 
-    #[test]
-    fn a_shutdown_before_any_claim_claims_nothing() {
-        let db = Db::new();
-        open(&db).enqueue_many(&[job("j")]).unwrap();
-        let w = worker(&db, &ManualClock::new(0.0), "w")
+    worker_case!(
+        fn a_shutdown_before_any_claim_claims_nothing(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("j")]).unwrap();
+        let w = worker(t, &ManualClock::new(0.0), "w")
             .build(|_ctx| Ok::<_, String>("x".into()))
             .unwrap();
         let handle = w.shutdown_handle();
@@ -1218,13 +1758,14 @@ mod shutdown {
         let stats = run.join().unwrap().unwrap();
         assert_eq!(stats, WorkerStats::default());
         assert_eq!(db.row("j").unwrap(), Row::fresh("j"));
-    }
+        }
+    );
 
     /// `shutdown` is idempotent: the request is logged once, however often it is made.
     #[test]
     fn a_shutdown_request_is_logged_once() {
         let db = Db::new();
-        let w = worker(&db, &ManualClock::new(0.0), "w")
+        let w = sqlite_worker(&db, &ManualClock::new(0.0), "w")
             .build(|_ctx| Ok::<_, String>("x".into()))
             .unwrap();
         let handle = w.shutdown_handle();
@@ -1272,6 +1813,7 @@ mod shutdown {
     }
 }
 
+/// Mostly backend-agnostic settings and names, checked once on SQLite.
 mod setup {
     use super::*;
 
@@ -1281,27 +1823,27 @@ mod setup {
         let clock = ManualClock::new(0.0);
         let ok = |_: &leasefence::JobContext<'_>| Ok::<_, String>(String::new());
         assert_invalid(
-            worker(&db, &clock, "w").concurrency(0).build(ok),
+            sqlite_worker(&db, &clock, "w").concurrency(0).build(ok),
             "concurrency",
         );
         for ttl in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            assert_invalid(worker(&db, &clock, "w").ttl(ttl).build(ok), "ttl");
+            assert_invalid(sqlite_worker(&db, &clock, "w").ttl(ttl).build(ok), "ttl");
         }
         for fraction in [0.0, 1.0, 1.5, f64::NAN] {
             assert_invalid(
-                worker(&db, &clock, "w")
+                sqlite_worker(&db, &clock, "w")
                     .heartbeat_fraction(fraction)
                     .build(ok),
                 "heartbeat_fraction",
             );
         }
         assert_invalid(
-            worker(&db, &clock, "w")
+            sqlite_worker(&db, &clock, "w")
                 .poll_interval(Duration::ZERO)
                 .build(ok),
             "poll_interval",
         );
-        assert_invalid(worker(&db, &clock, "").build(ok), "owner");
+        assert_invalid(sqlite_worker(&db, &clock, "").build(ok), "owner");
     }
 
     #[test]
@@ -1367,7 +1909,7 @@ mod setup {
     fn debug_output_shows_what_matters() {
         let db = Db::new();
         let clock = ManualClock::new(0.0);
-        let builder = worker(&db, &clock, "dbg").concurrency(3).ttl(12.0);
+        let builder = sqlite_worker(&db, &clock, "dbg").concurrency(3).ttl(12.0);
         let text = format!("{builder:?}");
         for part in ["concurrency: 3", "ttl: 12.0", "owner_prefix: Some(\"dbg\")"] {
             assert!(text.contains(part), "{part} in {text}");
@@ -1406,13 +1948,13 @@ mod setup {
 }
 
 trait AnyOwner {
-    fn with_any_owner(self, db: &Db) -> Self;
+    fn with_any_owner(self, db: &dyn Probe) -> Self;
 }
 
 impl AnyOwner for Row {
     /// The same row with the owner actually stored (which of two threads took a job is not
     /// deterministic).
-    fn with_any_owner(mut self, db: &Db) -> Self {
+    fn with_any_owner(mut self, db: &dyn Probe) -> Self {
         let stored = db.row(&self.id).unwrap().owner;
         assert!(
             stored.as_deref().is_some_and(|o| o.starts_with("w-")),
@@ -1432,35 +1974,43 @@ mod batches {
         (0..n).map(|i| format!("j{i:02}")).collect()
     }
 
-    fn enqueue(db: &Db, ids: &[String]) {
+    fn enqueue<B: Bench>(t: &B, ids: &[String]) {
         let jobs: Vec<NewJob> = ids.iter().map(|id| job(id)).collect();
-        open(db).enqueue_many(&jobs).unwrap();
+        t.open().enqueue_many(&jobs).unwrap();
     }
 
-    #[test]
-    fn quick_handlers_are_claimed_in_batches_no_larger_than_the_limit() {
-        let db = Db::new();
+    /// The unfinished leases of the handler's own thread, read through its own store: the
+    /// running job, the ones queued behind it and the results waiting to be written.
+    fn held_by<S: Store>(ctx: &leasefence::JobContext<'_, S>) -> Vec<String> {
+        let now = Now::new(ctx.now()).unwrap();
+        let mut held: Vec<String> = ctx
+            .store()
+            .list(now, Some(Status::Leased), 10_000)
+            .unwrap()
+            .into_iter()
+            .filter(|info| info.state.owner.as_deref() == Some(ctx.owner()))
+            .map(|info| info.state.id)
+            .collect();
+        held.sort();
+        held
+    }
+
+    worker_case!(
+        fn quick_handlers_are_claimed_in_batches_no_larger_than_the_limit(t) {
+        let db = t.db();
         let all = ids(40);
-        enqueue(&db, &all);
+        enqueue(t, &all);
         let clock = ManualClock::new(100.0);
-        let path = db.path.clone();
         let biggest = Arc::new(AtomicUsize::new(0));
         let seen = biggest.clone();
-        let stats = worker(&db, &clock, "b")
+        let stats = worker(t, &clock, "b")
             .batch(4)
             .drain(true)
             .build(move |ctx| {
                 // This thread's unfinished leases: the running job, the ones queued behind it
                 // and the results waiting to be written with the batch.
-                let held: i64 = rusqlite::Connection::open(&path)
-                    .unwrap()
-                    .query_row(
-                        "SELECT count(*) FROM jobs WHERE owner = ?1 AND done = 0",
-                        [ctx.owner()],
-                        |r| r.get(0),
-                    )
-                    .unwrap();
-                seen.fetch_max(usize::try_from(held).unwrap(), Ordering::SeqCst);
+                let held = held_by(ctx).len();
+                seen.fetch_max(held, Ordering::SeqCst);
                 Ok::<_, String>(format!("ok {}", ctx.job_id()))
             })
             .unwrap()
@@ -1473,37 +2023,34 @@ mod batches {
             assert_eq!((row.done, row.fence), (1, 1), "{row:?}");
             assert_eq!(row.result, Some(format!("ok {id}")));
         }
+        }
+    );
+
+    /// The jobs after the handler's own that its thread holds unfinished: those queued behind
+    /// it in its batch.
+    fn queued_behind<S: Store>(ctx: &leasefence::JobContext<'_, S>) -> Vec<String> {
+        held_by(ctx)
+            .into_iter()
+            .filter(|id| id.as_str() > ctx.job_id())
+            .collect()
     }
 
-    /// The jobs after `id` that `owner` holds unfinished: those queued behind it in its batch.
-    fn queued_behind(path: &std::path::Path, owner: &str, id: &str) -> Vec<String> {
-        let conn = rusqlite::Connection::open(path).unwrap();
-        let mut stmt = conn
-            .prepare("SELECT id FROM jobs WHERE owner = ?1 AND done = 0 AND id > ?2 ORDER BY id")
-            .unwrap();
-        stmt.query_map([owner, id], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    }
-
-    #[test]
-    fn jobs_waiting_in_a_batch_keep_their_leases_while_an_earlier_handler_runs_long() {
-        let db = Db::new();
+    worker_case!(
+        fn jobs_waiting_in_a_batch_keep_their_leases_while_an_earlier_handler_runs_long(t) {
+        let db = t.db();
         let all = ids(20);
-        enqueue(&db, &all);
+        enqueue(t, &all);
         let clock = ManualClock::new(100.0);
         let (open_gate, gate) = Gate::new();
         let (tx, started) = channel();
         let tx = Mutex::new(Some(tx));
-        let path = db.path.clone();
         let (handle, run) = spawn(
-            worker(&db, &clock, "b")
+            worker(t, &clock, "b")
                 .ttl(3.0)
                 .drain(true)
                 .build(move |ctx| {
                     // The first job with others queued behind it is held for a long time.
-                    let behind = queued_behind(&path, ctx.owner(), ctx.job_id());
+                    let behind = queued_behind(ctx);
                     if !behind.is_empty()
                         && let Some(tx) = tx.lock().unwrap().take()
                     {
@@ -1544,23 +2091,23 @@ mod batches {
                 (1, 1, Some("b-0"))
             );
         }
-    }
+        }
+    );
 
-    #[test]
-    fn a_stopping_worker_releases_the_jobs_of_its_batch_it_has_not_started() {
-        let db = Db::new();
+    worker_case!(
+        fn a_stopping_worker_releases_the_jobs_of_its_batch_it_has_not_started(t) {
+        let db = t.db();
         let all = ids(20);
-        enqueue(&db, &all);
+        enqueue(t, &all);
         let clock = ManualClock::new(100.0);
         let handle: Arc<OnceLock<ShutdownHandle>> = Arc::new(OnceLock::new());
         let inside = handle.clone();
         let stopped_at: Arc<OnceLock<(String, Vec<String>)>> = Arc::new(OnceLock::new());
         let record = stopped_at.clone();
-        let path = db.path.clone();
-        let worker = worker(&db, &clock, "b")
+        let worker = worker(t, &clock, "b")
             .build(move |ctx| {
                 // Stop at the first job with others queued behind it in its batch.
-                let behind = queued_behind(&path, ctx.owner(), ctx.job_id());
+                let behind = queued_behind(ctx);
                 if !behind.is_empty() && record.set((ctx.job_id().to_owned(), behind)).is_ok() {
                     inside.get().unwrap().shutdown();
                 }
@@ -1593,7 +2140,7 @@ mod batches {
                 }
             );
         }
-        let next = open(&db)
+        let next = t.open()
             .claim_next(
                 Owner::new("other").unwrap(),
                 Now::new(100.0).unwrap(),
@@ -1602,5 +2149,6 @@ mod batches {
             .unwrap()
             .unwrap();
         assert_eq!((next.job_id.as_str(), next.fence), (behind[0].as_str(), 2));
-    }
+        }
+    );
 }

@@ -1,0 +1,262 @@
+//! The jobs one thread claimed together: run their handlers in order, write their outcomes
+//! (the quick results together, in one transaction), and give back the unstarted ones when
+//! the worker stops.
+
+use std::fmt::Display;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::context::JobContext;
+use super::job::{Job, Phase, SETTLED_COMPLETED, SETTLED_REFUSED, UNSETTLED};
+use super::shared::{Shared, Slot, busy_retry};
+use super::stats::{JobOutcome, bump};
+use super::sync::lock;
+use crate::store::Store;
+use crate::types::{Failed, Lease};
+
+/// The default for [`WorkerBuilder::batch`](crate::WorkerBuilder::batch).
+pub(super) const DEFAULT_BATCH: usize = 32;
+/// How much handler time a batch claim aims for, and how long a result may wait to be
+/// written with others.
+const BATCH_WINDOW: Duration = Duration::from_millis(10);
+
+/// The next claim's size: as many jobs as fit in [`BATCH_WINDOW`] at `per_job` each (and in a
+/// quarter of the heartbeat interval), between 1 and the configured batch.
+pub(super) fn batch_size_for<S>(per_job: Duration, shared: &Shared<S>) -> usize {
+    let window = BATCH_WINDOW
+        .as_secs_f64()
+        .min(shared.config.heartbeat / 4.0);
+    let fits = window / per_job.as_secs_f64().max(1e-9);
+    (fits as usize).clamp(1, shared.config.batch)
+}
+
+/// Runs the handlers of one claimed batch in order and stores their outcomes; returns the
+/// mean time per job. Results are written together (one transaction) at the end of the
+/// batch, or earlier once the oldest has waited [`BATCH_WINDOW`].
+pub(super) fn run_batch<S: Store>(
+    shared: &Shared<S>,
+    slot: &Slot,
+    store: &S,
+    leases: Vec<Lease>,
+    claimed_at: f64,
+) -> Duration {
+    let counters = &shared.counters;
+    let jobs: Vec<Arc<Job>> = leases
+        .into_iter()
+        .map(|lease| {
+            bump(&counters.claimed);
+            tracing::info!(
+                job_id = %lease.job_id, fence = lease.fence, owner = %lease.owner,
+                until = lease.until, "claimed"
+            );
+            Arc::new(Job::new(lease, claimed_at))
+        })
+        .collect();
+    *lock(&slot.jobs) = jobs.clone();
+    let started = Instant::now();
+    let mut ran = 0u32;
+    let mut results: Vec<(Arc<Job>, String)> = Vec::new();
+    let mut oldest: Option<Instant> = None;
+    for job in &jobs {
+        if oldest.is_some_and(|t| t.elapsed() >= BATCH_WINDOW) {
+            store_results(shared, store, std::mem::take(&mut results));
+            oldest = None;
+        }
+        if shared.stop.is_cancelled() {
+            break; // what is still queued is released below
+        }
+        {
+            let mut beat = lock(&job.beat);
+            if beat.phase != Phase::Queued {
+                continue; // lost while it waited (renew refused) or released at the deadline
+            }
+            beat.phase = Phase::Running;
+        }
+        ran += 1;
+        let ctx = JobContext {
+            job,
+            store,
+            clock: &shared.clock,
+            stop: &shared.stop,
+            counters: &shared.counters,
+        };
+        let returned = catch_unwind(AssertUnwindSafe(|| (shared.handler)(&ctx)));
+        let settled = job.settled.load(Ordering::SeqCst);
+        if settled == UNSETTLED
+            && let Ok(Ok(result)) = returned
+        {
+            // Written with the batch; the heartbeat keeps the lease alive meanwhile.
+            results.push((job.clone(), result));
+            oldest.get_or_insert_with(Instant::now);
+            continue;
+        }
+        // Any other outcome is written now, with the heartbeat stopped first.
+        job.finish();
+        let lease = &job.lease;
+        let outcome = match (settled, returned) {
+            (SETTLED_COMPLETED, _) => JobOutcome::Completed,
+            (SETTLED_REFUSED, _) => JobOutcome::Refused,
+            (_, Ok(Ok(_))) => unreachable!("an unsettled result is written with the batch"),
+            (_, Ok(Err(error))) => record_failure(shared, store, lease, error),
+            (_, Err(panic)) => {
+                let error = format!("handler panicked: {}", panic_message(&*panic));
+                record_failure(shared, store, lease, error)
+            }
+        };
+        report(shared, lease, &outcome);
+    }
+    store_results(shared, store, results);
+    release_queued(shared, store, &jobs);
+    lock(&slot.jobs).clear();
+    started.elapsed() / ran.max(1)
+}
+
+/// Hands the outcome to the `on_outcome` hook.
+fn report<S>(shared: &Shared<S>, lease: &Lease, outcome: &JobOutcome) {
+    if let Some(hook) = &shared.on_outcome
+        && catch_unwind(AssertUnwindSafe(|| hook(lease, outcome))).is_err()
+    {
+        // The outcome is already stored; a broken hook must not take the thread down with it.
+        bump(&shared.counters.errors);
+        tracing::error!(job_id = %lease.job_id, fence = lease.fence, "the on_outcome hook panicked");
+    }
+}
+
+/// Writes the waiting results: one `complete` for one, one `complete_batch` for several.
+fn store_results<S: Store>(shared: &Shared<S>, store: &S, results: Vec<(Arc<Job>, String)>) {
+    if results.is_empty() {
+        return;
+    }
+    for (job, _) in &results {
+        job.finish();
+    }
+    let written = busy_retry(shared, || {
+        let now = shared.now()?;
+        match results.as_slice() {
+            [(job, result)] => Ok(vec![store.complete_lease(&job.lease, now, result)?]),
+            _ => {
+                let items: Vec<(&Lease, &str)> = results
+                    .iter()
+                    .map(|(job, result)| (&job.lease, result.as_str()))
+                    .collect();
+                store.complete_batch(&items, now)
+            }
+        }
+    });
+    for (k, (job, _)) in results.iter().enumerate() {
+        let lease = &job.lease;
+        let outcome = match &written {
+            Ok(stored) if stored.get(k) == Some(&true) => {
+                bump(&shared.counters.completed);
+                tracing::info!(job_id = %lease.job_id, fence = lease.fence, "completed");
+                JobOutcome::Completed
+            }
+            Ok(_) => {
+                bump(&shared.counters.stale_refused);
+                tracing::warn!(
+                    job_id = %lease.job_id, fence = lease.fence, owner = %lease.owner,
+                    "stale completion refused: the lease is no longer current; result not stored"
+                );
+                JobOutcome::Refused
+            }
+            Err(e) => store_error(shared, lease, "complete", e),
+        };
+        report(shared, lease, &outcome);
+    }
+}
+
+/// Gives back, fenced, the jobs of a batch that were never started (the worker is stopping).
+fn release_queued<S: Store>(shared: &Shared<S>, store: &S, jobs: &[Arc<Job>]) {
+    for job in jobs {
+        {
+            let mut beat = lock(&job.beat);
+            if beat.phase != Phase::Queued {
+                continue;
+            }
+            // Released: the heartbeat leaves it alone from now on, so the lock is not needed
+            // across the write.
+            beat.phase = Phase::Released;
+        }
+        let lease = &job.lease;
+        match busy_retry(shared, || store.release_lease(lease)) {
+            Ok(true) => {
+                bump(&shared.counters.released);
+                tracing::info!(
+                    job_id = %lease.job_id, fence = lease.fence,
+                    "released unstarted at shutdown; claimable again at once"
+                );
+            }
+            Ok(false) => tracing::warn!(
+                job_id = %lease.job_id, fence = lease.fence,
+                "release refused: the lease was no longer held"
+            ),
+            Err(e) => {
+                bump(&shared.counters.errors);
+                tracing::error!(
+                    job_id = %lease.job_id, fence = lease.fence, error = %e,
+                    "release failed; the lease will expire instead"
+                );
+            }
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+fn record_failure<S: Store>(
+    shared: &Shared<S>,
+    store: &S,
+    lease: &Lease,
+    error: String,
+) -> JobOutcome {
+    let counters = &shared.counters;
+    let written = busy_retry(shared, || {
+        let now = shared.now()?;
+        let retry_at = shared.config.backoff.retry_at(lease, now);
+        store.fail(lease, now, &error, Some(retry_at))
+    });
+    match written {
+        Ok(Some(Failed::Retrying { at })) => {
+            bump(&counters.retried);
+            tracing::warn!(
+                job_id = %lease.job_id, fence = lease.fence, %error, retry_at = at,
+                "failed; will retry"
+            );
+            JobOutcome::Retrying { at, error }
+        }
+        Ok(Some(Failed::Dead)) => {
+            bump(&counters.dead);
+            tracing::error!(
+                job_id = %lease.job_id, fence = lease.fence, %error,
+                "failed on its last attempt; the job is dead"
+            );
+            JobOutcome::Dead { error }
+        }
+        Ok(None) => {
+            bump(&counters.stale_refused);
+            tracing::warn!(
+                job_id = %lease.job_id, fence = lease.fence, owner = %lease.owner, %error,
+                "stale failure refused: the lease is no longer current; nothing stored"
+            );
+            JobOutcome::Refused
+        }
+        Err(e) => store_error(shared, lease, "fail", e),
+    }
+}
+
+fn store_error<S>(shared: &Shared<S>, lease: &Lease, op: &str, e: impl Display) -> JobOutcome {
+    bump(&shared.counters.errors);
+    tracing::error!(
+        job_id = %lease.job_id, fence = lease.fence, op, error = %e,
+        "could not record the outcome; the lease will expire"
+    );
+    JobOutcome::StoreError(e.to_string())
+}

@@ -1,0 +1,327 @@
+//! [`WorkerBuilder`]: a worker's settings, checked by [`build`](WorkerBuilder::build), and the
+//! constructors of [`Worker`] that make one.
+
+use std::fmt;
+use std::fmt::Display;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::batch::DEFAULT_BATCH;
+use super::cancel::CancelToken;
+use super::clock::{Clock, SystemClock, WorkerClock};
+use super::context::JobContext;
+use super::run::{Opener, Worker};
+use super::shared::{Config, OutcomeHook, Shared, Slot};
+use super::stats::JobOutcome;
+use crate::error::{Error, Result};
+use crate::sqlite::SqliteStore;
+use crate::store::Store;
+use crate::types::{Backoff, Lease, Owner, Ttl};
+
+/// Configures a [`Worker`]; made by [`Worker::builder`] or [`Worker::sqlite`], finished by
+/// [`build`](Self::build) with the handler.
+///
+/// ```
+/// # fn main() -> Result<(), leasefence::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// use std::time::Duration;
+/// use leasefence::{Backoff, Worker};
+///
+/// let worker = Worker::sqlite(dir.path().join("jobs.db"))
+///     .concurrency(4)
+///     .ttl(30.0)
+///     .heartbeat_fraction(1.0 / 3.0)
+///     .owner_prefix("thumbnailer")
+///     .poll_interval(Duration::from_millis(200))
+///     .backoff(Backoff { base: 2.0, factor: 2.0, max: 600.0, jitter: 0.1 })
+///     .shutdown_deadline(Duration::from_secs(5))
+///     .build(|ctx| Ok::<_, String>(format!("{} done", ctx.job_id())))?;
+/// # drop(worker);
+/// # Ok(()) }
+/// ```
+pub struct WorkerBuilder<S> {
+    open: Box<Opener<S>>,
+    concurrency: usize,
+    ttl: f64,
+    heartbeat_fraction: f64,
+    owner_prefix: Option<String>,
+    poll: Duration,
+    backoff: Backoff,
+    deadline: Duration,
+    drain: bool,
+    batch: usize,
+    clock: Arc<dyn Clock>,
+    clock_is_default: bool,
+    on_outcome: Option<Box<OutcomeHook>>,
+}
+
+impl<S> fmt::Debug for WorkerBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("concurrency", &self.concurrency)
+            .field("ttl", &self.ttl)
+            .field("heartbeat_fraction", &self.heartbeat_fraction)
+            .field("owner_prefix", &self.owner_prefix)
+            .field("poll", &self.poll)
+            .field("backoff", &self.backoff)
+            .field("deadline", &self.deadline)
+            .field("drain", &self.drain)
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Store + Send + 'static> WorkerBuilder<S> {
+    fn new(open: Box<Opener<S>>) -> Self {
+        WorkerBuilder {
+            open,
+            concurrency: 1,
+            ttl: 30.0,
+            heartbeat_fraction: 1.0 / 3.0,
+            owner_prefix: None,
+            poll: Duration::from_millis(500),
+            backoff: Backoff::default(),
+            deadline: Duration::from_secs(10),
+            drain: false,
+            batch: DEFAULT_BATCH,
+            clock: Arc::new(SystemClock),
+            clock_is_default: true,
+            on_outcome: None,
+        }
+    }
+
+    /// The most jobs one thread claims in one transaction (default 32; 1 claims one job at a
+    /// time).
+    ///
+    /// Each thread sizes its claims by how long its handlers take: it starts with one job,
+    /// and while handlers are quick it claims as many as it can run in about 10 ms (at most
+    /// `max`), and writes their results with one
+    /// [`Store::complete_batch`](crate::Store::complete_batch) — one commit, one
+    /// fsync, for the whole batch. Slow handlers keep it at one job per claim, so a claimed
+    /// job never waits long behind another. Jobs waiting in a batch are renewed by the
+    /// heartbeat like running ones, a result waits at most ~10 ms before it is written, and on
+    /// shutdown the jobs not started yet are released at once (fenced) for others to claim.
+    pub fn batch(mut self, max: usize) -> Self {
+        self.batch = max;
+        self
+    }
+
+    /// Number of worker threads, each with its own store (default 1).
+    pub fn concurrency(mut self, threads: usize) -> Self {
+        self.concurrency = threads;
+        self
+    }
+
+    /// Lease duration in seconds of the [`Clock`](crate::Clock) (default 30).
+    pub fn ttl(mut self, seconds: f64) -> Self {
+        self.ttl = seconds;
+        self
+    }
+
+    /// The heartbeat renews a running job's lease every `fraction · ttl` seconds of the clock
+    /// (default 1/3: two chances to renew before the lease runs out). Between 0 and 1.
+    pub fn heartbeat_fraction(mut self, fraction: f64) -> Self {
+        self.heartbeat_fraction = fraction;
+        self
+    }
+
+    /// Owner names are `{prefix}-{thread}`; the default prefix is `{hostname}-{pid}`.
+    pub fn owner_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.owner_prefix = Some(prefix.into());
+        self
+    }
+
+    /// How long (real time) an idle thread waits before looking for a ready job again
+    /// (default 500 ms). Shutdown interrupts the wait.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll = interval;
+        self
+    }
+
+    /// The retry schedule after a handler failure (default
+    /// [`Backoff::default`](crate::Backoff::default)).
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// How long (real time) shutdown waits for in-flight jobs before it cancels their tokens
+    /// and releases their leases (default 10 s).
+    pub fn shutdown_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// With `true`, [`Worker::run`] also returns once no job is ready and none is in flight
+    /// (default `false`: run until [`ShutdownHandle::shutdown`](crate::ShutdownHandle::shutdown)).
+    pub fn drain(mut self, drain: bool) -> Self {
+        self.drain = drain;
+        self
+    }
+
+    /// The clock for leases (default [`SystemClock`]).
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self.clock_is_default = false;
+        self
+    }
+
+    /// Called on the worker thread after every claimed job with how it ended (for progress
+    /// displays and metrics). A panic in the hook is caught and counted in
+    /// [`WorkerStats::errors`](crate::WorkerStats::errors).
+    pub fn on_outcome(
+        mut self,
+        hook: impl Fn(&Lease, &JobOutcome) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_outcome = Some(Box::new(hook));
+        self
+    }
+
+    /// Checks the settings and makes the worker with `handler`, which every thread shares.
+    ///
+    /// The handler returns the result to store, or an error whose `Display` is stored as the
+    /// failure. A panic is caught and counts as a failure.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `concurrency` (0), `ttl` (not finite and `> 0`),
+    /// `heartbeat_fraction` (not strictly between 0 and 1), `owner` (an empty prefix) or
+    /// `poll_interval` (zero).
+    pub fn build<H, E>(self, handler: H) -> Result<Worker<S>>
+    where
+        H: Fn(&JobContext<'_, S>) -> std::result::Result<String, E> + Send + Sync + 'static,
+        E: Display,
+    {
+        if self.concurrency == 0 {
+            return Err(Error::invalid("concurrency", "must be at least 1"));
+        }
+        let ttl = Ttl::new(self.ttl)?;
+        let fraction = self.heartbeat_fraction;
+        if !(fraction > 0.0 && fraction < 1.0) {
+            return Err(Error::invalid(
+                "heartbeat_fraction",
+                format!("must be strictly between 0 and 1, got {fraction}"),
+            ));
+        }
+        if self.batch == 0 {
+            return Err(Error::invalid("batch", "must be at least 1"));
+        }
+        if self.poll.is_zero() {
+            return Err(Error::invalid("poll_interval", "must be greater than 0"));
+        }
+        let owner_prefix = self.owner_prefix.unwrap_or_else(default_owner_prefix);
+        Owner::new(&owner_prefix)?;
+        let shared = Shared {
+            config: Config {
+                ttl,
+                heartbeat: ttl.seconds() * fraction,
+                owner_prefix,
+                poll: self.poll,
+                backoff: self.backoff,
+                deadline: self.deadline,
+                drain: self.drain,
+                batch: self.batch,
+            },
+            clock: WorkerClock::new(self.clock, self.clock_is_default),
+            handler: Box::new(move |ctx| handler(ctx).map_err(|e| e.to_string())),
+            on_outcome: self.on_outcome,
+            counters: Arc::default(),
+            stop: CancelToken::new(),
+            slots: (0..self.concurrency).map(|_| Slot::new()).collect(),
+            fatal: Default::default(),
+        };
+        Ok(Worker {
+            open: self.open,
+            shared: Arc::new(shared),
+        })
+    }
+}
+
+/// `{hostname}-{pid}`, so that workers on different machines and processes never share an
+/// owner name.
+fn default_owner_prefix() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+impl Worker<SqliteStore> {
+    /// A builder for a worker on the SQLite file at `path`; each thread opens its own
+    /// [`SqliteStore`] (creating the file and table if needed).
+    pub fn sqlite(path: impl Into<PathBuf>) -> WorkerBuilder<SqliteStore> {
+        let path = path.into();
+        WorkerBuilder::new(Box::new(move || SqliteStore::open(&path)))
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Worker<crate::PgStore> {
+    /// A builder for a worker on the PostgreSQL database at `url` (a `postgres://` URL or
+    /// libpq `key=value` pairs), in the default schema, judging leases by the **database's
+    /// clock**: workers on hosts whose clocks disagree still agree on when a lease expires.
+    /// Each thread opens its own [`PgStore`](crate::PgStore) (creating the schema if needed),
+    /// and so does the heartbeat: each of those stores holds **one connection** (a pool of
+    /// size 1, as a store is used by one thread at a time), so a worker of `N` threads keeps
+    /// `N + 1` sessions open on the server.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// use leasefence::Worker;
+    ///
+    /// let stats = Worker::postgres("postgres://postgres@127.0.0.1/test")
+    ///     .concurrency(4)
+    ///     .drain(true)
+    ///     .build(|ctx| Ok::<_, String>(format!("did {}", ctx.lease().job_id)))?
+    ///     .run()?;
+    /// println!("{stats:?}");
+    /// # Ok(()) }
+    /// ```
+    pub fn postgres(url: impl Into<String>) -> WorkerBuilder<crate::PgStore> {
+        Self::postgres_with(url, crate::PgOptions::new())
+    }
+
+    /// As [`Worker::postgres`], with the stores opened by `options` (schema, timeouts) —
+    /// always with [`database_clock`](crate::PgOptions::database_clock) on and a
+    /// [`pool_size`](crate::PgOptions::pool_size) of 1: one connection per thread, plus one for
+    /// the heartbeat. For a worker that judges leases by its own clock instead, use
+    /// [`Worker::builder`] with a store opened without it.
+    pub fn postgres_with(
+        url: impl Into<String>,
+        options: crate::PgOptions,
+    ) -> WorkerBuilder<crate::PgStore> {
+        let url = url.into();
+        // One store per thread, used by that thread only: one connection is all it needs.
+        let options = options.database_clock(true).pool_size(1);
+        WorkerBuilder::new(Box::new(move || options.open(&url)))
+    }
+}
+
+impl<S: Store + Send + 'static> Worker<S> {
+    /// A builder for a worker on any backend: `open` is called once per thread (plus once for
+    /// the heartbeat) when [`run`](Self::run) starts, because a store is used by one thread at
+    /// a time.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use std::time::Duration;
+    /// use leasefence::{SqliteOptions, Worker};
+    ///
+    /// let path = dir.path().join("jobs.db");
+    /// let worker = Worker::builder(move || {
+    ///     SqliteOptions::new().busy_timeout(Duration::from_secs(2)).open(&path)
+    /// })
+    /// .drain(true)
+    /// .build(|_ctx| Ok::<_, String>("ok".into()))?;
+    /// assert_eq!(worker.run()?.claimed, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(open: impl Fn() -> Result<S> + Send + Sync + 'static) -> WorkerBuilder<S> {
+        WorkerBuilder::new(Box::new(open))
+    }
+}

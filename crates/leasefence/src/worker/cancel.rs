@@ -1,0 +1,91 @@
+//! [`CancelToken`]: the flag a worker sets when a job's lease is lost or shutdown gives up on it.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::sync::lock;
+
+/// A flag that can be set once and waited on: the worker cancels a job's token when its lease
+/// is lost or when shutdown gives up waiting for it. Clones share the flag.
+///
+/// ```
+/// use std::time::Duration;
+/// use leasefence::CancelToken;
+///
+/// let token = CancelToken::new();
+/// assert!(!token.wait_timeout(Duration::from_millis(1))); // not cancelled: timed out
+/// let other = token.clone();
+/// std::thread::spawn(move || other.cancel());
+/// assert!(token.wait_timeout(Duration::from_secs(10)));
+/// assert!(token.is_cancelled());
+/// ```
+#[derive(Clone, Default)]
+pub struct CancelToken {
+    inner: Arc<TokenInner>,
+}
+
+#[derive(Default)]
+struct TokenInner {
+    cancelled: AtomicBool,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the flag and wakes every waiter. Idempotent.
+    pub fn cancel(&self) {
+        let _guard = lock(&self.inner.lock);
+        self.inner.cancelled.store(true, Ordering::SeqCst);
+        self.inner.cv.notify_all();
+    }
+
+    /// Whether the token was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Blocks until the token is cancelled or `timeout` has passed (real time); returns whether
+    /// it was cancelled. A handler can use this in place of `sleep` to stop early.
+    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut guard = lock(&self.inner.lock);
+        loop {
+            if self.is_cancelled() {
+                return true;
+            }
+            let left = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_secs(3600),
+            };
+            if left.is_zero() {
+                return false;
+            }
+            guard = self
+                .inner
+                .cv
+                .wait_timeout(guard, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Blocks until the token is cancelled.
+    pub fn wait(&self) {
+        while !self.wait_timeout(Duration::from_secs(3600)) {}
+    }
+}
+
+impl fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}

@@ -1,0 +1,229 @@
+//! [`JobContext`]: what a handler gets for one job.
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+
+use super::cancel::CancelToken;
+use super::clock::WorkerClock;
+use super::job::{Job, SETTLED_COMPLETED, SETTLED_REFUSED};
+use super::stats::{Counters, bump};
+use super::sync::lock;
+use crate::error::{Error, Result};
+use crate::sqlite::SqliteStore;
+use crate::store::Store;
+use crate::types::{Fence, Lease, Resource};
+
+/// What a handler gets for one job: the lease, the lost-lease flag and cancellation token, and
+/// ways to fence its own side effects.
+///
+/// ```
+/// # fn main() -> Result<(), leasefence::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// use std::time::Duration;
+/// use leasefence::{NewJob, SqliteStore, Store, Worker};
+///
+/// let path = dir.path().join("jobs.db");
+/// SqliteStore::open(&path)?.enqueue_many(&[NewJob::new("resize-1")?.payload(b"640".to_vec())])?;
+///
+/// let stats = Worker::sqlite(&path)
+///     .drain(true)
+///     .build(|ctx| {
+///         assert_eq!((ctx.job_id(), ctx.attempt()), ("resize-1", 1));
+///         let width: u32 = String::from_utf8_lossy(ctx.payload().unwrap_or_default()).parse()?;
+///         // A long step waits on the token instead of sleeping, so it stops when the lease is lost.
+///         if ctx.token().wait_timeout(Duration::from_millis(1)) {
+///             return Err("lease lost".into());
+///         }
+///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(format!("{}px", width / 2))
+///     })?
+///     .run()?;
+/// assert_eq!(stats.completed, 1);
+/// # Ok(()) }
+/// ```
+pub struct JobContext<'a, S = SqliteStore> {
+    pub(super) job: &'a Job,
+    pub(super) store: &'a S,
+    pub(super) clock: &'a WorkerClock,
+    pub(super) stop: &'a CancelToken,
+    pub(super) counters: &'a Counters,
+}
+
+impl<S> fmt::Debug for JobContext<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobContext")
+            .field("lease", &self.job.lease)
+            .field("lost", &self.job.lost.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, S: Store> JobContext<'a, S> {
+    /// The lease as it was claimed (its `until` is not updated by renewals; see
+    /// [`until`](Self::until)).
+    pub fn lease(&self) -> &'a Lease {
+        &self.job.lease
+    }
+
+    /// The job id.
+    pub fn job_id(&self) -> &'a str {
+        &self.job.lease.job_id
+    }
+
+    /// The fencing token of this lease.
+    pub fn fence(&self) -> Fence {
+        self.job.lease.fence
+    }
+
+    /// The attempt number, starting at 1; equal to the fence.
+    pub fn attempt(&self) -> i64 {
+        self.job.lease.fence
+    }
+
+    /// The job's payload, if it has one.
+    pub fn payload(&self) -> Option<&'a [u8]> {
+        self.job.lease.payload.as_deref()
+    }
+
+    /// The owner name this worker thread claims under.
+    pub fn owner(&self) -> &'a str {
+        &self.job.lease.owner
+    }
+
+    /// The end of the lease as last renewed by the heartbeat.
+    pub fn until(&self) -> f64 {
+        lock(&self.job.beat).until
+    }
+
+    /// The worker's clock reading, on the store's timescale: with a store that judges leases
+    /// by the database's clock, the worker's [`Clock`](crate::Clock) shifted by the offset
+    /// measured when the
+    /// worker started.
+    pub fn now(&self) -> f64 {
+        self.clock.reading()
+    }
+
+    /// `true` once a renew was refused: the lease is gone and nothing this attempt stores will
+    /// be accepted. The [`token`](Self::token) is cancelled at the same moment.
+    pub fn is_lost(&self) -> bool {
+        self.job.lost.load(Ordering::SeqCst)
+    }
+
+    /// `true` once the token was cancelled: the lease was lost, or shutdown stopped waiting for
+    /// this job and gave its lease back.
+    pub fn is_cancelled(&self) -> bool {
+        self.job.token.is_cancelled()
+    }
+
+    /// `true` once the worker was asked to shut down; the job may still finish before the
+    /// shutdown deadline.
+    pub fn is_shutting_down(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
+    /// The job's cancellation token, to poll or to wait on ([`CancelToken::wait_timeout`]).
+    pub fn token(&self) -> &'a CancelToken {
+        &self.job.token
+    }
+
+    /// This worker thread's own store.
+    pub fn store(&self) -> &'a S {
+        self.store
+    }
+
+    /// Passes this lease's fence through the store's fence gate for `resource`
+    /// ([`Store::admit`](crate::Store::admit)): `true` when no newer generation has been admitted
+    /// for it. Call it
+    /// right before each write to an outside system; a `false` means a newer attempt has
+    /// written there, so this one must not.
+    ///
+    /// The gate orders admissions; it cannot reach into the outside system. For a write that
+    /// must never land late, also pass [`fence`](Self::fence) along and let that system keep
+    /// only the highest one.
+    ///
+    /// # Errors
+    /// As [`Store::admit`](crate::Store::admit).
+    pub fn admit(&self, resource: &str) -> Result<bool> {
+        let admitted = self.store.admit(Resource::new(resource)?, self.fence())?;
+        if !admitted {
+            tracing::warn!(
+                job_id = %self.job_id(), fence = self.fence(), resource,
+                "fence gate refused a stale write"
+            );
+        }
+        Ok(admitted)
+    }
+}
+
+impl JobContext<'_, SqliteStore> {
+    /// Completes the job with `result` and runs `write` in the **same transaction**, so the
+    /// handler's own writes commit only if the lease is still current
+    /// ([`SqliteStore::complete_with`]).
+    ///
+    /// - `Ok(Some(t))`: everything committed; the job is done.
+    /// - `Ok(None)`: the lease was no longer current; `write` did not run, nothing changed.
+    ///
+    /// Either way the outcome is final for this attempt: what the handler returns afterwards is
+    /// not written again. On `Err` nothing was written and the handler carries on (returning
+    /// `Err` makes the attempt a failure, as usual).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{NewJob, SqliteStore, Store, Worker};
+    ///
+    /// let path = dir.path().join("jobs.db");
+    /// let store = SqliteStore::open(&path)?;
+    /// store.enqueue_many(&[NewJob::new("invoice-9")?])?;
+    ///
+    /// Worker::sqlite(&path)
+    ///     .drain(true)
+    ///     .build(|ctx| {
+    ///         ctx.complete_with("sent", |conn| {
+    ///             conn.execute_batch("CREATE TABLE IF NOT EXISTS sent (id TEXT, fence INT)")?;
+    ///             conn.execute("INSERT INTO sent VALUES (?1, ?2)", (ctx.job_id(), ctx.fence()))?;
+    ///             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    ///         })?;
+    ///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(String::new()) // not written again
+    ///     })?
+    ///     .run()?;
+    /// assert_eq!(store.state(leasefence::JobId::new("invoice-9")?)?.unwrap().result.as_deref(), Some("sent"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A clock reading that is not finite, busy or backend failures (converted into `E`), or
+    /// `write`'s own error; then everything was rolled back.
+    pub fn complete_with<T, E>(
+        &self,
+        result: &str,
+        write: impl FnOnce(&rusqlite::Connection) -> std::result::Result<T, E>,
+    ) -> std::result::Result<Option<T>, E>
+    where
+        E: From<Error>,
+    {
+        let now = self.clock.now()?;
+        let was = self.job.finish();
+        let lease = &self.job.lease;
+        match self.store.complete_with(lease, now, result, write) {
+            Ok(Some(value)) => {
+                self.job.settled.store(SETTLED_COMPLETED, Ordering::SeqCst);
+                bump(&self.counters.completed);
+                tracing::info!(job_id = %lease.job_id, fence = lease.fence, "completed with writes");
+                Ok(Some(value))
+            }
+            Ok(None) => {
+                self.job.settled.store(SETTLED_REFUSED, Ordering::SeqCst);
+                bump(&self.counters.stale_refused);
+                tracing::warn!(
+                    job_id = %lease.job_id, fence = lease.fence,
+                    "stale completion refused: the lease is no longer current; nothing written"
+                );
+                Ok(None)
+            }
+            Err(e) => {
+                self.job.resume(was);
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The heartbeat: the supervising thread renews the leases of every job in flight, and at the
+//! shutdown deadline gives back the ones still running.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::job::{Beat, Job, Phase};
+use super::shared::{Shared, busy_retry};
+use super::stats::bump;
+use super::sync::lock;
+use crate::store::Store;
+use crate::types::{Lease, Now};
+
+/// Renews, with one [`Store::renew_batch`], every queued or running job whose last renewal is
+/// `heartbeat` seconds old on the clock. A refused renew of a job still queued or running
+/// marks it lost and cancels its token.
+///
+/// No job's lock is held across the database call: which jobs are due is read under each
+/// job's lock, released at once; the answers are applied under it again, and only to jobs
+/// still queued or running. So a slow or busy renewal never stalls a thread that is finishing
+/// its job, and a job that finished, was released or lost meanwhile is left alone. A renewal
+/// that fails (a busy database) is tried again on the next tick.
+pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
+    let now = shared.clock_now();
+    let in_flight = shared.in_flight();
+    let due: Vec<&Arc<Job>> = in_flight
+        .iter()
+        .filter(|job| is_due(&lock(&job.beat), now, shared))
+        .collect();
+    if due.is_empty() {
+        return;
+    }
+    let leases: Vec<&Lease> = due.iter().map(|job| &job.lease).collect();
+    let answers = Now::new(now).and_then(|at| store.renew_batch(&leases, at, shared.config.ttl));
+    match answers {
+        Ok(answers) => {
+            for (job, renewed) in due.into_iter().zip(answers) {
+                apply(shared, job, now, renewed);
+            }
+        }
+        Err(e) => {
+            bump(&shared.counters.errors);
+            tracing::warn!(
+                leases = leases.len(), error = %e,
+                "renew failed; trying again on the next tick"
+            );
+        }
+    }
+}
+
+/// Whether a job's lease is to be renewed at `now`: queued or running, and last renewed
+/// `heartbeat` seconds ago.
+fn is_due<S>(beat: &Beat, now: f64, shared: &Shared<S>) -> bool {
+    beat.phase.is_renewable() && now >= beat.renewed_at + shared.config.heartbeat
+}
+
+/// Applies the store's answer to one renewal made at `now`, under the job's lock, to a job
+/// still queued or running.
+fn apply<S>(shared: &Shared<S>, job: &Job, now: f64, renewed: bool) {
+    let lease = &job.lease;
+    let mut beat = lock(&job.beat);
+    if !beat.phase.is_renewable() {
+        return; // finishing, released or lost since the renewal was asked for: left alone
+    }
+    if renewed {
+        beat.renewed_at = now;
+        beat.until = now + shared.config.ttl.seconds();
+        bump(&shared.counters.renewed);
+        tracing::debug!(
+            job_id = %lease.job_id, fence = lease.fence, until = beat.until, "renewed"
+        );
+    } else {
+        beat.phase = Phase::Lost;
+        job.lost.store(true, Ordering::SeqCst);
+        // Count before cancelling: whoever the token wakes must see the loss counted.
+        bump(&shared.counters.lost);
+        job.token.cancel();
+        tracing::warn!(
+            job_id = %lease.job_id, fence = lease.fence, owner = %lease.owner, now,
+            until = beat.until,
+            "lease lost: renew refused; cancelling the handler, its writes will be refused"
+        );
+    }
+}
+
+/// At the shutdown deadline: cancels every job still running and gives its lease back, fenced.
+pub(super) fn release_in_flight<S: Store>(shared: &Shared<S>, store: &S) {
+    for job in shared.in_flight() {
+        let mut beat = lock(&job.beat);
+        if !beat.phase.is_renewable() {
+            continue;
+        }
+        beat.phase = Phase::Released;
+        job.token.cancel();
+        // The lock is held across the release (at the deadline only, never while renewing):
+        // the cancelled handler's outcome waits for it, and is then refused by the fence,
+        // instead of racing it and being stored with the release refused.
+        let lease = &job.lease;
+        match busy_retry(shared, || store.release_lease(lease)) {
+            Ok(true) => {
+                bump(&shared.counters.released);
+                tracing::info!(
+                    job_id = %lease.job_id, fence = lease.fence,
+                    "released at the shutdown deadline; claimable again at once"
+                );
+            }
+            Ok(false) => {
+                tracing::warn!(
+                    job_id = %lease.job_id, fence = lease.fence,
+                    "release refused: the lease was no longer held"
+                );
+            }
+            Err(e) => {
+                bump(&shared.counters.errors);
+                tracing::error!(
+                    job_id = %lease.job_id, fence = lease.fence, error = %e,
+                    "release failed; the lease will expire instead"
+                );
+            }
+        }
+    }
+}

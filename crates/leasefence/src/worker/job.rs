@@ -1,0 +1,89 @@
+//! One claimed job in flight: its lease, token, flags and the phase the heartbeat reads.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU8};
+
+use super::cancel::CancelToken;
+use super::sync::lock;
+use crate::types::Lease;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Claimed in a batch, its handler not started yet; the heartbeat renews.
+    Queued,
+    /// The handler runs (or its result waits to be written with the batch); the heartbeat
+    /// renews.
+    Running,
+    /// The outcome is being written; the heartbeat stays away.
+    Finishing,
+    /// A renew was refused.
+    Lost,
+    /// Given back at shutdown.
+    Released,
+}
+
+pub(super) struct Beat {
+    pub(super) phase: Phase,
+    pub(super) until: f64,
+    pub(super) renewed_at: f64,
+}
+
+pub(super) const UNSETTLED: u8 = 0;
+pub(super) const SETTLED_COMPLETED: u8 = 1;
+pub(super) const SETTLED_REFUSED: u8 = 2;
+
+/// One claimed job, shared by its worker thread, its context and the heartbeat.
+pub(super) struct Job {
+    pub(super) lease: Lease,
+    pub(super) token: CancelToken,
+    pub(super) lost: AtomicBool,
+    /// Set when the handler completed through `JobContext::complete_with`.
+    pub(super) settled: AtomicU8,
+    /// The phase and the lease's end as last renewed. The heartbeat's renewals never hold it
+    /// across a database call: they snapshot what is due, renew without it, and apply the
+    /// answer only if the phase is still renewable. The release at the shutdown deadline does
+    /// hold it, so that the cancelled handler's outcome waits for the release.
+    pub(super) beat: Mutex<Beat>,
+}
+
+impl Phase {
+    /// Whether the heartbeat renews a job in this phase: queued in a batch, or running.
+    pub(super) fn is_renewable(self) -> bool {
+        matches!(self, Phase::Running | Phase::Queued)
+    }
+}
+
+impl Job {
+    /// A job just claimed (at `claimed_at` on the worker's clock), queued in its batch.
+    pub(super) fn new(lease: Lease, claimed_at: f64) -> Self {
+        Job {
+            token: CancelToken::new(),
+            lost: AtomicBool::new(false),
+            settled: AtomicU8::new(UNSETTLED),
+            beat: Mutex::new(Beat {
+                phase: Phase::Queued,
+                until: lease.until,
+                renewed_at: claimed_at,
+            }),
+            lease,
+        }
+    }
+
+    /// Stops the heartbeat before the outcome is written; returns the phase it was in.
+    pub(super) fn finish(&self) -> Phase {
+        let mut beat = lock(&self.beat);
+        let was = beat.phase;
+        if was == Phase::Running {
+            beat.phase = Phase::Finishing;
+        }
+        was
+    }
+
+    /// Lets the heartbeat resume after an outcome that was not written.
+    pub(super) fn resume(&self, was: Phase) {
+        let mut beat = lock(&self.beat);
+        if was == Phase::Running && beat.phase == Phase::Finishing {
+            beat.phase = Phase::Running;
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The worker runtime: claim → heartbeat → complete | fail | release, on a [`Clock`].
+//!
+//! A [`Worker`] runs a handler closure on `N` threads. Each thread opens its own store, claims
+//! the best ready jobs ([`Store::claim_batch`](crate::Store::claim_batch)), and runs the handler
+//! on each with a
+//! [`JobContext`]. While a job runs or waits its turn, a heartbeat renews its lease at a
+//! fraction of its ttl: one [`Store::renew_batch`](crate::Store::renew_batch) per tick for every
+//! lease of the worker that is due, made without holding any job's lock, so a busy renewal
+//! never stalls a thread that is finishing its job. What the handler returns decides the write,
+//! and every write is fenced by the store:
+//!
+//! | handler | write | when the lease is no longer current |
+//! |---|---|---|
+//! | `Ok(result)` | [`Store::complete_lease`](crate::Store::complete_lease), or [`Store::complete_batch`](crate::Store::complete_batch) with the other results of its batch | refused, counted in [`WorkerStats::stale_refused`] |
+//! | `Err(e)` or a panic | [`Store::fail`](crate::Store::fail) with [`Backoff`](crate::Backoff): retrying, or dead after the last attempt | refused, counted the same way |
+//! | [`JobContext::complete_with`] | the caller's writes commit with the completion | `Ok(None)`: nothing runs |
+//!
+//! When a renew is refused (the lease expired because the worker stalled, or the job was
+//! cancelled), the context reports the lease as lost ([`JobContext::is_lost`]) and its
+//! [`CancelToken`] fires. The handler may go on running — nothing stops a thread — but nothing it
+//! tries to store is accepted any more.
+//!
+//! **Batches.** A thread starts by claiming one job at a time. While its handlers are quick, it
+//! claims as many jobs as it can run in about 10 ms (at most [`WorkerBuilder::batch`], default
+//! 32) in one transaction, and writes their results together in one more: two commits — two
+//! fsyncs at `synchronous = FULL` — for the whole batch instead of two per job. Slow handlers
+//! keep it at one job per claim, so no claimed job waits long behind another.
+//!
+//! Time for leases is read from a [`Clock`] ([`SystemClock`] by default); tests drive a
+//! [`ManualClock`] instead of sleeping. Real time is only used for the short polling ticks
+//! (heartbeat checks, the empty-queue poll, the shutdown deadline).
+//!
+//! On PostgreSQL the worker judges leases by the **database's clock** by default
+//! (`Worker::postgres`): the store ignores the `now` it is given and reads
+//! `clock_timestamp()` on the server, so workers on hosts whose clocks disagree — even by more
+//! than the ttl — never both hold a live lease. When [`Worker::run`] starts on such a store
+//! ([`Store::database_now`](crate::Store::database_now) is `Some`), the worker reads the
+//! database's clock once and from then
+//! on advances it on a monotonic timer (or, when a [`Clock`] was given to the builder, reads
+//! that clock shifted by the offset measured then), so heartbeats, [`JobContext::now`] and
+//! [`JobContext::until`] are on the store's timescale.
+//!
+//! The code is one concern a file, each depending only on those listed before it: `sync`,
+//! `clock`, `cancel`, `stats` and `job` are leaves; `context` is what a handler sees; `shared`
+//! is the state every thread of one worker shares; `batch` runs a thread's claimed jobs and
+//! writes their outcomes, `heartbeat` keeps their leases alive; `run` is [`Worker`] and its
+//! threads; `builder` configures it; `shutdown` is the handle that stops it.
+
+mod sync;
+
+mod cancel;
+mod clock;
+mod job;
+mod stats;
+
+mod context;
+mod shared;
+
+mod batch;
+mod heartbeat;
+
+mod builder;
+mod run;
+mod shutdown;
+
+pub use builder::WorkerBuilder;
+pub use cancel::CancelToken;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use context::JobContext;
+pub use run::Worker;
+pub use shutdown::ShutdownHandle;
+pub use stats::{JobOutcome, WorkerStats};

@@ -1,0 +1,224 @@
+//! [`Worker`](crate::Worker): its threads, the claim → run → finish loop of each, and the
+//! supervising loop of
+//! [`Worker::run`](crate::Worker::run) that heartbeats until shutdown.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::batch::{batch_size_for, run_batch};
+use super::heartbeat::{heartbeat, release_in_flight};
+use super::shared::{Shared, TICK};
+use super::shutdown::ShutdownHandle;
+use super::stats::{WorkerStats, bump};
+use super::sync::lock;
+use crate::error::Result;
+use crate::sqlite::SqliteStore;
+use crate::store::Store;
+use crate::types::{BatchSize, Owner};
+
+/// Opens one store; called once per thread, plus once for the heartbeat.
+pub(super) type Opener<S> = dyn Fn() -> Result<S> + Send + Sync;
+
+/// A pool of threads that claim jobs, run a handler on each, keep its lease alive, and store
+/// its outcome through the fence. See the [module docs](crate::worker) for the whole cycle.
+///
+/// ```
+/// # fn main() -> Result<(), leasefence::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// use leasefence::{NewJob, SqliteStore, Store, Worker};
+///
+/// let path = dir.path().join("jobs.db");
+/// let store = SqliteStore::open(&path)?;
+/// store.enqueue_many(&[
+///     NewJob::new("greet-1")?.payload(b"ada".to_vec()),
+///     NewJob::new("greet-2")?.payload(b"grace".to_vec()),
+/// ])?;
+///
+/// let stats = Worker::sqlite(&path)
+///     .concurrency(2)
+///     .ttl(30.0)
+///     .drain(true) // return once the queue is empty
+///     .build(|ctx| {
+///         let name = String::from_utf8_lossy(ctx.payload().unwrap_or_default());
+///         Ok::<_, String>(format!("hello, {name}"))
+///     })?
+///     .run()?;
+///
+/// assert_eq!(stats.completed, 2);
+/// let row = store.state(leasefence::JobId::new("greet-2")?)?.unwrap();
+/// assert_eq!(row.result.as_deref(), Some("hello, grace"));
+/// # Ok(()) }
+/// ```
+pub struct Worker<S = SqliteStore> {
+    pub(super) open: Box<Opener<S>>,
+    pub(super) shared: Arc<Shared<S>>,
+}
+
+impl<S> fmt::Debug for Worker<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker")
+            .field("threads", &self.shared.slots.len())
+            .field("owner_prefix", &self.shared.config.owner_prefix)
+            .field("stats", &self.shared.counters.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Store + Send + 'static> Worker<S> {
+    /// A handle to stop the worker and read its counters from another thread (or a signal
+    /// handler).
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            stop: self.shared.stop.clone(),
+            counters: self.shared.counters.clone(),
+        }
+    }
+
+    /// Runs until [`ShutdownHandle::shutdown`](crate::ShutdownHandle::shutdown) (or, with
+    /// [`drain`](crate::WorkerBuilder::drain), until
+    /// no job is ready and none is in flight), then shuts down gracefully: no more claims,
+    /// in-flight jobs get until the shutdown deadline to finish, then their tokens are cancelled
+    /// and their leases released (fenced, fence kept) so another worker can claim them at once.
+    /// Returns the final counters.
+    ///
+    /// Threads whose handler still has not returned after a second deadline are left running
+    /// in the background; whatever they try to store later is refused by the fence.
+    ///
+    /// # Errors
+    /// A store that could not be opened (before anything was claimed), a non-finite clock
+    /// reading, or a non-retryable store error while claiming (the worker then shut down
+    /// gracefully first). Busy databases are retried, not returned.
+    ///
+    /// # Panics
+    /// When a thread cannot be spawned.
+    pub fn run(self) -> Result<WorkerStats> {
+        let mut shared = self.shared;
+        let mut stores = Vec::with_capacity(shared.slots.len() + 1);
+        for _ in 0..=shared.slots.len() {
+            stores.push((self.open)()?);
+        }
+        let beat_store = stores
+            .pop()
+            .expect("one store per thread plus the heartbeat's");
+        let asked = Instant::now();
+        if let Some(database) = beat_store.database_now()? {
+            // The reading was taken somewhere during the round trip: assume halfway.
+            let reading = database.seconds() + asked.elapsed().as_secs_f64() / 2.0;
+            match Arc::get_mut(&mut shared) {
+                // No clock of the caller's to respect: follow the database's on a monotonic
+                // timer, so a step of this host's clock cannot shift the heartbeats.
+                Some(only) if only.clock.is_default() => only.clock.anchor(reading),
+                _ => shared.clock.shift_to(reading),
+            }
+            tracing::info!(
+                database = reading,
+                "the store judges leases by the database's clock; the worker's clock follows it"
+            );
+        }
+        tracing::info!(
+            threads = shared.slots.len(),
+            owner_prefix = %shared.config.owner_prefix,
+            ttl = shared.config.ttl.seconds(),
+            "worker started"
+        );
+        let threads: Vec<JoinHandle<()>> = stores
+            .into_iter()
+            .enumerate()
+            .map(|(index, store)| {
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("leasefence-worker-{index}"))
+                    .spawn(move || work(&shared, index, store))
+                    .expect("spawn a worker thread")
+            })
+            .collect();
+
+        // Running: heartbeats until asked to stop (or drained).
+        loop {
+            heartbeat(&shared, &beat_store);
+            if shared.stop.is_cancelled() {
+                break;
+            }
+            if shared.config.drain && shared.drained() {
+                tracing::info!("queue drained: no ready job, none in flight");
+                shared.stop.cancel();
+                break;
+            }
+            if threads.iter().all(JoinHandle::is_finished) {
+                break;
+            }
+            shared.stop.wait_timeout(TICK);
+        }
+
+        // Shutting down: keep renewing what is in flight until it finishes or the deadline.
+        let deadline = Instant::now() + shared.config.deadline;
+        while !threads.iter().all(JoinHandle::is_finished) {
+            if Instant::now() >= deadline {
+                release_in_flight(&shared, &beat_store);
+                break;
+            }
+            heartbeat(&shared, &beat_store);
+            std::thread::sleep(TICK.min(deadline.saturating_duration_since(Instant::now())));
+        }
+        let grace = Instant::now() + shared.config.deadline.max(Duration::from_millis(100));
+        while !threads.iter().all(JoinHandle::is_finished) && Instant::now() < grace {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for thread in threads {
+            if thread.is_finished() {
+                if thread.join().is_err() {
+                    bump(&shared.counters.errors);
+                    tracing::error!("a worker thread panicked outside its handler");
+                }
+            } else {
+                tracing::warn!("a handler ignored its cancellation; leaving its thread behind");
+            }
+        }
+        let stats = shared.counters.snapshot();
+        tracing::info!(?stats, "worker stopped");
+        match lock(&shared.fatal).take() {
+            Some(error) => Err(error),
+            None => Ok(stats),
+        }
+    }
+}
+
+/// One worker thread: claim, run, record, until asked to stop.
+fn work<S: Store>(shared: &Shared<S>, index: usize, store: S) {
+    let owner = format!("{}-{index}", shared.config.owner_prefix);
+    let slot = &shared.slots[index];
+    // How many jobs the next claim asks for: starts at one, follows the handlers' speed.
+    let mut want = 1;
+    while !shared.stop.is_cancelled() {
+        let now = match shared.now() {
+            Ok(now) => now,
+            Err(e) => return shared.fatal(e),
+        };
+        let claimed = Owner::new(&owner)
+            .and_then(|o| store.claim_batch(o, now, shared.config.ttl, BatchSize::new(want)?));
+        match claimed {
+            Ok(leases) if !leases.is_empty() => {
+                slot.idle.store(false, Ordering::SeqCst);
+                let per_job = run_batch(shared, slot, &store, leases, now.seconds());
+                want = batch_size_for(per_job, shared);
+            }
+            Ok(_) => {
+                slot.idle.store(true, Ordering::SeqCst);
+                shared.stop.wait_timeout(shared.config.poll);
+            }
+            Err(e) if e.is_retryable() => {
+                slot.idle.store(false, Ordering::SeqCst);
+                bump(&shared.counters.errors);
+                tracing::warn!(%owner, error = %e, "claim_next met a busy database; trying again");
+                shared.stop.wait_timeout(shared.config.poll);
+            }
+            Err(e) => {
+                bump(&shared.counters.errors);
+                shared.fatal(e);
+            }
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! What every thread of one worker shares: its settings, clock, handler, counters, stop token
+//! and the jobs each thread holds.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::cancel::CancelToken;
+use super::clock::WorkerClock;
+use super::context::JobContext;
+use super::job::Job;
+use super::stats::{Counters, JobOutcome, bump};
+use super::sync::lock;
+use crate::error::{Error, Result};
+use crate::types::{Backoff, Lease, Now, Ttl};
+
+/// How often the supervising thread looks at the clock to renew leases, in real time. Small
+/// enough that a [`ManualClock`](crate::ManualClock) moved by a test is noticed at once.
+pub(super) const TICK: Duration = Duration::from_millis(10);
+
+/// How many times a write that met a busy database is tried again before giving up.
+const BUSY_RETRIES: u32 = 3;
+
+pub(super) type Handler<S> =
+    dyn Fn(&JobContext<'_, S>) -> std::result::Result<String, String> + Send + Sync;
+pub(super) type OutcomeHook = dyn Fn(&Lease, &JobOutcome) + Send + Sync;
+
+/// A worker thread's share: the jobs it holds, and whether its last claim found none.
+pub(super) struct Slot {
+    /// The jobs of the thread's current batch, until every one has its outcome.
+    pub(super) jobs: Mutex<Vec<Arc<Job>>>,
+    /// The thread's last claim found no ready job.
+    pub(super) idle: AtomicBool,
+}
+
+impl Slot {
+    pub(super) fn new() -> Self {
+        Slot {
+            jobs: Mutex::new(Vec::new()),
+            idle: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The checked settings of [`WorkerBuilder`](crate::WorkerBuilder).
+pub(super) struct Config {
+    pub(super) ttl: Ttl,
+    /// Seconds of the clock between two renewals of a lease: `ttl · heartbeat_fraction`.
+    pub(super) heartbeat: f64,
+    pub(super) owner_prefix: String,
+    pub(super) poll: Duration,
+    pub(super) backoff: Backoff,
+    pub(super) deadline: Duration,
+    pub(super) drain: bool,
+    pub(super) batch: usize,
+}
+
+/// What every thread of one worker shares.
+pub(super) struct Shared<S> {
+    pub(super) config: Config,
+    pub(super) clock: WorkerClock,
+    pub(super) handler: Box<Handler<S>>,
+    pub(super) on_outcome: Option<Box<OutcomeHook>>,
+    pub(super) counters: Arc<Counters>,
+    pub(super) stop: CancelToken,
+    pub(super) slots: Vec<Slot>,
+    pub(super) fatal: Mutex<Option<Error>>,
+}
+
+impl<S> Shared<S> {
+    pub(super) fn now(&self) -> Result<Now> {
+        self.clock.now()
+    }
+
+    /// The worker's clock on the store's timescale.
+    pub(super) fn clock_now(&self) -> f64 {
+        self.clock.reading()
+    }
+
+    pub(super) fn drained(&self) -> bool {
+        self.slots
+            .iter()
+            .all(|s| s.idle.load(Ordering::SeqCst) && lock(&s.jobs).is_empty())
+    }
+
+    pub(super) fn in_flight(&self) -> Vec<Arc<Job>> {
+        self.slots
+            .iter()
+            .flat_map(|s| lock(&s.jobs).clone())
+            .collect()
+    }
+
+    /// Records an error that stops the worker, then asks every thread to stop.
+    pub(super) fn fatal(&self, error: Error) {
+        tracing::error!(%error, "worker stopping on a store error");
+        lock(&self.fatal).get_or_insert(error);
+        self.stop.cancel();
+    }
+}
+
+/// Runs a store write, trying it again a few times while the database is busy.
+pub(super) fn busy_retry<S, T>(
+    shared: &Shared<S>,
+    mut write: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let mut tries = 0;
+    loop {
+        match write() {
+            Err(e) if e.is_retryable() && tries < BUSY_RETRIES => {
+                tries += 1;
+                bump(&shared.counters.errors);
+                std::thread::sleep(TICK * tries);
+            }
+            other => return other,
+        }
+    }
+}

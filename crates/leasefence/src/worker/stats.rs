@@ -1,0 +1,129 @@
+//! What a worker counts ([`WorkerStats`](crate::WorkerStats)) and how each claimed job ended
+//! ([`JobOutcome`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) claimed: AtomicU64,
+    pub(super) renewed: AtomicU64,
+    pub(super) completed: AtomicU64,
+    pub(super) retried: AtomicU64,
+    pub(super) dead: AtomicU64,
+    pub(super) lost: AtomicU64,
+    pub(super) stale_refused: AtomicU64,
+    pub(super) released: AtomicU64,
+    pub(super) errors: AtomicU64,
+}
+
+pub(super) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub(super) fn snapshot(&self) -> WorkerStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        WorkerStats {
+            claimed: get(&self.claimed),
+            renewed: get(&self.renewed),
+            completed: get(&self.completed),
+            retried: get(&self.retried),
+            dead: get(&self.dead),
+            lost: get(&self.lost),
+            stale_refused: get(&self.stale_refused),
+            released: get(&self.released),
+            errors: get(&self.errors),
+        }
+    }
+}
+
+/// What a worker has done so far; read it at any time with
+/// [`ShutdownHandle::stats`](crate::ShutdownHandle::stats), and at
+/// the end from [`Worker::run`](crate::Worker::run).
+///
+/// ```
+/// # fn main() -> Result<(), leasefence::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// use leasefence::{NewJob, SqliteStore, Store, Worker};
+/// let path = dir.path().join("jobs.db");
+/// SqliteStore::open(&path)?.enqueue_many(&[NewJob::new("a")?, NewJob::new("b")?.max_attempts(1)])?;
+///
+/// let stats = Worker::sqlite(&path)
+///     .drain(true)
+///     .build(|ctx| if ctx.job_id() == "a" { Ok("fine".to_string()) } else { Err("broken") })?
+///     .run()?;
+/// assert_eq!((stats.claimed, stats.completed, stats.dead), (2, 1, 1));
+/// assert_eq!(stats.failed(), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// Leases taken by `claim_next`.
+    pub claimed: u64,
+    /// Successful heartbeat renewals.
+    pub renewed: u64,
+    /// Jobs whose result was stored.
+    pub completed: u64,
+    /// Failed attempts (handler error or panic) scheduled for a retry.
+    pub retried: u64,
+    /// Failed attempts that were the job's last: the job is dead.
+    pub dead: u64,
+    /// Leases lost while the handler ran: a renew was refused.
+    pub lost: u64,
+    /// Completions and failures the store refused because the lease was no longer current
+    /// (lost, cancelled, or released at the shutdown deadline before the handler returned).
+    pub stale_refused: u64,
+    /// In-flight leases given back at shutdown (fence kept), claimable again at once.
+    pub released: u64,
+    /// Store errors met on the way (busy database, I/O); the worker went on.
+    pub errors: u64,
+}
+
+impl WorkerStats {
+    /// Failed attempts recorded: `retried + dead`.
+    pub fn failed(&self) -> u64 {
+        self.retried + self.dead
+    }
+}
+
+/// How one claimed job ended, as passed to
+/// [`WorkerBuilder::on_outcome`](crate::WorkerBuilder::on_outcome).
+///
+/// ```
+/// use leasefence::JobOutcome;
+/// let outcome = JobOutcome::Retrying { at: 12.0, error: "timeout".into() };
+/// assert!(!outcome.is_stored_result());
+/// assert!(JobOutcome::Completed.is_stored_result());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum JobOutcome {
+    /// The result was stored and the job is done.
+    Completed,
+    /// The failure was recorded; the job runs again from `at` on.
+    Retrying {
+        /// The clock reading from which the job is claimable again.
+        at: f64,
+        /// The handler's error (or panic message).
+        error: String,
+    },
+    /// The failure was recorded and was the last attempt: the job is dead.
+    Dead {
+        /// The handler's error (or panic message).
+        error: String,
+    },
+    /// The store refused the completion or failure: the lease was no longer current (lost,
+    /// released at shutdown, or the job was cancelled). Nothing was stored.
+    Refused,
+    /// The store could not record the outcome (busy past the retries, I/O error). The lease is
+    /// left to expire, after which the job is claimable again.
+    StoreError(String),
+}
+
+impl JobOutcome {
+    /// Whether this attempt's result is the one stored.
+    pub fn is_stored_result(&self) -> bool {
+        matches!(self, JobOutcome::Completed)
+    }
+}
