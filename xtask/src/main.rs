@@ -26,6 +26,7 @@ mod catalog;
 mod mutants;
 mod process;
 mod reliability;
+mod results;
 mod worksheet;
 
 use std::path::PathBuf;

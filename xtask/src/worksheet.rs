@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::catalog::{Catalog, Mutant};
-use crate::mutants::{Record, Results, Status};
+use crate::results::{Record, Results, Status};
 
 /// Where the worksheet is written, relative to the workspace root.
 pub const WORKSHEET: &str = "docs/worksheet.md";

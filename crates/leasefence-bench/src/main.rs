@@ -13,6 +13,7 @@ mod peers;
 mod probes;
 mod report;
 mod subjects;
+mod summary;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

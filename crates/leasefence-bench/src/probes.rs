@@ -103,7 +103,7 @@ fn scaling(dir: &Path, pg: Option<&str>, sizes: &[usize], rounds: usize) -> Resu
                 }
             }
             for ((size, _, schema), samples) in stores.into_iter().zip(per_size) {
-                let (median, min, max) = crate::report::stats(&samples);
+                let (median, min, max) = crate::summary::stats(&samples);
                 eprintln!("scaling: {backend} {shape} {size}: {median:.0} µs/cycle");
                 out.push(Scaling {
                     backend: backend.into(),

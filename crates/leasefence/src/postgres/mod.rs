@@ -28,38 +28,7 @@ const MIGRATIONS: [&str; 2] = [
     include_str!("migrations/0002_queue.sql"),
 ];
 
-/// The statements, one file each in `sql/`, with the same names as the SQLite backend's for
-/// the same operation; each file is exactly the SQL that runs (nothing is spliced or
-/// rewritten), and its header says in which transaction. `database_now.sql`, `lock_ids.sql`,
-/// `purgeable.sql`, `session.sql` and `migrate*.sql` are PostgreSQL's own (its clock; the
-/// per-id locks of enqueue and purge; the session settings; the migration bookkeeping).
-mod sql {
-    pub(super) const ENQUEUE: &str = include_str!("sql/enqueue.sql");
-    pub(super) const STATE: &str = include_str!("sql/state.sql");
-    pub(super) const CLAIM: &str = include_str!("sql/claim.sql");
-    pub(super) const RENEW: &str = include_str!("sql/renew.sql");
-    pub(super) const RENEW_BATCH: &str = include_str!("sql/renew_batch.sql");
-    pub(super) const COMPLETE: &str = include_str!("sql/complete.sql");
-    pub(super) const COMPLETE_BATCH: &str = include_str!("sql/complete_batch.sql");
-    pub(super) const RELEASE: &str = include_str!("sql/release.sql");
-    pub(super) const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
-    pub(super) const CLAIM_BATCH: &str = include_str!("sql/claim_batch.sql");
-    pub(super) const FAIL: &str = include_str!("sql/fail.sql");
-    pub(super) const CANCEL: &str = include_str!("sql/cancel.sql");
-    pub(super) const PURGEABLE: &str = include_str!("sql/purgeable.sql");
-    pub(super) const PURGE: &str = include_str!("sql/purge.sql");
-    pub(super) const LIST: &str = include_str!("sql/list.sql");
-    pub(super) const STATS: &str = include_str!("sql/stats.sql");
-    pub(super) const ADMIT: &str = include_str!("sql/admit.sql");
-    pub(super) const DATABASE_NOW: &str = include_str!("sql/database_now.sql");
-    pub(super) const LOCK_IDS: &str = include_str!("sql/lock_ids.sql");
-    pub(super) const SESSION: &str = include_str!("sql/session.sql");
-    pub(super) const MIGRATE_LOCK: &str = include_str!("sql/migrate_lock.sql");
-    pub(super) const JOB_COLUMNS: &str = include_str!("sql/job_columns.sql");
-    pub(super) const MIGRATE_SCHEMA: &str = include_str!("sql/migrate_schema.sql");
-    pub(super) const MIGRATIONS_APPLIED: &str = include_str!("sql/migrations_applied.sql");
-    pub(super) const MIGRATION_RECORD: &str = include_str!("sql/migration_record.sql");
-}
+mod sql;
 
 type Conn = PooledConnection<Manager>;
 

@@ -19,27 +19,7 @@ const MIGRATIONS: [&str; 2] = [
     include_str!("migrations/0002_queue.sql"),
 ];
 
-/// The statements, one file each in `sql/`, named after the operation that runs them; each
-/// file is exactly the SQL that runs (nothing is spliced or rewritten), and its header says in
-/// which transaction.
-mod sql {
-    pub(super) const ENQUEUE: &str = include_str!("sql/enqueue.sql");
-    pub(super) const STATE: &str = include_str!("sql/state.sql");
-    pub(super) const CLAIM: &str = include_str!("sql/claim.sql");
-    pub(super) const RENEW: &str = include_str!("sql/renew.sql");
-    pub(super) const RENEW_BATCH: &str = include_str!("sql/renew_batch.sql");
-    pub(super) const COMPLETE: &str = include_str!("sql/complete.sql");
-    pub(super) const RELEASE: &str = include_str!("sql/release.sql");
-    pub(super) const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
-    pub(super) const CLAIM_BATCH: &str = include_str!("sql/claim_batch.sql");
-    pub(super) const FAIL: &str = include_str!("sql/fail.sql");
-    pub(super) const CANCEL: &str = include_str!("sql/cancel.sql");
-    pub(super) const PURGE: &str = include_str!("sql/purge.sql");
-    pub(super) const FENCE_FLOOR: &str = include_str!("sql/fence_floor.sql");
-    pub(super) const LIST: &str = include_str!("sql/list.sql");
-    pub(super) const STATS: &str = include_str!("sql/stats.sql");
-    pub(super) const ADMIT: &str = include_str!("sql/admit.sql");
-}
+mod sql;
 
 /// The six columns of the contract's `jobs` table, in order.
 pub const JOB_COLUMNS: [&str; 6] = ["id", "owner", "until", "fence", "result", "done"];
