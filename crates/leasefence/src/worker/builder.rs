@@ -15,7 +15,7 @@ use super::run::{Opener, Worker};
 use super::shared::{Config, OutcomeHook, Shared, Slot};
 use super::stats::JobOutcome;
 use crate::error::{Error, Result};
-use crate::sqlite::SqliteStore;
+use crate::sqlite::{SqliteOptions, SqliteStore};
 use crate::store::Store;
 use crate::types::{Backoff, Lease, Owner, Ttl};
 
@@ -254,8 +254,32 @@ impl Worker<SqliteStore> {
     /// A builder for a worker on the SQLite file at `path`; each thread opens its own
     /// [`SqliteStore`] (creating the file and table if needed).
     pub fn sqlite(path: impl Into<PathBuf>) -> WorkerBuilder<SqliteStore> {
+        Self::sqlite_with(path, SqliteOptions::new())
+    }
+
+    /// As [`Worker::sqlite`], with every thread's store opened by `options` (durability, busy
+    /// timeout, size limit).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{SqliteOptions, Synchronous, Worker};
+    ///
+    /// // Faster commits; a power loss may forget the last ones (see `Synchronous::Normal`).
+    /// let options = SqliteOptions::new().synchronous(Synchronous::Normal);
+    /// let stats = Worker::sqlite_with(dir.path().join("jobs.db"), options)
+    ///     .drain(true)
+    ///     .build(|_ctx| Ok::<_, String>("ok".into()))?
+    ///     .run()?;
+    /// assert_eq!(stats.claimed, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn sqlite_with(
+        path: impl Into<PathBuf>,
+        options: SqliteOptions,
+    ) -> WorkerBuilder<SqliteStore> {
         let path = path.into();
-        WorkerBuilder::new(Box::new(move || SqliteStore::open(&path)))
+        WorkerBuilder::new(Box::new(move || options.open(&path)))
     }
 }
 

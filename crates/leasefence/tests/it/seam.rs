@@ -186,3 +186,36 @@ fn url_with_password(conn: &str) -> String {
         pairs.get("dbname").copied().unwrap_or("postgres"),
     )
 }
+
+/// `Worker::sqlite_with` opens every thread's store with the given options (here: NORMAL
+/// commits), as a worker that needs other options than the defaults must.
+#[test]
+fn worker_sqlite_with_opens_every_store_with_the_options() {
+    use leasefence::{SqliteOptions, Synchronous, Worker};
+    let db = Db::new();
+    let store = leasefence::SqliteStore::open(&db.path).unwrap();
+    for id in ["a", "b", "c"] {
+        store.enqueue_job(NewJob::new(id).unwrap()).unwrap();
+    }
+    let options = SqliteOptions::new().synchronous(Synchronous::Normal);
+    let stats = Worker::sqlite_with(&db.path, options)
+        .concurrency(2)
+        .drain(true)
+        .build(|ctx| {
+            let level = ctx.store().synchronous().map_err(|e| e.to_string())?;
+            Ok::<_, String>(format!("{level:?}"))
+        })
+        .unwrap()
+        .run()
+        .unwrap();
+    assert_eq!(stats.completed, 3);
+    for id in ["a", "b", "c"] {
+        assert_eq!(db.row(id).unwrap().result.as_deref(), Some("Normal"));
+    }
+    // The listing shows the id without reaching into the row.
+    let listed = store.list(now(0.0), None, 10).unwrap();
+    assert_eq!(
+        listed.iter().map(|j| j.id()).collect::<Vec<_>>(),
+        ["a", "b", "c"]
+    );
+}
