@@ -54,8 +54,8 @@ pub(super) fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite
 
 /// A `BEGIN IMMEDIATE` transaction on a shared connection, rolled back on drop unless committed.
 pub(super) struct Immediate<'c> {
-    conn: &'c Connection,
-    open: bool,
+    pub(super) conn: &'c Connection,
+    pub(super) open: bool,
 }
 
 impl<'c> Immediate<'c> {
