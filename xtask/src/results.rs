@@ -23,7 +23,7 @@ pub enum Status {
 /// The observation of one mutant, as saved for the worksheet.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
-    /// [`Mutant::fingerprint`] of the entry that was run.
+    /// [`Mutant::fingerprint`](crate::catalog::Mutant::fingerprint) of the entry that was run.
     pub fingerprint: String,
     /// What happened.
     pub status: Status,
