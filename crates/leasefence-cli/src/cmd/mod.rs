@@ -56,23 +56,6 @@ pub fn claim(
         .map(|lease| (lease.fence, lease.until)))
 }
 
-/// The lease end stored for `owner` under `fence`, read back: a store on the database's clock
-/// chose `now` itself, so `now + ttl` computed here would only be close.
-///
-/// # Errors
-/// Busy, connection or backend failures.
-pub fn stored_until(
-    store: &AnyStore,
-    job: JobId<'_>,
-    owner: Owner<'_>,
-    fence: Fence,
-) -> leasefence::Result<Option<f64>> {
-    Ok(store
-        .state(job)?
-        .filter(|row| row.owner.as_deref() == Some(owner.as_str()) && row.fence == fence)
-        .map(|row| row.until))
-}
-
 /// Runs `op` on the database of `ctx` at the command's clock reading, and returns the reading
 /// with the result. A given `--now` is checked before the database is opened (as the library's
 /// free functions do); otherwise the reading is taken once the store is open, from the store's

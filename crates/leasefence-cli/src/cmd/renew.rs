@@ -3,9 +3,9 @@
 use anyhow::Context as _;
 use serde_json::json;
 
-use leasefence::{JobId, Now, Owner, Store as _, Ttl};
+use leasefence::{JobId, Lease, Now, Owner, Store as _, Ttl};
 
-use crate::cmd::{now_on, stored_until};
+use crate::cmd::now_on;
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -68,12 +68,20 @@ fn renew_at(ctx: &Ctx, args: &Args) -> leasefence::Result<(f64, Option<f64>)> {
     }
     let store = ctx.open(given.is_some())?;
     let now = now_on(&store, args.now)?;
-    if !store.renew(job, owner, args.fence, Now::new(now)?, ttl)? {
+    // renew_lease sets `until` from the clock the store judged by (the database's, on a store
+    // that reads its own), so the lease end is known without reading the row back.
+    let mut lease = Lease {
+        job_id: job.as_str().to_owned(),
+        owner: owner.as_str().to_owned(),
+        fence: args.fence,
+        until: 0.0,
+        payload: None,
+        priority: 0,
+        max_attempts: 0,
+        last_error: None,
+    };
+    if !store.renew_lease(&mut lease, Now::new(now)?, ttl)? {
         return Ok((now, None));
     }
-    let until = match stored_until(&store, job, owner, args.fence)? {
-        Some(until) => until,
-        None => ttl.until(Now::new(now)?)?,
-    };
-    Ok((now, Some(until)))
+    Ok((now, Some(lease.until)))
 }
