@@ -401,7 +401,7 @@ fn drive<S: Store + Send + 'static>(builder: WorkerBuilder<S>, threads: usize) -
                 *hook_last.lock().expect("not poisoned") = unix_now();
             }
         })
-        .build(|_ctx| Ok::<_, String>(String::new()))?
+        .build(|_ctx| Ok(String::new()))?
         .run()?;
     let completed = completed.load(Ordering::SeqCst);
     anyhow::ensure!(

@@ -123,8 +123,8 @@ pub use types::{
     Resource, Stats, Status, Ttl,
 };
 pub use worker::{
-    CancelToken, Clock, JobContext, JobOutcome, ManualClock, ShutdownHandle, SystemClock, Worker,
-    WorkerBuilder, WorkerStats,
+    CancelToken, Clock, HandlerError, JobContext, JobOutcome, ManualClock, ShutdownHandle,
+    SystemClock, Worker, WorkerBuilder, WorkerStats,
 };
 
 /// The SQLite driver, re-exported for [`SqliteStore::complete_with`], whose closure writes

@@ -81,7 +81,7 @@ fn skewed_workers(db: &PgDb, database_clock: bool, jobs: usize) -> (Vec<Run>, u6
                         end: Instant::now(),
                         headroom,
                     });
-                    Ok::<_, String>(format!("{name}@{}", ctx.lease().fence))
+                    Ok(format!("{name}@{}", ctx.lease().fence))
                 })
                 .unwrap()
         })
@@ -353,7 +353,7 @@ fn worker_postgres_follows_the_database_clock_by_default() {
                 .unwrap()
                 .push((ctx.until() - ctx.now(), ctx.now() - database));
             ctx.token().wait_timeout(Duration::from_secs_f64(3.0 * TTL));
-            Ok::<_, String>("done".to_owned())
+            Ok("done".to_owned())
         })
         .unwrap()
         .run()

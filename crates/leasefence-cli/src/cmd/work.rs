@@ -103,7 +103,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let exec = args.exec.clone();
     let shown = progress.clone();
     let worker = builder
-        .build(move |job| run_command(&exec, job, out, &shown))
+        .build(move |job| run_command(&exec, job, out, &shown).map_err(Into::into))
         .map_err(|e| match e.argument() {
             Some(arg) => anyhow::anyhow!(e).context(format!("--{}", arg.replace('_', "-"))),
             None => anyhow::anyhow!(e),
@@ -236,6 +236,16 @@ impl Progress {
                     format!(
                         "refused {id} (fence {fence}): the lease was no longer current; nothing \
                          stored"
+                    ),
+                    REFUSED,
+                )
+            }
+            JobOutcome::Released => {
+                record["event"] = json!("released");
+                (
+                    format!(
+                        "released {id} (fence {fence}): the shutdown deadline passed; claimable \
+                         again at once"
                     ),
                     REFUSED,
                 )

@@ -239,7 +239,7 @@ impl SqliteStore {
     /// let stored = store.complete_with(&lease, Now::new(5.0)?, "sent", |conn| {
     ///     conn.execute_batch("CREATE TABLE IF NOT EXISTS sent (id TEXT PRIMARY KEY, fence INT)")?;
     ///     conn.execute("INSERT INTO sent VALUES (?1, ?2)", (&lease.job_id, lease.fence))?;
-    ///     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    ///     Ok(())
     /// });
     /// assert!(matches!(stored, Ok(Some(()))));
     /// # Ok(()) }

@@ -93,8 +93,12 @@ pub(super) fn run_batch<S: Store>(
             continue;
         }
         // Any other outcome is written now, with the heartbeat stopped first.
-        job.finish();
         let lease = &job.lease;
+        if job.finish() == Phase::Released && settled == UNSETTLED {
+            // Given back at the shutdown deadline while the handler ran: nothing to write.
+            report(shared, lease, &JobOutcome::Released);
+            continue;
+        }
         let outcome = match (settled, returned) {
             (SETTLED_COMPLETED, _) => JobOutcome::Completed,
             (SETTLED_REFUSED, _) => JobOutcome::Refused,
@@ -126,11 +130,15 @@ fn report<S>(shared: &Shared<S>, lease: &Lease, outcome: &JobOutcome) {
 
 /// Writes the waiting results: one `complete` for one, one `complete_batch` for several.
 fn store_results<S: Store>(shared: &Shared<S>, store: &S, results: Vec<(Arc<Job>, String)>) {
+    // A result whose job was released at the shutdown deadline meanwhile is not written.
+    let (results, released): (Vec<_>, Vec<_>) = results
+        .into_iter()
+        .partition(|(job, _)| job.finish() != Phase::Released);
+    for (job, _) in &released {
+        report(shared, &job.lease, &JobOutcome::Released);
+    }
     if results.is_empty() {
         return;
-    }
-    for (job, _) in &results {
-        job.finish();
     }
     let written = busy_retry(shared, || {
         let now = shared.now()?;

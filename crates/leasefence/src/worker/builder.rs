@@ -2,7 +2,6 @@
 //! constructors of [`Worker`] that make one.
 
 use std::fmt;
-use std::fmt::Display;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +9,7 @@ use std::time::Duration;
 use super::batch::DEFAULT_BATCH;
 use super::cancel::CancelToken;
 use super::clock::{Clock, SystemClock, WorkerClock};
-use super::context::JobContext;
+use super::context::{HandlerError, JobContext};
 use super::run::{Opener, Worker};
 use super::shared::{Config, OutcomeHook, Shared, Slot};
 use super::stats::JobOutcome;
@@ -36,7 +35,7 @@ use crate::types::{Backoff, Lease, Owner, Ttl};
 ///     .poll_interval(Duration::from_millis(200))
 ///     .backoff(Backoff { base: 2.0, factor: 2.0, max: 600.0, jitter: 0.1 })
 ///     .shutdown_deadline(Duration::from_secs(5))
-///     .build(|ctx| Ok::<_, String>(format!("{} done", ctx.job_id())))?;
+///     .build(|ctx| Ok(format!("{} done", ctx.job_id())))?;
 /// # drop(worker);
 /// # Ok(()) }
 /// ```
@@ -180,17 +179,35 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
 
     /// Checks the settings and makes the worker with `handler`, which every thread shares.
     ///
-    /// The handler returns the result to store, or an error whose `Display` is stored as the
-    /// failure. A panic is caught and counts as a failure.
+    /// The handler returns the result to store, or a
+    /// [`HandlerError`](crate::HandlerError) — any error, `&str` or `String`, through `?` or
+    /// `.into()` — whose `Display` is stored as the failure. A panic is caught and counts as a
+    /// failure. The error type is fixed, so `Ok(format!(…))` needs no annotation:
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let worker = leasefence::Worker::sqlite(dir.path().join("jobs.db")).build(|ctx| {
+    ///     let n: u32 = String::from_utf8_lossy(ctx.payload().unwrap_or_default()).parse()?;
+    ///     if n == 0 {
+    ///         return Err("zero is not a size".into());
+    ///     }
+    ///     Ok(format!("{} resized to {n}", ctx.job_id()))
+    /// })?;
+    /// # drop(worker);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming `concurrency` (0), `ttl` (not finite and `> 0`),
     /// `heartbeat_fraction` (not strictly between 0 and 1), `owner` (an empty prefix) or
     /// `poll_interval` (zero).
-    pub fn build<H, E>(self, handler: H) -> Result<Worker<S>>
+    pub fn build<H>(self, handler: H) -> Result<Worker<S>>
     where
-        H: Fn(&JobContext<'_, S>) -> std::result::Result<String, E> + Send + Sync + 'static,
-        E: Display,
+        H: Fn(&JobContext<'_, S>) -> std::result::Result<String, HandlerError>
+            + Send
+            + Sync
+            + 'static,
     {
         if self.concurrency == 0 {
             return Err(Error::invalid("concurrency", "must be at least 1"));
@@ -269,7 +286,7 @@ impl Worker<SqliteStore> {
     /// let options = SqliteOptions::new().synchronous(Synchronous::Normal);
     /// let stats = Worker::sqlite_with(dir.path().join("jobs.db"), options)
     ///     .drain(true)
-    ///     .build(|_ctx| Ok::<_, String>("ok".into()))?
+    ///     .build(|_ctx| Ok("ok".into()))?
     ///     .run()?;
     /// assert_eq!(stats.claimed, 0);
     /// # Ok(()) }
@@ -300,7 +317,7 @@ impl Worker<crate::PgStore> {
     /// let stats = Worker::postgres("postgres://postgres@127.0.0.1/test")
     ///     .concurrency(4)
     ///     .drain(true)
-    ///     .build(|ctx| Ok::<_, String>(format!("did {}", ctx.lease().job_id)))?
+    ///     .build(|ctx| Ok(format!("did {}", ctx.lease().job_id)))?
     ///     .run()?;
     /// println!("{stats:?}");
     /// # Ok(()) }
@@ -341,7 +358,7 @@ impl<S: Store + Send + 'static> Worker<S> {
     ///     SqliteOptions::new().busy_timeout(Duration::from_secs(2)).open(&path)
     /// })
     /// .drain(true)
-    /// .build(|_ctx| Ok::<_, String>("ok".into()))?;
+    /// .build(|_ctx| Ok("ok".into()))?;
     /// assert_eq!(worker.run()?.claimed, 0);
     /// # Ok(()) }
     /// ```

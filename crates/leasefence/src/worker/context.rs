@@ -13,6 +13,18 @@ use crate::sqlite::SqliteStore;
 use crate::store::Store;
 use crate::types::{Fence, Lease, Resource};
 
+/// The error a handler returns: any error (`?` converts it), a `&str` or a `String`
+/// (`.into()`); its `Display` is stored as the job's failure.
+///
+/// ```
+/// use leasefence::HandlerError;
+/// let parsed: Result<u32, HandlerError> = "12x".parse::<u32>().map_err(Into::into);
+/// assert_eq!(parsed.unwrap_err().to_string(), "invalid digit found in string");
+/// let plain: HandlerError = "disk full".into();
+/// assert_eq!(plain.to_string(), "disk full");
+/// ```
+pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
+
 /// What a handler gets for one job: the lease, the lost-lease flag and cancellation token, and
 /// ways to fence its own side effects.
 ///
@@ -34,7 +46,7 @@ use crate::types::{Fence, Lease, Resource};
 ///         if ctx.token().wait_timeout(Duration::from_millis(1)) {
 ///             return Err("lease lost".into());
 ///         }
-///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(format!("{}px", width / 2))
+///         Ok(format!("{}px", width / 2))
 ///     })?
 ///     .run()?;
 /// assert_eq!(stats.completed, 1);
@@ -181,9 +193,9 @@ impl JobContext<'_, SqliteStore> {
     ///         ctx.complete_with("sent", |conn| {
     ///             conn.execute_batch("CREATE TABLE IF NOT EXISTS sent (id TEXT, fence INT)")?;
     ///             conn.execute("INSERT INTO sent VALUES (?1, ?2)", (ctx.job_id(), ctx.fence()))?;
-    ///             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    ///             Ok(())
     ///         })?;
-    ///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(String::new()) // not written again
+    ///         Ok(String::new()) // not written again
     ///     })?
     ///     .run()?;
     /// assert_eq!(store.state(leasefence::JobId::new("invoice-9")?)?.unwrap().result.as_deref(), Some("sent"));

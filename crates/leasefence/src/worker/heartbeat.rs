@@ -84,17 +84,26 @@ fn apply<S>(shared: &Shared<S>, job: &Job, now: f64, renewed: bool) {
 }
 
 /// At the shutdown deadline: cancels every job still running and gives its lease back, fenced.
+///
+/// Each job is marked released under its lock, and the lock is dropped before the database
+/// call: the cancelled handler's thread, finding the job released, writes nothing (see
+/// `run_batch`), so the release never races a late outcome and no job's lock waits on the
+/// database. A job already finishing (its outcome being written) is left to that write.
 pub(super) fn release_in_flight<S: Store>(shared: &Shared<S>, store: &S) {
-    for job in shared.in_flight() {
-        let mut beat = lock(&job.beat);
-        if !beat.phase.is_renewable() {
-            continue;
-        }
-        beat.phase = Phase::Released;
-        job.token.cancel();
-        // The lock is held across the release (at the deadline only, never while renewing):
-        // the cancelled handler's outcome waits for it, and is then refused by the fence,
-        // instead of racing it and being stored with the release refused.
+    let releasing: Vec<Arc<Job>> = shared
+        .in_flight()
+        .into_iter()
+        .filter(|job| {
+            let mut beat = lock(&job.beat);
+            if !beat.phase.is_renewable() {
+                return false;
+            }
+            beat.phase = Phase::Released;
+            job.token.cancel();
+            true
+        })
+        .collect();
+    for job in releasing {
         let lease = &job.lease;
         match busy_retry(shared, || store.release_lease(lease)) {
             Ok(true) => {

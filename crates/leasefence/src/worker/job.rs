@@ -39,10 +39,10 @@ pub(super) struct Job {
     pub(super) lost: AtomicBool,
     /// Set when the handler completed through `JobContext::complete_with`.
     pub(super) settled: AtomicU8,
-    /// The phase and the lease's end as last renewed. The heartbeat's renewals never hold it
-    /// across a database call: they snapshot what is due, renew without it, and apply the
-    /// answer only if the phase is still renewable. The release at the shutdown deadline does
-    /// hold it, so that the cancelled handler's outcome waits for the release.
+    /// The phase and the lease's end as last renewed. Nothing holds it across a database
+    /// call: the heartbeat snapshots what is due, renews without it, and applies the answer
+    /// only if the phase is still renewable; the release at the shutdown deadline marks the
+    /// job released under it and writes after, and a released job's outcome is not written.
     pub(super) beat: Mutex<Beat>,
 }
 

@@ -66,7 +66,7 @@ mod shutdown;
 pub use builder::WorkerBuilder;
 pub use cancel::CancelToken;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use context::JobContext;
+pub use context::{HandlerError, JobContext};
 pub use run::Worker;
 pub use shutdown::ShutdownHandle;
 pub use stats::{JobOutcome, WorkerStats};

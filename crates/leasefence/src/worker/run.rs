@@ -43,7 +43,7 @@ pub(super) type Opener<S> = dyn Fn() -> Result<S> + Send + Sync;
 ///     .drain(true) // return once the queue is empty
 ///     .build(|ctx| {
 ///         let name = String::from_utf8_lossy(ctx.payload().unwrap_or_default());
-///         Ok::<_, String>(format!("hello, {name}"))
+///         Ok(format!("hello, {name}"))
 ///     })?
 ///     .run()?;
 ///

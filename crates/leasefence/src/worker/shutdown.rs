@@ -17,7 +17,7 @@ use super::stats::{Counters, WorkerStats};
 /// use leasefence::Worker;
 ///
 /// let worker = Worker::sqlite(dir.path().join("jobs.db"))
-///     .build(|_ctx| Ok::<_, String>("ok".into()))?;
+///     .build(|_ctx| Ok("ok".into()))?;
 /// let handle = worker.shutdown_handle();
 /// let running = std::thread::spawn(move || worker.run());
 /// handle.shutdown(); // stop claiming, wait for in-flight jobs, release the rest

@@ -72,7 +72,8 @@ pub struct WorkerStats {
     /// Leases lost while the handler ran: a renew was refused.
     pub lost: u64,
     /// Completions and failures the store refused because the lease was no longer current
-    /// (lost, cancelled, or released at the shutdown deadline before the handler returned).
+    /// (lost, or the job cancelled). A job released at the shutdown deadline is not counted
+    /// here: its outcome is not written at all.
     pub stale_refused: u64,
     /// In-flight leases given back at shutdown (fence kept), claimable again at once.
     pub released: u64,
@@ -113,9 +114,13 @@ pub enum JobOutcome {
         /// The handler's error (or panic message).
         error: String,
     },
-    /// The store refused the completion or failure: the lease was no longer current (lost,
-    /// released at shutdown, or the job was cancelled). Nothing was stored.
+    /// The store refused the completion or failure: the lease was no longer current (lost to
+    /// another worker, or the job was cancelled). Nothing was stored.
     Refused,
+    /// The lease was given back at the shutdown deadline while the handler ran (fenced, fence
+    /// kept): whatever the handler returned was not written, and the job is claimable again at
+    /// once.
+    Released,
     /// The store could not record the outcome (busy past the retries, I/O error). The lease is
     /// left to expire, after which the job is claimable again.
     StoreError(String),

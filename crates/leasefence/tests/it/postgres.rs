@@ -551,7 +551,7 @@ fn the_worker_runtime_drains_a_postgresql_queue() {
         .ttl(30.0)
         .poll_interval(Duration::from_millis(20))
         .drain(true)
-        .build(|ctx| Ok::<_, String>(format!("{} by {}", ctx.job_id(), ctx.owner())))
+        .build(|ctx| Ok(format!("{} by {}", ctx.job_id(), ctx.owner())))
         .unwrap()
         .run()
         .unwrap();

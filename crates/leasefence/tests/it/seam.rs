@@ -203,7 +203,7 @@ fn worker_sqlite_with_opens_every_store_with_the_options() {
         .drain(true)
         .build(|ctx| {
             let level = ctx.store().synchronous().map_err(|e| e.to_string())?;
-            Ok::<_, String>(format!("{level:?}"))
+            Ok(format!("{level:?}"))
         })
         .unwrap()
         .run()
