@@ -170,6 +170,7 @@ impl Sandbox {
             priority: 0,
             max_attempts: 0,
             last_error: None,
+            attempt: 1,
         };
         let failed = store
             .fail(

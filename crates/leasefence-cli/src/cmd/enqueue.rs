@@ -35,8 +35,8 @@ pub struct Args {
     /// Not handed out before this clock reading, in seconds [default: 0, ready at once].
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
     not_before: Option<f64>,
-    /// Claims the job gets before a failure makes it dead; the fence is the attempt number
-    /// [default: 0, no limit].
+    /// Runs the job gets before a failure makes it dead; a lease given back (a worker's
+    /// graceful shutdown, `release`) does not count [default: 0, no limit].
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     max_attempts: Option<u32>,
 }

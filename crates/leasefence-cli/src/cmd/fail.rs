@@ -71,6 +71,9 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             priority: 0,
             max_attempts: 0,
             last_error: None,
+            // Only the default backoff reads it (without --retry-at): the fence bounds the
+            // attempt number from above, so the delay is never shorter than the run's own.
+            attempt: u32::try_from(*fence).unwrap_or(u32::MAX),
         };
         at_now(ctx, *now, |store, now| {
             store.fail(&lease, now, error, retry_at)

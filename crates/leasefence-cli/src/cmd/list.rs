@@ -81,6 +81,7 @@ fn record(job: &JobInfo, now: f64) -> serde_json::Value {
         "done": s.done,
         "priority": job.priority,
         "not_before": job.not_before,
+        "attempts": job.attempts,
         "max_attempts": job.max_attempts,
         "error": job.error,
         "result": s.result,
@@ -134,8 +135,8 @@ fn row(job: &JobInfo) -> [String; 9] {
     let s = &job.state;
     let dash = || "-".to_owned();
     let attempts = match job.max_attempts {
-        0 => s.fence.to_string(),
-        max => format!("{}/{max}", s.fence),
+        0 => job.attempts.to_string(),
+        max => format!("{}/{max}", job.attempts),
     };
     let detail = match (&s.result, &job.error) {
         (Some(result), _) if s.done => format!("result: {}", queue::excerpt(result, EXCERPT)),

@@ -79,6 +79,7 @@ fn renew_at(ctx: &Ctx, args: &Args) -> leasefence::Result<(f64, Option<f64>)> {
         priority: 0,
         max_attempts: 0,
         last_error: None,
+        attempt: 0, // not read by renew
     };
     if !store.renew_lease(&mut lease, Now::new(now)?, ttl)? {
         return Ok((now, None));

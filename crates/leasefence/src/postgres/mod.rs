@@ -23,9 +23,10 @@ use crate::types::{Fence, JobId, Lease, Now, Owner, Ttl};
 
 /// The schema, one numbered migration per step, recorded in `schema_migrations` of the store's
 /// schema. Every migration is idempotent.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
+    include_str!("migrations/0003_attempts.sql"),
 ];
 
 mod sql;

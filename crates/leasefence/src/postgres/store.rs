@@ -151,8 +151,8 @@ impl Store for PgStore {
             .iter()
             .map(|r| Claimed {
                 lease: claimed_lease(r, owner),
-                not_before: r.get(7),
-                seq: r.get(8),
+                not_before: r.get(8),
+                seq: r.get(9),
             })
             .collect();
         Ok(policy::best_first(claimed))
@@ -282,6 +282,7 @@ impl Store for PgStore {
                     error: r.get(10),
                     finished_at: r.get(11),
                     status: Status::parse(r.get(12))?,
+                    attempts: to_u32(r.get(13)),
                 })
             })
             .collect()
@@ -397,6 +398,7 @@ fn claimed_lease(r: &postgres::Row, owner: Owner<'_>) -> Lease {
         priority: r.get(4),
         max_attempts: to_u32(r.get(5)),
         last_error: r.get(6),
+        attempt: to_u32(r.get(7)),
     }
 }
 

@@ -143,6 +143,7 @@ impl Store for SqliteStore {
         let until = ttl.until(now)?;
         let now = now.seconds();
         let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        self.bury(now)?;
         let claimed = {
             let mut stmt = self
                 .conn
@@ -151,8 +152,8 @@ impl Store for SqliteStore {
             stmt.query_map(params![owner.as_str(), until, now, n.limit()], |r| {
                 Ok(Claimed {
                     lease: claimed_lease(r, owner)?,
-                    not_before: r.get(7)?,
-                    seq: r.get(8)?,
+                    not_before: r.get(8)?,
+                    seq: r.get(9)?,
                 })
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
@@ -270,6 +271,7 @@ impl Store for SqliteStore {
                     error: r.get(10)?,
                     finished_at: r.get(11)?,
                     status: status_column(r, 12)?,
+                    attempts: r.get(13)?,
                 })
             },
         )
@@ -325,27 +327,37 @@ impl Store for SqliteStore {
 }
 
 impl SqliteStore {
-    /// `claim_next.sql`: the best ready job, in one autocommit statement. Both `claim_next` and
-    /// `claim_batch` of one run it; neither calls the other.
+    /// `claim_next.sql`: the best ready job, in the same `BEGIN IMMEDIATE` as `bury.sql`. Both
+    /// `claim_next` and `claim_batch` of one run it; neither calls the other.
     fn claim_one(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
         let until = ttl.until(now)?;
         let now = now.seconds();
-        // One statement, so one implicit transaction: it takes the write lock before it reads
-        // (as BEGIN IMMEDIATE would) and commits when it finishes.
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        self.bury(now)?;
+        let lease = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::CLAIM_NEXT)
+                .map_err(|e| self.err(e))?;
+            stmt.query_row(params![owner.as_str(), until, now], |r| {
+                claimed_lease(r, owner)
+            })
+            .optional()
+            .map_err(|e| self.err(e))?
+        };
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(lease)
+    }
+
+    /// `bury.sql`: finishes as dead the jobs whose last attempt's lease expired by `now`.
+    /// Inside the claims' transaction.
+    fn bury(&self, now: f64) -> Result<()> {
         let mut stmt = self
             .conn
-            .prepare_cached(sql::CLAIM_NEXT)
+            .prepare_cached(sql::BURY)
             .map_err(|e| self.err(e))?;
-        let mut rows = stmt
-            .query(params![owner.as_str(), until, now])
-            .map_err(|e| self.err(e))?;
-        let lease = match rows.next().map_err(|e| self.err(e))? {
-            Some(row) => Some(claimed_lease(row, owner).map_err(|e| self.err(e))?),
-            None => None,
-        };
-        // Step to the end: the commit happens there, and a failed commit must be an error.
-        while rows.next().map_err(|e| self.err(e))?.is_some() {}
-        Ok(lease)
+        stmt.execute(params![now]).map_err(|e| self.err(e))?;
+        Ok(())
     }
 }
 
@@ -360,6 +372,7 @@ fn claimed_lease(r: &rusqlite::Row<'_>, owner: Owner<'_>) -> rusqlite::Result<Le
         priority: r.get(4)?,
         max_attempts: r.get(5)?,
         last_error: r.get(6)?,
+        attempt: r.get(7)?,
     })
 }
 

@@ -1,6 +1,5 @@
 //! When a failed job may run again.
 
-use super::Fence;
 use super::args::Now;
 use super::job::Lease;
 
@@ -42,10 +41,11 @@ impl Default for Backoff {
 }
 
 impl Backoff {
-    /// The delay after the failure of attempt `fence` of job `job_id`, in seconds.
-    pub fn delay(&self, job_id: &str, fence: Fence) -> f64 {
+    /// The delay after the failure of attempt number `attempt` (from 1) of job `job_id`, in
+    /// seconds.
+    pub fn delay(&self, job_id: &str, attempt: i64) -> f64 {
         use std::hash::{Hash, Hasher};
-        let exponent = fence.saturating_sub(1).clamp(0, 1024) as i32;
+        let exponent = attempt.saturating_sub(1).clamp(0, 1024) as i32;
         let raw = self.base * self.factor.powi(exponent);
         let capped = if raw.is_finite() {
             raw.min(self.max)
@@ -53,7 +53,7 @@ impl Backoff {
             self.max
         };
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (job_id, fence).hash(&mut hasher);
+        (job_id, attempt).hash(&mut hasher);
         let unit = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
         let spread = self.jitter * (2.0 * unit - 1.0);
         (capped * (1.0 + spread)).max(0.0)
@@ -61,7 +61,7 @@ impl Backoff {
 
     /// When the job of `lease` may run again after it failed at `now`.
     pub fn retry_at(&self, lease: &Lease, now: Now) -> Now {
-        let at = now.0 + self.delay(&lease.job_id, lease.fence);
+        let at = now.0 + self.delay(&lease.job_id, i64::from(lease.attempt));
         Now(if at.is_finite() { at } else { now.0 })
     }
 }

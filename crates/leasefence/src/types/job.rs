@@ -104,14 +104,15 @@ impl NewJob {
         Ok(self)
     }
 
-    /// How many claims the job gets before a failure makes it dead; `0` (the default) means
-    /// no limit. The fence counts the attempts: the `n`-th claim of a job holds fence `n`.
+    /// How many runs the job gets before a failure makes it dead; `0` (the default) means
+    /// no limit.
     ///
-    /// The store keeps the budget as the last fence the job may reach. For an id that was
-    /// purged and is enqueued again, fences continue above every one handed out before (its
-    /// fence floor `f`), so the stored budget is `f + max_attempts`: the new job still gets
-    /// all `max_attempts` claims, and [`Lease::max_attempts`] / [`JobInfo::max_attempts`]
-    /// show `f + max_attempts`.
+    /// Every claim spends one attempt and raises the fence; a lease given back by `release`
+    /// (a graceful shutdown, or a user) refunds its attempt, while the fence stays raised, so
+    /// an interruption never burns the budget and a fence number is never handed out twice. A
+    /// failure on the last attempt, or the expiry of the last attempt's lease, finishes the
+    /// job as dead. An id purged and enqueued again starts with its whole budget (its fences
+    /// continue above every one it had).
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = max_attempts;
         self
@@ -151,7 +152,7 @@ pub struct Lease {
     pub job_id: String,
     /// The worker that holds the lease.
     pub owner: String,
-    /// The fencing token of this lease; also the attempt number.
+    /// The fencing token of this lease.
     pub fence: Fence,
     /// The lease is live while `until > now`.
     pub until: f64,
@@ -159,12 +160,13 @@ pub struct Lease {
     pub payload: Option<Vec<u8>>,
     /// The job's priority.
     pub priority: i64,
-    /// The last fence the job may be handed out under (`0` = unlimited): its attempts budget,
-    /// offset by the fence floor for an id purged and enqueued again (see
-    /// [`NewJob::max_attempts`]).
+    /// The job's attempts budget (`0` = unlimited; see [`NewJob::max_attempts`]).
     pub max_attempts: u32,
     /// The error recorded by the previous failed attempt, if any.
     pub last_error: Option<String>,
+    /// This run's attempt number, from 1: the attempts spent, this one included. Unlike the
+    /// fence it does not count leases given back by `release`.
+    pub attempt: u32,
 }
 
 impl Lease {
@@ -180,7 +182,7 @@ impl Lease {
 
     /// Whether a failure of this attempt makes the job dead.
     pub fn is_last_attempt(&self) -> bool {
-        self.max_attempts > 0 && self.fence >= i64::from(self.max_attempts)
+        self.max_attempts > 0 && self.attempt >= self.max_attempts
     }
 }
 
@@ -284,10 +286,10 @@ pub struct JobInfo {
     pub priority: i64,
     /// The not-before time.
     pub not_before: f64,
-    /// The last fence the job may be handed out under (`0` = unlimited): its attempts budget,
-    /// offset by the fence floor for an id purged and enqueued again (see
-    /// [`NewJob::max_attempts`]).
+    /// The attempts budget (`0` = unlimited; see [`NewJob::max_attempts`]).
     pub max_attempts: u32,
+    /// The attempts spent: claims, less the leases given back by `release`.
+    pub attempts: u32,
     /// The error of the last failed attempt, if any.
     pub error: Option<String>,
     /// When the job finished (completed, died or was cancelled), if it did.

@@ -86,9 +86,11 @@ impl<'a, S: Store> JobContext<'a, S> {
         self.job.lease.fence
     }
 
-    /// The attempt number, starting at 1; equal to the fence.
-    pub fn attempt(&self) -> i64 {
-        self.job.lease.fence
+    /// The attempt number, starting at 1 ([`Lease::attempt`]): runs of this job, this one
+    /// included. A lease given back at a shutdown is not counted, so it may be lower than the
+    /// fence.
+    pub fn attempt(&self) -> u32 {
+        self.job.lease.attempt
     }
 
     /// The job's payload, if it has one.

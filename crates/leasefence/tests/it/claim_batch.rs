@@ -14,7 +14,8 @@ contract!(
             job("ready"),
         ])
         .unwrap();
-        db.exec("UPDATE jobs SET fence = 2 WHERE id = 'exhausted'");
+        // Both attempts spent, the last lease expired: buried (dead), never handed out.
+        db.exec("UPDATE jobs SET fence = 2, attempts = 2, owner = 'x', until = 9.0 WHERE id = 'exhausted'");
         db.leased("leased", "x", 1, 10.5);
         db.put(&Row {
             done: 1,
@@ -25,12 +26,19 @@ contract!(
         let batch = s.claim_batch(owner("w"), now(10.0), ttl(5.0), bs(10)).unwrap();
         assert_eq!(ids(&batch), ["ready"]);
         let after: Vec<Row> = db.rows().into_iter().filter(|r| r.id != "ready").collect();
-        assert_eq!(after, before);
-        // At the exhausted job's last allowed fence minus one, it is still handed out.
-        db.exec("UPDATE jobs SET fence = 1 WHERE id = 'exhausted'");
+        let expected: Vec<Row> = before
+            .into_iter()
+            .map(|r| if r.id == "exhausted" { Row { done: 1, ..r } } else { r })
+            .collect();
+        assert_eq!(after, expected);
+        assert_eq!(db.queue_row("exhausted").outcome.as_deref(), Some("dead"));
+        // One attempt left (a lease given back refunded its attempt): still handed out, as
+        // attempt 2 under a fence above every earlier one.
+        s.enqueue_many(&[job("one-left").max_attempts(2)]).unwrap();
+        db.exec("UPDATE jobs SET fence = 5, attempts = 1 WHERE id = 'one-left'");
         let batch = s.claim_batch(owner("w"), now(10.0), ttl(5.0), bs(10)).unwrap();
-        assert_eq!(ids(&batch), ["exhausted"]);
-        assert_eq!(batch[0].fence, 2);
+        assert_eq!(ids(&batch), ["one-left"]);
+        assert_eq!((batch[0].fence, batch[0].attempt), (6, 2));
     }
 );
 

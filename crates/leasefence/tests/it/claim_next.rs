@@ -58,6 +58,7 @@ contract!(
                 priority: 2,
                 max_attempts: 4,
                 last_error: None,
+                attempt: 1,
             }
         );
         let row = db.row("j").unwrap();
@@ -75,7 +76,8 @@ contract!(
             job("exhausted").max_attempts(2),
         ])
         .unwrap();
-        db.exec("UPDATE jobs SET fence = 2 WHERE id = 'exhausted'");
+        // Both attempts spent, the last lease (fence 2) expired at 9.0: nobody may claim it.
+        db.exec("UPDATE jobs SET fence = 2, attempts = 2, owner = 'x', until = 9.0 WHERE id = 'exhausted'");
         db.leased("leased", "x", 1, 10.5);
         db.put(&Row {
             done: 1,
@@ -84,7 +86,18 @@ contract!(
         });
         let before = db.rows();
         assert_eq!(s.claim_next(owner("w"), now(10.0), ttl(5.0)).unwrap(), None);
-        assert_eq!(db.rows(), before);
+        // The spent job is finished as dead at its lease end; nothing else changed.
+        let buried = Row { done: 1, ..before.iter().find(|r| r.id == "exhausted").unwrap().clone() };
+        let expected: Vec<Row> = before
+            .iter()
+            .map(|r| if r.id == "exhausted" { buried.clone() } else { r.clone() })
+            .collect();
+        assert_eq!(db.rows(), expected);
+        let q = db.queue_row("exhausted");
+        assert_eq!(
+            (q.outcome.as_deref(), q.finished_at, q.error.as_deref()),
+            (Some("dead"), Some(9.0), Some("the lease of the last attempt expired"))
+        );
     }
 );
 

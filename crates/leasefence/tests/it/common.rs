@@ -239,8 +239,8 @@ impl Probe for Db {
     fn queue_row(&self, id: &str) -> QueueRow {
         self.raw()
             .query_row(
-                "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at \
-                 FROM jobs WHERE id = ?1",
+                "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at, \
+                 attempts FROM jobs WHERE id = ?1",
                 [id],
                 |r| {
                     Ok(QueueRow {
@@ -251,6 +251,7 @@ impl Probe for Db {
                         error: r.get(4)?,
                         outcome: r.get(5)?,
                         finished_at: r.get(6)?,
+                        attempts: r.get(7)?,
                     })
                 },
             )
@@ -300,6 +301,7 @@ pub fn sqlite_stored(conn: &Connection) -> Stored {
                     error: r.get(10)?,
                     outcome: r.get(11)?,
                     finished_at: r.get(12)?,
+                    attempts: r.get(13)?,
                 },
             ))
         })
@@ -323,7 +325,7 @@ pub fn sqlite_stored(conn: &Connection) -> Stored {
 
 /// Every column of `jobs` in enqueue order, for `Probe::stored`.
 const STORED_JOBS_SQLITE: &str = "SELECT id, owner, until, fence, result, done, payload, \
-     priority, not_before, max_attempts, error, outcome, finished_at FROM jobs ORDER BY rowid";
+     priority, not_before, max_attempts, error, outcome, finished_at, attempts FROM jobs ORDER BY rowid";
 
 /// Everything a store keeps, read independently (`Probe::stored`).
 #[derive(Debug, PartialEq)]
@@ -346,6 +348,8 @@ pub struct QueueRow {
     pub error: Option<String>,
     pub outcome: Option<String>,
     pub finished_at: Option<f64>,
+    /// Attempts spent: claims less the leases given back by `release`.
+    pub attempts: i64,
 }
 
 /// The PostgreSQL database the `pg` and `any_pg` configurations run against:
@@ -563,8 +567,8 @@ impl Probe for PgDb {
             .lock()
             .unwrap()
             .query_one(
-                "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at \
-                 FROM jobs WHERE id = $1",
+                "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at, \
+                 attempts FROM jobs WHERE id = $1",
                 &[&id],
             )
             .expect("queue row");
@@ -576,6 +580,7 @@ impl Probe for PgDb {
             error: r.get(4),
             outcome: r.get(5),
             finished_at: r.get(6),
+            attempts: r.get(7),
         }
     }
     fn fence_gate(&self, resource: &str) -> Option<i64> {
@@ -602,7 +607,7 @@ impl Probe for PgDb {
         let jobs = raw
             .query(
                 "SELECT id, owner, until, fence, result, done, payload, priority, not_before, \
-                 max_attempts, error, outcome, finished_at FROM jobs ORDER BY seq",
+                 max_attempts, error, outcome, finished_at, attempts FROM jobs ORDER BY seq",
                 &[],
             )
             .expect("stored jobs")
@@ -625,6 +630,7 @@ impl Probe for PgDb {
                         error: r.get(10),
                         outcome: r.get(11),
                         finished_at: r.get(12),
+                        attempts: r.get(13),
                     },
                 )
             })
@@ -1038,6 +1044,7 @@ pub fn lease_of(id: &str, owner: &str, fence: i64, until: f64) -> Lease {
         priority: 0,
         max_attempts: 0,
         last_error: None,
+        attempt: u32::try_from(fence).unwrap_or(0),
     }
 }
 

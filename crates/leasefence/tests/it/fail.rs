@@ -223,9 +223,56 @@ fn the_jitter_is_reproducible_per_lease_and_within_its_bounds() {
         priority: 0,
         max_attempts: 0,
         last_error: None,
+        attempt: 2,
     };
     assert_eq!(
         b.retry_at(&lease, now(100.0)).seconds(),
         100.0 + b.delay("job7", 2)
     );
 }
+
+contract!(
+    /// A single-attempt job interrupted (released) and then failed is dead *and finished*:
+    /// done, outcome dead, the error kept, counted as dead, and purge removes it.
+    fn an_interrupted_single_attempt_job_runs_again_and_its_failure_finishes_it(api, db, s) {
+        let first = claimed(s, "j", 1, 0.0);
+        assert!(s.release_lease(&first).unwrap());
+        let second = s.claim_next(owner("w"), now(1.0), ttl(10.0)).unwrap().unwrap();
+        assert_eq!((second.fence, second.attempt), (2, 1));
+        assert!(second.is_last_attempt());
+        assert_eq!(s.fail(&second, now(2.0), "broken", None).unwrap(), Some(Failed::Dead));
+        let row = db.row("j").unwrap();
+        assert_eq!((row.done, row.fence), (1, 2));
+        let q = db.queue_row("j");
+        assert_eq!(
+            (q.outcome.as_deref(), q.error.as_deref(), q.finished_at, q.attempts),
+            (Some("dead"), Some("broken"), Some(2.0), 1)
+        );
+        assert_eq!(s.stats(now(3.0)).unwrap(), Stats { dead: 1, ..Stats::default() });
+        assert_eq!(s.purge(now(3.0)).unwrap(), 1);
+        assert_eq!(db.rows(), vec![]);
+    }
+);
+
+contract!(
+    /// A job whose last attempt's lease ran out (its worker crashed) is finished as dead by
+    /// the next claim: done, finished at its lease end, so purge removes it.
+    fn an_expired_last_attempt_is_buried_by_the_next_claim(api, db, s) {
+        let lease = claimed(s, "j", 1, 0.0);
+        assert_eq!(lease.until, 10.0);
+        // Still live at 9: not buried.
+        assert_eq!(s.claim_next(owner("v"), now(9.0), ttl(10.0)).unwrap(), None);
+        assert_eq!(db.row("j").unwrap().done, 0);
+        assert_eq!(s.claim_next(owner("v"), now(10.0), ttl(10.0)).unwrap(), None);
+        let row = db.row("j").unwrap();
+        assert_eq!((row.done, row.fence, row.owner.as_deref()), (1, 1, Some("w")));
+        let q = db.queue_row("j");
+        assert_eq!(
+            (q.outcome.as_deref(), q.finished_at, q.error.as_deref()),
+            (Some("dead"), Some(10.0), Some("the lease of the last attempt expired"))
+        );
+        // The late holder stores nothing.
+        assert!(!s.complete_lease(&lease, now(11.0), "late").unwrap());
+        assert_eq!(s.purge(now(10.5)).unwrap(), 1);
+    }
+);

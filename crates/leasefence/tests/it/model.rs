@@ -287,6 +287,7 @@ impl Store for Seed {
             priority: 0,
             max_attempts: 0,
             last_error: None,
+            attempt: 1,
         }))
     }
     fn renew(
@@ -438,8 +439,8 @@ fn the_checker_catches_a_renew_that_revives_an_expired_lease() {
 
 /// Found while writing the model: a purged id enqueued again continues from its fence floor
 /// (so no fence is reused), and used to start with its attempts budget (partly) spent, since
-/// `claim_next` counts attempts by the fence. The budget is now stored as the last fence the new
-/// job may reach (floor + max_attempts), so it gets every attempt it was enqueued with.
+/// `claim_next` counted attempts by the fence. Attempts now have their own counter, from 0 for
+/// the new job, so it gets every attempt it was enqueued with.
 fn a_purged_id_enqueued_again_gets_its_whole_attempts_budget(store: &dyn Store) {
     let (t, ttl) = (Now::new(0.0).unwrap(), Ttl::new(10.0).unwrap());
     let worker = Owner::new("w").unwrap();

@@ -149,7 +149,7 @@ fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
     let versions = db.query_i64(&format!(
         "SELECT version::bigint FROM {schema}.schema_migrations ORDER BY version"
     ));
-    assert_eq!(versions, [1, 2]);
+    assert_eq!(versions, [1, 2, 3]);
     // a restart changes nothing, above all no fence
     store
         .claim_fence(
@@ -676,6 +676,7 @@ fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() 
         priority: 0,
         max_attempts: 0,
         last_error: None,
+        attempt: 1,
     };
     assert_invalid(store.fail(&lease, now(1.0), "e\0", None), "error");
     assert_invalid(

@@ -89,3 +89,27 @@ contract!(
         assert_eq!(db.rows(), vec![row]);
     }
 );
+
+contract!(
+    /// A lease given back is not a spent attempt: a single-attempt job released once (a
+    /// graceful shutdown) is claimed again as attempt 1, under a higher fence.
+    fn refunds_the_attempt_keeping_the_fence_raised(api, db, s) {
+        s.enqueue_many(&[job("j").max_attempts(1)]).unwrap();
+        let first = s.claim_next(owner("w"), now(0.0), ttl(10.0)).unwrap().unwrap();
+        assert_eq!((first.fence, first.attempt), (1, 1));
+        assert_eq!(db.queue_row("j").attempts, 1);
+        assert!(s.release_lease(&first).unwrap());
+        let row = db.row("j").unwrap();
+        assert_eq!((row.owner, row.until, row.fence, row.done), (None, 0.0, 1, 0));
+        assert_eq!(db.queue_row("j").attempts, 0, "the attempt is refunded");
+        assert_eq!(s.stats(now(1.0)).unwrap().ready, 1, "ready, not dead");
+        let second = s.claim_next(owner("v"), now(1.0), ttl(10.0)).unwrap().unwrap();
+        assert_eq!((second.fence, second.attempt), (2, 1), "the fence is never reused");
+        // A refused release refunds nothing.
+        assert!(!s.release_lease(&first).unwrap());
+        assert_eq!(db.queue_row("j").attempts, 1);
+        // The seed's release (by id, owner and fence) refunds too.
+        assert!(api.release("j", "v", 2).unwrap());
+        assert_eq!(db.queue_row("j").attempts, 0);
+    }
+);

@@ -99,6 +99,7 @@ renew_batch_case!(
             priority: 0,
             max_attempts: 0,
             last_error: None,
+            attempt: 3,
         };
         let (la, lb) = (lease("a", 100.0), lease("b", 100.5));
         let renewed = s.renew_batch(&[&la, &lb], now(100.0), ttl(30.0)).unwrap();

@@ -34,6 +34,7 @@ pub fn zoo(api: &dyn Api, s: &dyn Store) {
             priority: 0,
             max_attempts: 0,
             last_error: None,
+            attempt: 1,
         };
         s.fail(&lease, now(1.0), "e", Some(now(30.0)))
             .unwrap()
@@ -92,6 +93,7 @@ contract!(
             priority: 0,
             max_attempts: 0,
             last_error: None,
+            attempt: 1,
         };
         assert_eq!(
             s.fail(&first, now(1.0), "e", Some(now(2.0))).unwrap(),

@@ -2,10 +2,9 @@
 -- enqueue_many of one), after lock_ids.sql has locked the ids' buckets; once per job.
 -- $1 id, $2 payload, $3 priority, $4 not_before, $5 max_attempts.
 -- Inserts only an unknown id; a known id keeps its row untouched (never an upsert). A purged
--- id starts from its fence floor, so no fence number is ever handed out twice; its attempts
--- budget is stored as the last fence it may reach (floor + max_attempts), so a new life gets
--- all of it.
+-- id starts from its fence floor, so no fence number is ever handed out twice, and with no
+-- attempts spent: a new life gets its whole budget.
 INSERT INTO jobs (id, fence, payload, priority, not_before, max_attempts)
-SELECT $1, f.floor, $2, $3, $4, CASE WHEN $5::bigint > 0 THEN f.floor + $5::bigint ELSE 0 END
+SELECT $1, f.floor, $2, $3, $4, $5::bigint
   FROM (SELECT coalesce((SELECT fence FROM fence_floor WHERE id = $1), 0) AS floor) AS f
 ON CONFLICT (id) DO NOTHING

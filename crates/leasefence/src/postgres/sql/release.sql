@@ -1,5 +1,5 @@
 -- release: give a lease back early. One statement, its own implicit transaction.
 -- $1 id, $2 owner, $3 fence. The fence is kept, so token numbers are never reused.
 UPDATE jobs
-   SET owner = NULL, until = 0
+   SET owner = NULL, until = 0, attempts = greatest(attempts - 1, 0)
  WHERE id = $1 AND owner = $2 AND fence = $3 AND done = 0

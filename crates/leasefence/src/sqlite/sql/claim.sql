@@ -4,6 +4,6 @@
 -- Claimable: known, not done, lease expired (until <= now: now == until is expired). Returns
 -- the lease: the new fence, the lease end and the job's payload and queue settings.
 UPDATE jobs
-   SET owner = ?2, until = ?3, fence = fence + 1
+   SET owner = ?2, until = ?3, fence = fence + 1, attempts = attempts + 1
  WHERE id = ?1 AND done = 0 AND until <= ?4
-RETURNING id, fence, until, payload, priority, max_attempts, error
+RETURNING id, fence, until, payload, priority, max_attempts, error, attempts

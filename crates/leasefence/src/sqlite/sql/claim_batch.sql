@@ -1,15 +1,16 @@
--- claim_batch: take the leases on the best n ready jobs. Runs inside BEGIN IMMEDIATE.
+-- claim_batch: take the leases on the best n ready jobs. Runs inside BEGIN IMMEDIATE, after
+-- bury.sql.
 -- ?1 owner, ?2 new until (now + ttl), ?3 now, ?4 how many.
 -- The best ready jobs — highest priority, then earliest not_before, then oldest — walking the
--- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now),
--- attempts left. RETURNING has no order: not_before and rowid come back so that the caller
--- hands the leases out best first (policy::best_first).
+-- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now).
+-- A job with no attempts left is never among them: bury.sql, just before in the same
+-- transaction, finished every expired one. RETURNING has no order: not_before and rowid come
+-- back so that the caller hands the leases out best first (policy::best_first).
 UPDATE jobs
-   SET owner = ?1, until = ?2, fence = fence + 1
+   SET owner = ?1, until = ?2, fence = fence + 1, attempts = attempts + 1
  WHERE rowid IN (
         SELECT rowid FROM jobs
          WHERE done = 0 AND until <= ?3 AND not_before <= ?3
-           AND (max_attempts = 0 OR fence < max_attempts)
          ORDER BY priority DESC, not_before, rowid
          LIMIT ?4)
-RETURNING id, fence, until, payload, priority, max_attempts, error, not_before, rowid
+RETURNING id, fence, until, payload, priority, max_attempts, error, attempts, not_before, rowid

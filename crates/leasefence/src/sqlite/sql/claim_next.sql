@@ -1,16 +1,17 @@
--- claim_next: take the lease on the best ready job. Autocommit: one statement, so one
--- implicit transaction that takes the write lock before it reads (as BEGIN IMMEDIATE would).
+-- claim_next: take the lease on the best ready job. Inside BEGIN IMMEDIATE, after bury.sql
+-- (the lock is taken before anything is read).
 -- ?1 owner, ?2 new until (now + ttl), ?3 now.
 -- The best ready job — highest priority, then earliest not_before, then oldest — walking the
--- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now),
--- attempts left. A scalar subquery (`rowid = (…)`): unlike `rowid IN (…)` it needs no
--- ephemeral table for its one result. claim_batch.sql is the same choice for many jobs.
+-- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now).
+-- A job with no attempts left is never among them: bury.sql, just before in the same
+-- transaction, finished every expired one. A scalar subquery (`rowid = (…)`): unlike
+-- `rowid IN (…)` it needs no ephemeral table for its one result. claim_batch.sql is the same
+-- choice for many jobs.
 UPDATE jobs
-   SET owner = ?1, until = ?2, fence = fence + 1
+   SET owner = ?1, until = ?2, fence = fence + 1, attempts = attempts + 1
  WHERE rowid = (
         SELECT rowid FROM jobs
          WHERE done = 0 AND until <= ?3 AND not_before <= ?3
-           AND (max_attempts = 0 OR fence < max_attempts)
          ORDER BY priority DESC, not_before, rowid
          LIMIT 1)
-RETURNING id, fence, until, payload, priority, max_attempts, error
+RETURNING id, fence, until, payload, priority, max_attempts, error, attempts

@@ -2,10 +2,10 @@
 -- BEGIN IMMEDIATE, once per job, for a batch.
 -- ?1 id, ?2 payload, ?3 priority, ?4 not_before, ?5 max_attempts.
 -- Inserts only an unknown id; a known id keeps its row untouched (never REPLACE). A purged id
--- starts from its fence floor, so no fence number is ever handed out twice; its attempts budget
--- is stored as the last fence it may reach (floor + max_attempts), so a new life gets all of it.
+-- starts from its fence floor, so no fence number is ever handed out twice, and with no
+-- attempts spent: a new life gets its whole budget.
 INSERT INTO jobs (id, fence, payload, priority, not_before, max_attempts)
-SELECT ?1, f.floor, ?2, ?3, ?4, CASE WHEN ?5 > 0 THEN f.floor + ?5 ELSE 0 END
+SELECT ?1, f.floor, ?2, ?3, ?4, ?5
   FROM (SELECT coalesce((SELECT fence FROM fence_floor WHERE id = ?1), 0) AS floor) AS f
  WHERE true
 ON CONFLICT (id) DO NOTHING

@@ -5,8 +5,8 @@
 UPDATE jobs
    SET owner = NULL, until = 0, error = ?5,
        not_before = ?6,
-       done = (max_attempts > 0 AND fence >= max_attempts),
-       outcome = CASE WHEN max_attempts > 0 AND fence >= max_attempts THEN 'dead' END,
-       finished_at = CASE WHEN max_attempts > 0 AND fence >= max_attempts THEN ?4 END
+       done = (max_attempts > 0 AND attempts >= max_attempts),
+       outcome = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN 'dead' END,
+       finished_at = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN ?4 END
  WHERE id = ?1 AND owner = ?2 AND fence = ?3 AND done = 0 AND until > ?4
 RETURNING done

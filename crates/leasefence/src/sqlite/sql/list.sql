@@ -3,14 +3,14 @@
 -- The status CASE is the same as in stats.sql (a test checks that list and stats agree on
 -- every status); its names are parsed into the Status enum of types/job.rs.
 SELECT id, owner, until, fence, result, done, payload, priority, not_before, max_attempts,
-       error, finished_at, status
+       error, finished_at, status, attempts
   FROM (SELECT rowid AS seq, *,
        CASE
            WHEN done <> 0 AND outcome = 'dead' THEN 'dead'
            WHEN done <> 0 AND outcome = 'cancelled' THEN 'cancelled'
            WHEN done <> 0 THEN 'done'
            WHEN until > ?1 THEN 'leased'
-           WHEN max_attempts > 0 AND fence >= max_attempts THEN 'dead'
+           WHEN max_attempts > 0 AND attempts >= max_attempts THEN 'dead'
            WHEN owner IS NOT NULL THEN 'expired'
            WHEN error IS NOT NULL THEN 'retrying'
            WHEN not_before > ?1 THEN 'scheduled'

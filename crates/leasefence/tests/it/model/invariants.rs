@@ -43,12 +43,45 @@ pub fn check(before: &Model, after: &Model, op: &Op, outcome: &Outcome) -> Resul
             | Outcome::Failed(None)
             | Outcome::Renewed(false, _)
             | Outcome::Count(0)
-    ) || matches!(outcome, Outcome::Leases(l) if l.is_empty())
-        || matches!(outcome, Outcome::Bools(b) if !b.contains(&true));
+    ) || matches!(outcome, Outcome::Bools(b) if !b.contains(&true));
     if refused && after.stored() != before.stored() {
         return Err(format!(
             "a refused call ({outcome:?}) changed the stored state"
         ));
+    }
+    // A claim that found nothing ready changes nothing either, except that it buries the
+    // jobs whose last attempt's lease had expired (finished as dead at their lease end).
+    if matches!(outcome, Outcome::Leases(l) if l.is_empty()) {
+        let buried = |b: &super::reference::Job, a: &super::reference::Job| {
+            !b.done
+                && b.max_attempts > 0
+                && b.attempts >= b.max_attempts
+                && a.done
+                && a.outcome == Some("dead")
+                && a.finished_at == Some(b.until)
+                && a.error.is_some()
+                && (a.owner.as_ref(), a.until, a.fence, a.attempts, &a.result)
+                    == (b.owner.as_ref(), b.until, b.fence, b.attempts, &b.result)
+        };
+        let same_ids = before.jobs.len() == after.jobs.len()
+            && before
+                .jobs
+                .iter()
+                .zip(&after.jobs)
+                .all(|(b, a)| b.id == a.id);
+        let only_buried = same_ids
+            && before
+                .jobs
+                .iter()
+                .zip(&after.jobs)
+                .all(|(b, a)| b == a || buried(b, a))
+            && before.fence_floor == after.fence_floor
+            && before.fence_gate == after.fence_gate;
+        if !only_buried {
+            return Err(format!(
+                "a claim that found nothing ({outcome:?}) changed more than the buried jobs"
+            ));
+        }
     }
 
     // A job's fence only grows, across purge and re-enqueue too (the floor carries it).

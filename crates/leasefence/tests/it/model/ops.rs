@@ -280,6 +280,7 @@ fn lease(model: &Model, target: Target) -> BoxedStrategy<Lease> {
                 priority: 0,
                 max_attempts: 0,
                 last_error: None,
+                attempt: u32::try_from(fence).unwrap_or(0),
             })
         });
     let Some(recent) = model.leases.last().cloned() else {

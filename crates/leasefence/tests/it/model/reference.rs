@@ -27,6 +27,8 @@ pub struct Job {
     pub priority: i64,
     pub not_before: f64,
     pub max_attempts: u32,
+    /// Attempts spent: claims less the leases given back by `release`.
+    pub attempts: u32,
     pub error: Option<String>,
     /// `completed`, `dead` or `cancelled` once finished.
     pub outcome: Option<&'static str>,
@@ -46,14 +48,9 @@ impl Job {
             payload: spec.payload.clone(),
             priority: spec.priority,
             not_before: spec.not_before,
-            // the budget is kept as the last fence the job may reach: a purged id enqueued
-            // again (floor > 0) still gets all of it
-            max_attempts: if spec.max_attempts > 0 {
-                spec.max_attempts
-                    .saturating_add(u32::try_from(floor).unwrap_or(u32::MAX))
-            } else {
-                0
-            },
+            // a purged id enqueued again (floor > 0) starts with its whole budget
+            max_attempts: spec.max_attempts,
+            attempts: 0,
             error: None,
             outcome: None,
             finished_at: None,
@@ -71,7 +68,7 @@ impl Job {
     }
 
     fn attempts_left(&self) -> bool {
-        self.max_attempts == 0 || self.fence < i64::from(self.max_attempts)
+        self.max_attempts == 0 || self.attempts < self.max_attempts
     }
 
     /// Claimable by `claim_next`: not done, lease expired, due, attempts left.
@@ -124,6 +121,7 @@ impl Job {
             priority: self.priority,
             not_before: self.not_before,
             max_attempts: self.max_attempts,
+            attempts: self.attempts,
             error: self.error.clone(),
             finished_at: self.finished_at,
         }
@@ -140,6 +138,7 @@ impl Job {
             priority: self.priority,
             max_attempts: self.max_attempts,
             last_error: self.error.clone(),
+            attempt: self.attempts,
         }
     }
 }
@@ -469,6 +468,7 @@ impl Model {
         job.owner = Some(who.to_owned());
         job.until = until;
         job.fence += 1;
+        job.attempts = job.attempts.saturating_add(1);
         let lease = job.lease();
         let fence = lease.fence;
         self.handed_out(lease);
@@ -500,20 +500,33 @@ impl Model {
         }
     }
 
-    /// Owner and fence match and not done (no clock): owner cleared, `until = 0`, fence kept.
+    /// Owner and fence match and not done (no clock): owner cleared, `until = 0`, fence kept,
+    /// the attempt refunded.
     fn release(&mut self, id: &str, who: &str, fence: i64) -> bool {
         match self.job_mut(id) {
             Some(job) if job.owner.as_deref() == Some(who) && job.fence == fence && !job.done => {
                 job.owner = None;
                 job.until = 0.0;
+                job.attempts = job.attempts.saturating_sub(1);
                 true
             }
             _ => false,
         }
     }
 
-    /// The best `n` ready jobs — highest priority, earliest not-before, oldest — each claimed.
+    /// First buries every job whose last attempt's lease expired by `now` (dead, finished at
+    /// its lease end); then the best `n` ready jobs — highest priority, earliest not-before,
+    /// oldest — each claimed.
     fn claim_batch(&mut self, who: &str, now: f64, until: f64, n: usize) -> Vec<Lease> {
+        for job in &mut self.jobs {
+            if !job.done && !job.attempts_left() && job.until <= now {
+                job.done = true;
+                job.outcome = Some("dead");
+                job.finished_at = Some(job.until);
+                job.error
+                    .get_or_insert_with(|| "the lease of the last attempt expired".to_owned());
+            }
+        }
         let mut order: Vec<usize> = (0..self.jobs.len())
             .filter(|&i| self.jobs[i].ready(now))
             .collect();
@@ -531,6 +544,7 @@ impl Model {
             job.owner = Some(who.to_owned());
             job.until = until;
             job.fence += 1;
+            job.attempts = job.attempts.saturating_add(1);
             let lease = job.lease();
             leases.push(lease.clone());
             self.handed_out(lease);
@@ -553,7 +567,7 @@ impl Model {
             return None;
         }
         let at = retry_at.unwrap_or_else(|| {
-            let at = now + Backoff::default().delay(&lease.job_id, lease.fence);
+            let at = now + Backoff::default().delay(&lease.job_id, i64::from(lease.attempt));
             if at.is_finite() { at } else { now }
         });
         let dead = !job.attempts_left();
@@ -632,6 +646,7 @@ impl Model {
                             error: j.error.clone(),
                             outcome: j.outcome.map(str::to_owned),
                             finished_at: j.finished_at,
+                            attempts: i64::from(j.attempts),
                         },
                     )
                 })
