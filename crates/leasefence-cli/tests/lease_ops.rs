@@ -136,7 +136,7 @@ fn claim_batch_takes_the_best_ready_jobs_and_prints_each_lease() {
         v,
         json!({
             "op": "claim-batch", "ok": true, "job_id": "a", "owner": "w", "now": 100.0,
-            "fence": 1, "until": 130.0, "priority": 5, "max_attempts": 0, "last_error": null,
+            "fence": 1, "until": 130.0, "priority": 5, "attempt": 1, "max_attempts": 0, "last_error": null,
             "payload": "hello", "payload_bytes": 5,
         })
     );
@@ -157,7 +157,7 @@ fn claim_batch_takes_the_best_ready_jobs_and_prints_each_lease() {
     run.ok();
     assert_eq!(
         run.stdout,
-        "claimed b as w: fence 1, lease until 130, no payload\n"
+        "claimed b as w: fence 1, lease until 130, attempt 1, no payload\n"
     );
     assert_eq!(s.row("b"), Some(leased("w", 130.0, 1, 0.0)));
     assert_eq!(s.row("c").unwrap().fence, 0, "c is not due before 1000");

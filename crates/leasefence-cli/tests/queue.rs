@@ -953,3 +953,56 @@ fn a_busy_database_is_an_error_that_says_retry() {
     holder.execute_batch("ROLLBACK").unwrap();
     assert_eq!(s.row("j"), Some(QRow::fresh()));
 }
+
+/// `claim --next` takes the best ready job (priority first) for a shell poller and prints its
+/// lease; with nothing ready it is refused (exit 1) and changes nothing. An id and `--next`
+/// together, or neither, are bad usage (exit 2).
+#[test]
+fn claim_next_takes_the_best_ready_job_and_prints_its_lease() {
+    let s = Sandbox::with_jobs(&["low"]);
+    s.lf(&["enqueue", "high", "--priority", "5", "--payload", "hello"])
+        .ok();
+    let v = s
+        .lf(&[
+            "--json", "claim", "--next", "--owner", "poller", "--ttl", "30", "--now", "10",
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        (
+            &v["op"],
+            &v["job_id"],
+            &v["fence"],
+            &v["until"],
+            &v["attempt"],
+            &v["ok"]
+        ),
+        (
+            &"claim".into(),
+            &"high".into(),
+            &1.into(),
+            &40.0.into(),
+            &1.into(),
+            &true.into()
+        )
+    );
+    let row = s.row("high").unwrap();
+    assert_eq!(
+        (row.owner.as_deref(), row.until, row.fence),
+        (Some("poller"), 40.0, 1)
+    );
+    s.lf(&[
+        "claim", "--next", "--owner", "poller", "--ttl", "30", "--now", "10",
+    ])
+    .ok()
+    .says("claimed low as poller: fence 1, lease until 40");
+    let before = (s.row("high"), s.row("low"));
+    s.lf(&[
+        "claim", "--next", "--owner", "poller", "--ttl", "30", "--now", "11",
+    ])
+    .refused();
+    assert_eq!((s.row("high"), s.row("low")), before);
+    s.lf(&["claim", "low", "--next", "--owner", "p", "--ttl", "30"])
+        .status(2);
+    s.lf(&["claim", "--owner", "p", "--ttl", "30"]).status(2);
+}

@@ -1,20 +1,30 @@
-//! `leasefence claim ID --owner O --ttl T [--now N]`: take the lease and print the new fence.
+//! `leasefence claim ID --owner O --ttl T [--now N]`: take the lease and print the new fence;
+//! `leasefence claim --next --owner O --ttl T`: take the lease on the best ready job and print
+//! it (id, fence, until, attempt, payload), for shell and cron pollers.
 
 use anyhow::Context as _;
 use serde_json::json;
 
-use leasefence::{Fence, JobId, Now, Owner, Ttl};
+use leasefence::{BatchSize, Fence, JobId, Now, Owner, Store as _, Ttl};
 
-use crate::cmd::{self, now_on};
+use crate::cmd::{self, at_now, claim_batch, now_on};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
 /// Arguments of `claim`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The job id.
-    #[arg(value_name = "ID")]
-    id: String,
+    /// The job id (or `--next`).
+    #[arg(
+        value_name = "ID",
+        required_unless_present = "next",
+        conflicts_with = "next"
+    )]
+    id: Option<String>,
+    /// Claim the best ready job instead of one by id: highest priority, then earliest
+    /// not-before, then oldest, with attempts left. Prints its lease; exit 1 when none is ready.
+    #[arg(long)]
+    next: bool,
     /// The worker taking the lease.
     #[arg(long)]
     owner: String,
@@ -30,8 +40,11 @@ pub struct Args {
 /// Claims a claimable job and prints the new fence (exit 0); an unknown, done or still-leased
 /// job is refused (exit 1).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
-    let (now, claimed) = claim_at(ctx, &args).with_context(|| format!("claim {}", args.id))?;
-    let Args { id, owner, .. } = &args;
+    let Some(id) = args.id.clone() else {
+        return next(ctx, &args);
+    };
+    let (now, claimed) = claim_at(ctx, &id, &args).with_context(|| format!("claim {id}"))?;
+    let Args { owner, .. } = &args;
     let mut record = json!({ "op": "claim", "job_id": id, "owner": owner, "now": now });
     Ok(match claimed {
         Some((fence, until)) => {
@@ -52,8 +65,8 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
 
 /// The claim, arguments checked before connecting as the free function does. Returns the
 /// clock reading and, when granted, the fence and the stored lease end.
-fn claim_at(ctx: &Ctx, args: &Args) -> leasefence::Result<(f64, Option<(Fence, f64)>)> {
-    let (job, owner) = (JobId::new(&args.id)?, Owner::new(&args.owner)?);
+fn claim_at(ctx: &Ctx, id: &str, args: &Args) -> leasefence::Result<(f64, Option<(Fence, f64)>)> {
+    let (job, owner) = (JobId::new(id)?, Owner::new(&args.owner)?);
     let given = args.now.map(Now::new).transpose()?;
     let ttl = Ttl::new(args.ttl)?;
     if let Some(given) = given {
@@ -66,4 +79,34 @@ fn claim_at(ctx: &Ctx, args: &Args) -> leasefence::Result<(f64, Option<(Fence, f
     };
     // On the database's clock the store chose its own `now`: show the lease end it stored.
     Ok((now, Some((fence, until))))
+}
+
+/// `claim --next`: the best ready job's lease, printed as `claim-batch` prints one (exit 0), or
+/// refused when no job is ready (exit 1).
+fn next(ctx: &Ctx, args: &Args) -> anyhow::Result<Outcome> {
+    let Args {
+        owner, ttl, now, ..
+    } = args;
+    let (now, lease) = (|| {
+        let who = Owner::new(owner)?;
+        let ttl = Ttl::new(*ttl)?;
+        if let Some(given) = now.map(Now::new).transpose()? {
+            ttl.until(given)?;
+        }
+        at_now(ctx, *now, |store, now| {
+            store.claim_batch(who, now, ttl, BatchSize::ONE)
+        })
+    })()
+    .context("claim --next")?;
+    Ok(match lease.first() {
+        Some(lease) => {
+            let mut record = claim_batch::record(lease, now);
+            record["op"] = json!("claim");
+            ctx.out.done(claim_batch::human(lease), record)
+        }
+        None => ctx.out.refused(
+            "no job is ready (every job is done, leased, scheduled for later, or out of attempts)",
+            json!({ "op": "claim", "owner": owner, "now": now, "job_id": null, "ok": false }),
+        ),
+    })
 }

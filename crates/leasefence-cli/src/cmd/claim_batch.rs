@@ -54,7 +54,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
 }
 
 /// The readable line of one lease.
-fn human(lease: &Lease) -> String {
+pub(crate) fn human(lease: &Lease) -> String {
     let Lease {
         job_id,
         owner,
@@ -66,11 +66,15 @@ fn human(lease: &Lease) -> String {
         Some(bytes) => format!("payload {} bytes", bytes.len()),
         None => "no payload".to_owned(),
     };
-    format!("claimed {job_id} as {owner}: fence {fence}, lease until {until}, {payload}")
+    let attempt = lease.attempt;
+    format!(
+        "claimed {job_id} as {owner}: fence {fence}, lease until {until}, attempt {attempt}, \
+         {payload}"
+    )
 }
 
 /// The JSON record of one lease.
-fn record(lease: &Lease, now: f64) -> serde_json::Value {
+pub(crate) fn record(lease: &Lease, now: f64) -> serde_json::Value {
     let mut record = json!({
         "op": "claim-batch",
         "job_id": lease.job_id,
@@ -79,6 +83,7 @@ fn record(lease: &Lease, now: f64) -> serde_json::Value {
         "fence": lease.fence,
         "until": lease.until,
         "priority": lease.priority,
+        "attempt": lease.attempt,
         "max_attempts": lease.max_attempts,
         "last_error": lease.last_error,
         "ok": true,
