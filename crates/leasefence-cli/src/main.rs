@@ -32,7 +32,9 @@
 //!
 //! # Exit status
 //!
-//! - `0`: the operation took effect (for `demo`: every invariant held).
+//! - `0`: the operation took effect (for `demo`: every invariant held; for `work`: it stopped
+//!   cleanly, by SIGTERM, SIGINT or SIGHUP or by `--drain`, with its commands' jobs finished or
+//!   released).
 //! - `1`: the contract refused it — a known id on `enqueue`, a job that is not claimable, a stale
 //!   fence or expired lease, an unknown id on `state`, no ready job on `claim-batch`, a lower
 //!   fence on `admit` (for `demo`: an invariant broke). The reason is on stderr.
@@ -129,7 +131,7 @@ enum Command {
     /// Cancel an unfinished job: never handed out again, its holder can store nothing more.
     Cancel(cmd::cancel::Args),
     /// Run a shell command per job (payload on stdin, stdout stored), with heartbeats, retries
-    /// and fencing, until the queue is drained (`--drain`) or Ctrl-C.
+    /// and fencing, until the queue is drained (`--drain`) or SIGTERM / Ctrl-C.
     Work(cmd::work::Args),
     /// Replay the stalled-worker story, then a multi-threaded stress run with a verdict.
     Demo(cmd::demo::Args),

@@ -1,9 +1,11 @@
 //! `leasefence work --exec CMD`, used as a newcomer would: jobs enqueued with the CLI, the
-//! worker run as a real process (stalled with SIGSTOP, interrupted with SIGINT), and the stored
-//! rows read back through an independent rusqlite connection.
+//! worker run as a real process (stalled with SIGSTOP, stopped with SIGINT and SIGTERM), and the
+//! stored rows read back through an independent rusqlite connection.
 
+use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
@@ -421,6 +423,145 @@ fn ctrl_c_kills_a_command_past_the_deadline_and_releases_its_job_keeping_the_fen
     assert_eq!(s.row("later").fence, 0, "nothing claimed after Ctrl-C");
     let claimed = s.ok(&["claim", "long", "--owner", "next", "--ttl", "5"]);
     assert!(claimed.contains("fence 2"), "{claimed}");
+}
+
+/// Starts `work --json` with a command that writes its pid to `pid` and sleeps for a long
+/// time, and waits until that command runs; returns the worker and the command's pid.
+fn start_sleeper(s: &Sandbox, deadline: &str) -> (Child, u32) {
+    s.ok(&["enqueue", "long"]);
+    let worker = s.spawn(&[
+        "--json",
+        "work",
+        "--exec",
+        "echo $$ > pid; exec sleep 300",
+        "--poll",
+        "0.05",
+        "--shutdown-deadline",
+        deadline,
+    ]);
+    (worker, s.wait_for_pid("pid"))
+}
+
+/// A running worker's stderr, read as it comes on a thread of its own.
+struct Stderr(Arc<Mutex<Vec<u8>>>);
+
+impl Stderr {
+    fn of(worker: &mut Child) -> Stderr {
+        let mut pipe = worker.stderr.take().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 256];
+            while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Stderr(seen)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// The stopped line's counters: (claimed, completed, released).
+fn stopped(out: &Output) -> (Value, Value, Value) {
+    let events = json_lines(&stdout(out));
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "stopped", "{events:?}");
+    (
+        last["claimed"].clone(),
+        last["completed"].clone(),
+        last["released"].clone(),
+    )
+}
+
+#[test]
+fn sigterm_kills_a_command_past_the_deadline_releases_its_job_and_exits_0() {
+    let s = Sandbox::new();
+    let (worker, command) = start_sleeper(&s, "0.3");
+    signal(worker.id(), "TERM");
+    let out = finish(worker);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(!alive(command), "the command outlived work");
+    assert_eq!(stopped(&out), (1.into(), 0.into(), 1.into()));
+    let row = s.row("long");
+    assert_eq!(
+        (row.owner, row.until, row.fence, row.done),
+        (None, 0.0, 1, 0),
+        "released: no owner, until 0, fence kept"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("leasefence: shutting down"), "{err}");
+}
+
+#[test]
+fn a_second_sigterm_kills_the_command_and_releases_its_job_at_once() {
+    let s = Sandbox::new();
+    let (worker, command) = start_sleeper(&s, "60");
+    let start = Instant::now();
+    signal(worker.id(), "TERM");
+    // The first signal was taken (the message is printed after the shutdown began) before
+    // the second is sent: two signals close together may reach the process as one.
+    let mut worker = worker;
+    let stderr = Stderr::of(&mut worker);
+    wait_until("the shutdown message", || {
+        stderr.text().contains("shutting down")
+    });
+    assert!(
+        alive(command),
+        "the command runs on within its 60 s deadline"
+    );
+    signal(worker.id(), "TERM");
+    let out = finish(worker);
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(took < PATIENCE, "took {took:?} with a 60 s deadline");
+    assert!(!alive(command), "the command outlived work");
+    assert_eq!(stopped(&out), (1.into(), 0.into(), 1.into()));
+    let row = s.row("long");
+    assert_eq!(
+        (row.owner, row.until, row.fence, row.done),
+        (None, 0.0, 1, 0)
+    );
+    let err = stderr.text();
+    assert!(err.contains("leasefence: second signal"), "{err}");
+}
+
+#[test]
+fn a_command_that_finishes_within_the_deadline_after_sigterm_is_completed() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "slow"]);
+    s.ok(&["enqueue", "later", "--priority", "-1"]);
+    // The command finishes when the test tells it to (a file appears), after the signal.
+    let worker = s.spawn(&[
+        "--json",
+        "work",
+        "--exec",
+        "echo $$ > pid; while [ ! -e go ]; do sleep 0.01; done; echo finished",
+        "--poll",
+        "0.05",
+        "--shutdown-deadline",
+        "60",
+    ]);
+    let command = s.wait_for_pid("pid");
+    signal(worker.id(), "TERM");
+    let mut worker = worker;
+    let stderr = Stderr::of(&mut worker);
+    wait_until("the shutdown message", || {
+        stderr.text().contains("shutting down")
+    });
+    assert!(alive(command));
+    std::fs::write(s.file("go"), "").unwrap();
+    let out = finish(worker);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(stopped(&out), (1.into(), 1.into(), 0.into()));
+    let row = s.row("slow");
+    assert_eq!(
+        (row.result.as_deref(), row.done, row.fence),
+        (Some("finished\n"), 1, 1)
+    );
+    assert_eq!(s.row("later").fence, 0, "nothing claimed after SIGTERM");
 }
 
 #[test]

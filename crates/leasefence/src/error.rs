@@ -131,6 +131,16 @@ pub enum Error {
         detail: String,
     },
 
+    /// The process's signal handler could not be installed (`ShutdownHandle::on_signals`,
+    /// cargo feature `signals`): one is installed already — a process has one, set by an
+    /// earlier call or another user of the `ctrlc` crate — or the system refused. Nothing was
+    /// changed; the worker runs as before, stopped only through its handle.
+    #[error("cannot install the signal handler: {reason}")]
+    SignalHandler {
+        /// Why, as the system or the `ctrlc` crate reported it.
+        reason: String,
+    },
+
     /// Any other failure reported by the database engine (an I/O error, …).
     #[error(transparent)]
     Backend(#[from] BackendError),

@@ -48,7 +48,9 @@
 //! To run many jobs, a [`Worker`] claims whatever is ready ([`Store::claim_next`]), renews the
 //! lease while a handler runs, tells the handler when its lease is lost, and stores the outcome
 //! (result, or failure with backoff) only through the fence. See the [`worker`] module and the
-//! guide (`docs/guide.md`) for retries and fenced side effects.
+//! guide (`docs/guide.md`) for retries and fenced side effects. A [`ShutdownHandle`] stops it:
+//! gracefully, or at once ([`ShutdownHandle::shutdown_now`]); with the cargo feature `signals`,
+//! `ShutdownHandle::on_signals` does so on SIGINT, SIGTERM and SIGHUP.
 //!
 //! # Backends
 //!

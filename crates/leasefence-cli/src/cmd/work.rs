@@ -7,13 +7,25 @@
 //! exit is a failure, retried with exponential backoff (stderr's tail is the recorded error) or
 //! dead after the job's last attempt. When the lease is lost — the worker stalled past its ttl,
 //! or the job was cancelled — the command's process group is killed and nothing it produced is
-//! stored. Ctrl-C stops claiming, gives running commands `--shutdown-deadline` seconds, then
-//! kills them and releases their leases so another worker can take them at once.
+//! stored.
+//!
+//! SIGTERM (the stop signal of systemd, Docker and Kubernetes), SIGINT (Ctrl-C) and SIGHUP all
+//! stop the worker the same way: no new claims, running commands get `--shutdown-deadline`
+//! seconds to finish, then each one's process group is killed and its lease released (fence
+//! kept) so another worker can take the job at once. A second signal cuts the deadline to
+//! zero: the commands are killed and their leases released now. Either way `work` exits
+//! normally, leaving no command behind (the library's `ShutdownHandle::on_signals`).
+//!
+//! Exit status: `0` after a clean stop — by a signal or `--drain`, also when commands were
+//! killed at the deadline and their jobs released, and whatever the commands' own exit
+//! statuses were (a failed command is a retried or dead job, not a failed `work`); `2` on bad
+//! flags or a database error (running jobs are shut down gracefully first).
 
+use std::collections::HashSet;
 use std::io::{Read, Write as _};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -27,8 +39,19 @@ use crate::output::{Out, Outcome};
 /// How much of a failing command's stderr is kept as the job's error.
 const STDERR_TAIL: usize = 2000;
 
+/// What `work --help` says after the flags: signals and exit status.
+const AFTER_HELP: &str = "\
+Stopping: SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop claiming; running commands get \
+--shutdown-deadline seconds to finish, then their process groups are killed and their jobs \
+released (fence kept), claimable again at once. A second signal does that now.
+
+Exit status: 0 after a clean stop (by a signal or --drain, also when commands were killed at \
+the deadline; a failing command is a retried or dead job, not a failed worker), 2 on bad flags \
+or a database error.";
+
 /// Arguments of `work`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct Args {
     /// The shell command run for each job (`sh -c CMD`); the payload is on its stdin, its
     /// stdout becomes the result.
@@ -41,7 +64,7 @@ pub struct Args {
     #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
     ttl: f64,
     /// Stop once no job is ready and none is running, instead of waiting for more work until
-    /// Ctrl-C. Jobs whose retry or not-before time is still ahead are left for a later run.
+    /// a signal (SIGTERM, Ctrl-C). Jobs whose retry or not-before time is still ahead are left for a later run.
     #[arg(long)]
     drain: bool,
     /// Seconds before the first retry of a failed job; doubles with every attempt (±20 %
@@ -54,8 +77,8 @@ pub struct Args {
     /// Seconds between looks at an empty queue.
     #[arg(long, default_value_t = 0.5, value_name = "SECS")]
     poll: f64,
-    /// On Ctrl-C, seconds running commands get to finish before they are killed and their
-    /// leases released.
+    /// On SIGTERM or Ctrl-C, seconds running commands get to finish before they are killed
+    /// and their leases released (a second signal: at once).
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     shutdown_deadline: f64,
     /// Owner names are `PREFIX-N`, one per concurrent job [default: hostname-pid].
@@ -68,8 +91,8 @@ fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
         .with_context(|| format!("{flag} must be a finite number of seconds >= 0, got {value}"))
 }
 
-/// Runs the worker until the queue is drained (`--drain`) or Ctrl-C; exit 0 when it stopped
-/// cleanly, 2 on a database error or bad flags.
+/// Runs the worker until the queue is drained (`--drain`) or a stop signal; exit 0 when it
+/// stopped cleanly, 2 on a database error or bad flags.
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let out = ctx.out;
     let poll = seconds("--poll", args.poll)?;
@@ -102,32 +125,39 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     }
     let exec = args.exec.clone();
     let shown = progress.clone();
+    let groups = Groups::default();
+    let running = groups.clone();
     let worker = builder
-        .build(move |job| run_command(&exec, job, out, &shown).map_err(Into::into))
+        .build(move |job| run_command(&exec, job, out, &shown, &running).map_err(Into::into))
         .map_err(|e| match e.argument() {
             Some(arg) => anyhow::anyhow!(e).context(format!("--{}", arg.replace('_', "-"))),
             None => anyhow::anyhow!(e),
         })?;
 
-    let handle = worker.shutdown_handle();
     let bar = progress.bar.clone();
-    ctrlc::set_handler(move || {
-        if handle.is_shutdown() {
-            bar.suspend(|| eprintln!("leasefence: second interrupt: exiting at once"));
-            std::process::exit(130);
-        }
-        bar.suspend(|| {
-            eprintln!(
-                "leasefence: shutting down: no new jobs; running commands get {} s (Ctrl-C again \
-                 to exit at once)",
-                deadline.as_secs_f64()
-            )
-        });
-        handle.shutdown();
-    })
-    .context("installing the Ctrl-C handler")?;
+    worker
+        .shutdown_handle()
+        .on_signals_with(move |n| {
+            let message = match n {
+                1 => format!(
+                    "leasefence: shutting down: no new jobs; running commands get {} s (signal \
+                     again to stop them at once)",
+                    deadline.as_secs_f64()
+                ),
+                2 => "leasefence: second signal: killing running commands and releasing their \
+                      jobs now"
+                    .to_string(),
+                _ => "leasefence: already stopping: running commands are being killed".to_string(),
+            };
+            bar.suspend(|| eprintln!("{message}"));
+        })
+        .context("installing the handler of SIGTERM and SIGINT")?;
 
-    let stats = worker.run()?;
+    let stats = worker.run();
+    // A command whose thread the worker stopped waiting for (its grace ran out) goes too: no
+    // process group outlives `work`.
+    groups.kill_all();
+    let stats = stats?;
     progress.bar.finish_and_clear();
     out.line(
         format!(
@@ -269,12 +299,30 @@ impl Progress {
     }
 }
 
+/// The process groups of the commands running now, to kill whatever is left when `work` ends.
+#[derive(Clone, Default)]
+struct Groups(Arc<Mutex<HashSet<u32>>>);
+
+impl Groups {
+    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<u32>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Kills every process group still listed.
+    fn kill_all(&self) {
+        for group in self.set().drain() {
+            kill_pgid(group);
+        }
+    }
+}
+
 /// Runs the command for one job; `Ok(stdout)` on exit status 0.
 fn run_command(
     exec: &str,
     job: &JobContext<'_, AnyStore>,
     out: Out,
     progress: &Progress,
+    groups: &Groups,
 ) -> Result<String, String> {
     progress.add(RUNNING, 1);
     let mut command = Command::new("sh");
@@ -297,6 +345,7 @@ fn run_command(
     let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start `sh -c {exec}`: {e}"))?;
+    groups.set().insert(child.id());
 
     let payload = job.payload().unwrap_or_default().to_vec();
     let stdin = child.stdin.take();
@@ -340,6 +389,7 @@ fn run_command(
     };
     // Whatever the command left behind in its process group goes with it.
     kill_group(&child);
+    groups.set().remove(&child.id());
     let _ = writer.join();
     let stdout = stdout.join().unwrap_or_default();
     let stderr = stderr.join().unwrap_or_default();
@@ -395,15 +445,20 @@ fn kill(child: &mut Child) {
     let _ = child.wait();
 }
 
-#[cfg(unix)]
+/// Kills the command's process group (its pid is the group's id).
 fn kill_group(child: &Child) {
+    kill_pgid(child.id());
+}
+
+#[cfg(unix)]
+fn kill_pgid(group: u32) {
     use nix::sys::signal::{Signal, killpg};
     use nix::unistd::Pid;
-    if let Ok(pid) = i32::try_from(child.id()) {
+    if let Ok(pid) = i32::try_from(group) {
         // ESRCH (the group is already gone) is the common case after a normal exit.
         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
     }
 }
 
 #[cfg(not(unix))]
-fn kill_group(_child: &Child) {}
+fn kill_pgid(_group: u32) {}

@@ -244,6 +244,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
             on_outcome: self.on_outcome,
             counters: Arc::default(),
             stop: CancelToken::new(),
+            now: CancelToken::new(),
             slots: (0..self.concurrency).map(|_| Slot::new()).collect(),
             fatal: Default::default(),
         };

@@ -26,6 +26,13 @@
 //! fsyncs at `synchronous = FULL` — for the whole batch instead of two per job. Slow handlers
 //! keep it at one job per claim, so no claimed job waits long behind another.
 //!
+//! **Shutdown.** [`ShutdownHandle::shutdown`] stops the claims; jobs in flight get the
+//! [shutdown deadline](WorkerBuilder::shutdown_deadline) to finish, then they are cancelled and
+//! their leases released, fence kept, so another worker can claim them at once.
+//! [`ShutdownHandle::shutdown_now`] cuts the deadline to zero, even while it is being waited
+//! out. With the cargo feature `signals`, `ShutdownHandle::on_signals` makes the first SIGINT,
+//! SIGTERM or SIGHUP a graceful shutdown and the second a `shutdown_now`.
+//!
 //! Time for leases is read from a [`Clock`] ([`SystemClock`] by default); tests drive a
 //! [`ManualClock`] instead of sleeping. Real time is only used for the short polling ticks
 //! (heartbeat checks, the empty-queue poll, the shutdown deadline).
@@ -44,7 +51,8 @@
 //! `clock`, `cancel`, `stats` and `job` are leaves; `context` is what a handler sees; `shared`
 //! is the state every thread of one worker shares; `batch` runs a thread's claimed jobs and
 //! writes their outcomes, `heartbeat` keeps their leases alive; `run` is [`Worker`] and its
-//! threads; `builder` configures it; `shutdown` is the handle that stops it.
+//! threads; `builder` configures it; `shutdown` is the handle that stops it, and `signals`
+//! (cargo feature `signals`) wires that handle to the process's SIGINT, SIGTERM and SIGHUP.
 
 mod sync;
 
@@ -62,6 +70,8 @@ mod heartbeat;
 mod builder;
 mod run;
 mod shutdown;
+#[cfg(feature = "signals")]
+mod signals;
 
 pub use builder::WorkerBuilder;
 pub use cancel::CancelToken;

@@ -19,6 +19,10 @@ use crate::sqlite::SqliteStore;
 use crate::store::Store;
 use crate::types::{BatchSize, Owner};
 
+/// The shortest wait for cancelled handlers to return after the shutdown deadline, and the
+/// whole wait after [`ShutdownHandle::shutdown_now`].
+const GRACE: Duration = Duration::from_millis(100);
+
 /// Opens one store; called once per thread, plus once for the heartbeat.
 pub(super) type Opener<S> = dyn Fn() -> Result<S> + Send + Sync;
 
@@ -73,6 +77,7 @@ impl<S: Store + Send + 'static> Worker<S> {
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         ShutdownHandle {
             stop: self.shared.stop.clone(),
+            now: self.shared.now.clone(),
             counters: self.shared.counters.clone(),
         }
     }
@@ -84,8 +89,12 @@ impl<S: Store + Send + 'static> Worker<S> {
     /// and their leases released (fenced, fence kept) so another worker can claim them at once.
     /// Returns the final counters.
     ///
-    /// Threads whose handler still has not returned after a second deadline are left running
-    /// in the background; whatever they try to store later is refused by the fence.
+    /// [`ShutdownHandle::shutdown_now`](crate::ShutdownHandle::shutdown_now), even during the
+    /// wait, cuts the deadline to zero: what is in flight is cancelled and released at once.
+    ///
+    /// Threads whose handler still has not returned after a second deadline (100 ms after
+    /// `shutdown_now`) are left running in the background; whatever they try to store later is
+    /// refused by the fence.
     ///
     /// # Errors
     /// A store that could not be opened (before anything was claimed), a non-finite clock
@@ -153,9 +162,13 @@ impl<S: Store + Send + 'static> Worker<S> {
             shared.stop.wait_timeout(TICK);
         }
 
-        // Shutting down: keep renewing what is in flight until it finishes or the deadline.
-        let deadline = Instant::now() + shared.config.deadline;
+        // Shutting down: keep renewing what is in flight until it finishes or the deadline,
+        // which `shutdown_now` cuts to zero whenever it comes.
+        let mut deadline = Instant::now() + shared.config.deadline;
         while !threads.iter().all(JoinHandle::is_finished) {
+            if shared.now.is_cancelled() {
+                deadline = deadline.min(Instant::now());
+            }
             if Instant::now() >= deadline {
                 release_in_flight(&shared, &beat_store);
                 break;
@@ -163,8 +176,13 @@ impl<S: Store + Send + 'static> Worker<S> {
             heartbeat(&shared, &beat_store);
             std::thread::sleep(TICK.min(deadline.saturating_duration_since(Instant::now())));
         }
-        let grace = Instant::now() + shared.config.deadline.max(Duration::from_millis(100));
+        // The cancelled handlers' grace to return: as long again as the deadline (at least
+        // `GRACE`), cut to `GRACE` by `shutdown_now`.
+        let mut grace = Instant::now() + shared.config.deadline.max(GRACE);
         while !threads.iter().all(JoinHandle::is_finished) && Instant::now() < grace {
+            if shared.now.is_cancelled() {
+                grace = grace.min(Instant::now() + GRACE);
+            }
             std::thread::sleep(Duration::from_millis(5));
         }
         for thread in threads {

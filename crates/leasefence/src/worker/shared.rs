@@ -1,4 +1,4 @@
-//! What every thread of one worker shares: its settings, clock, handler, counters, stop token
+//! What every thread of one worker shares: its settings, clock, handler, counters, stop tokens
 //! and the jobs each thread holds.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,6 +63,10 @@ pub(super) struct Shared<S> {
     pub(super) on_outcome: Option<Box<OutcomeHook>>,
     pub(super) counters: Arc<Counters>,
     pub(super) stop: CancelToken,
+    /// Set with `stop` by [`ShutdownHandle::shutdown_now`](crate::ShutdownHandle::shutdown_now):
+    /// the shutdown deadline is cut to zero, so what is in flight is cancelled and released at
+    /// once.
+    pub(super) now: CancelToken,
     pub(super) slots: Vec<Slot>,
     pub(super) fatal: Mutex<Option<Error>>,
 }

@@ -43,5 +43,7 @@ mod postgres;
 mod processes;
 mod renew_batch;
 mod seam;
+#[cfg(unix)]
+mod signals;
 mod story;
 mod worker;

@@ -1763,6 +1763,147 @@ mod shutdown {
         }
     );
 
+    worker_case!(
+        fn shutdown_now_during_the_deadline_releases_the_job_at_once_keeping_the_fence(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("stuck").priority(1), job("never")]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let (started_tx, started) = channel();
+        let (told_tx, told) = channel();
+        let w = worker(t, &clock, "w")
+            .ttl(30.0)
+            .shutdown_deadline(Duration::from_secs(60))
+            .build(move |ctx| {
+                started_tx.send(())?;
+                while !ctx.is_shutting_down() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                started_tx.send(())?;
+                let cancelled = ctx.token().wait_timeout(PATIENCE * 3);
+                told_tx.send((cancelled, ctx.is_lost()))?;
+                Ok::<_, BoxError>("too late".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        recv(&started);
+        handle.shutdown();
+        recv(&started);
+        settle();
+        assert!(
+            !run.is_finished() && told.try_recv().is_err(),
+            "within its 60 s deadline the job is left to run"
+        );
+        assert!(!handle.is_shutdown_now());
+
+        handle.shutdown_now();
+        assert!(handle.is_shutdown_now());
+        assert!(
+            ends_within(&run, PATIENCE),
+            "run still waits out the deadline after shutdown_now: {:?}",
+            handle.stats()
+        );
+        let stats = run.join().unwrap().unwrap();
+        assert_eq!(recv(&told), (true, false), "cancelled, not lost");
+        assert_eq!(
+            (stats.claimed, stats.completed, stats.released, stats.stale_refused, stats.lost),
+            (1, 0, 1, 0, 0)
+        );
+        assert_eq!(
+            db.row("stuck").unwrap(),
+            Row {
+                fence: 1,
+                ..Row::fresh("stuck")
+            },
+            "released: no owner, until 0, fence kept"
+        );
+        assert_eq!(db.row("never").unwrap(), Row::fresh("never"), "no claim after shutdown");
+        let next = t.open()
+            .claim_next(
+                Owner::new("C").unwrap(),
+                Now::new(0.0).unwrap(),
+                Ttl::new(30.0).unwrap(),
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!((next.job_id.as_str(), next.fence), ("stuck", 2));
+        }
+    );
+
+    worker_case!(
+        fn shutdown_now_alone_stops_claiming_and_releases_what_runs(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("running").priority(1), job("never")]).unwrap();
+        let (started_tx, started) = channel();
+        let w = worker(t, &ManualClock::new(0.0), "w")
+            .shutdown_deadline(Duration::from_secs(60))
+            .build(move |ctx| {
+                started_tx.send(())?;
+                ctx.token().wait_timeout(PATIENCE * 3);
+                Ok::<_, BoxError>("too late".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        recv(&started);
+        handle.shutdown_now();
+        assert!(handle.is_shutdown(), "shutdown_now is a shutdown too");
+        assert!(
+            ends_within(&run, PATIENCE),
+            "run did not end after shutdown_now: {:?}",
+            handle.stats()
+        );
+        let stats = run.join().unwrap().unwrap();
+        assert_eq!((stats.claimed, stats.released, stats.completed), (1, 1, 0));
+        assert_eq!(
+            db.row("running").unwrap(),
+            Row {
+                fence: 1,
+                ..Row::fresh("running")
+            }
+        );
+        assert_eq!(db.row("never").unwrap(), Row::fresh("never"));
+        }
+    );
+
+    worker_case!(
+        fn after_shutdown_now_a_handler_ignoring_its_cancellation_holds_run_only_briefly(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("deaf")]).unwrap();
+        let (started_tx, started) = channel();
+        let (open_tx, gate) = Gate::new();
+        let (returned_tx, returned) = channel();
+        let w = worker(t, &ManualClock::new(0.0), "w")
+            .shutdown_deadline(Duration::from_secs(60))
+            .build(move |_ctx| {
+                started_tx.send(())?;
+                gate.wait(); // deaf to its token
+                returned_tx.send(())?;
+                Ok::<_, BoxError>("too late".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        recv(&started);
+        handle.shutdown_now();
+        let ended = ends_within(&run, PATIENCE);
+        open_tx.send(()).unwrap();
+        assert!(
+            ended,
+            "run waited out a 60 s grace for a handler deaf to its cancellation"
+        );
+        let stats = run.join().unwrap().unwrap();
+        assert_eq!((stats.claimed, stats.released, stats.completed), (1, 1, 0));
+        recv(&returned);
+        settle();
+        assert_eq!(
+            db.row("deaf").unwrap(),
+            Row {
+                fence: 1,
+                ..Row::fresh("deaf")
+            },
+            "released; the late result is not written"
+        );
+        }
+    );
+
     /// `shutdown` is idempotent: the request is logged once, however often it is made.
     #[test]
     fn a_shutdown_request_is_logged_once() {
