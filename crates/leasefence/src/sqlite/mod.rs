@@ -240,7 +240,7 @@ impl SqliteStore {
     /// let stored = store.complete_with(&lease, Now::new(5.0)?, "sent", |conn| {
     ///     conn.execute_batch("CREATE TABLE IF NOT EXISTS sent (id TEXT PRIMARY KEY, fence INT)")?;
     ///     conn.execute("INSERT INTO sent VALUES (?1, ?2)", (&lease.job_id, lease.fence))?;
-    ///     Ok(())
+    ///     Ok::<_, leasefence::HandlerError>(())
     /// });
     /// assert!(matches!(stored, Ok(Some(()))));
     /// # Ok(()) }

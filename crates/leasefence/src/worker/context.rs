@@ -195,7 +195,7 @@ impl JobContext<'_, SqliteStore> {
     ///         ctx.complete_with("sent", |conn| {
     ///             conn.execute_batch("CREATE TABLE IF NOT EXISTS sent (id TEXT, fence INT)")?;
     ///             conn.execute("INSERT INTO sent VALUES (?1, ?2)", (ctx.job_id(), ctx.fence()))?;
-    ///             Ok(())
+    ///             Ok::<_, leasefence::HandlerError>(())
     ///         })?;
     ///         Ok(String::new()) // not written again
     ///     })?

@@ -50,7 +50,7 @@ impl Counters {
 ///
 /// let stats = Worker::sqlite(&path)
 ///     .drain(true)
-///     .build(|ctx| if ctx.job_id() == "a" { Ok("fine".to_string()) } else { Err("broken") })?
+///     .build(|ctx| if ctx.job_id() == "a" { Ok("fine".into()) } else { Err("broken".into()) })?
 ///     .run()?;
 /// assert_eq!((stats.claimed, stats.completed, stats.dead), (2, 1, 1));
 /// assert_eq!(stats.failed(), 1);
