@@ -457,8 +457,18 @@ impl Store for AnyStore {
         delegate!(self, s => s.purge(finished_before))
     }
 
-    fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>> {
-        delegate!(self, s => s.list(now, status, limit))
+    fn list(
+        &self,
+        now: Now,
+        status: Option<Status>,
+        after: Option<JobId<'_>>,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>> {
+        delegate!(self, s => s.list(now, status, after, limit))
+    }
+
+    fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {
+        delegate!(self, s => s.inspect(job_id, now))
     }
 
     fn stats(&self, now: Now) -> Result<Stats> {

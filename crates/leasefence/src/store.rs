@@ -192,12 +192,42 @@ pub trait Store {
     /// Busy or backend failures; then nothing was deleted.
     fn purge(&self, finished_before: Now) -> Result<u64>;
 
-    /// Up to `limit` jobs, oldest first, with their status at `now`; only those with `status`
-    /// when given.
+    /// Up to `limit` jobs in enqueue order, oldest first, with their status at `now`; only
+    /// those with `status` when given; only those enqueued after the job `after` when given (a
+    /// keyset cursor: pass the last id of one page to get the next, unaffected by jobs
+    /// finishing or being enqueued meanwhile).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{JobId, NewJob, Now, SqliteStore, Store};
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// store.enqueue_many(&[NewJob::new("a")?, NewJob::new("b")?, NewJob::new("c")?])?;
+    /// let now = Now::new(0.0)?;
+    /// let first = store.list(now, None, None, 2)?;
+    /// assert_eq!(first.iter().map(|j| j.id()).collect::<Vec<_>>(), ["a", "b"]);
+    /// let next = store.list(now, None, Some(JobId::new(first[1].id())?), 2)?;
+    /// assert_eq!(next.iter().map(|j| j.id()).collect::<Vec<_>>(), ["c"]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `after` when no job
+    /// has that id (deleted or purged since the page was read); busy or backend failures.
+    fn list(
+        &self,
+        now: Now,
+        status: Option<Status>,
+        after: Option<JobId<'_>>,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>>;
+
+    /// One job with every field and its status at `now` (what `list` shows of it), or `None`
+    /// for an unknown id. A read: it changes nothing.
     ///
     /// # Errors
     /// Busy or backend failures.
-    fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>>;
+    fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>>;
 
     /// Counts of jobs by status at `now`.
     ///

@@ -1,9 +1,9 @@
-//! `leasefence list [--status S] [--limit N] [--now T]`: the jobs with their status, oldest
-//! first, as a table or one JSON object per job.
+//! `leasefence list [--status S] [--limit N] [--after ID] [--now T]`: the jobs with their
+//! status, oldest first, as a table or one JSON object per job, a page at a time.
 
 use anyhow::Context as _;
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
-use leasefence::{JobInfo, Status, Store as _};
+use leasefence::{JobId, JobInfo, Status, Store as _};
 use serde_json::json;
 
 use crate::cmd::{at_now, queue};
@@ -27,6 +27,10 @@ pub struct Args {
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     limit: u32,
+    /// Only jobs enqueued after this one: the next page (the last id of the previous page,
+    /// printed below a page that has more).
+    #[arg(long, value_name = "ID")]
+    after: Option<String>,
     /// The clock reading the statuses are computed at, in seconds [default: the system clock,
     /// seconds since the Unix epoch; on PostgreSQL the database server's clock].
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
@@ -43,9 +47,12 @@ fn status_parser() -> impl clap::builder::TypedValueParser<Value = Status> {
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let limit = args.limit as usize;
     // One more than asked, to tell whether the table is cut off.
-    let (now, mut jobs) = at_now(ctx, args.now, |store, now| {
-        store.list(now, args.status, limit + 1)
-    })
+    let (now, mut jobs) = (|| {
+        let after = args.after.as_deref().map(JobId::new).transpose()?;
+        at_now(ctx, args.now, |store, now| {
+            store.list(now, args.status, after, limit + 1)
+        })
+    })()
     .context("list")?;
     let more = jobs.len() > limit;
     jobs.truncate(limit);
@@ -59,9 +66,10 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Done);
     }
     ctx.out.text(table(&jobs));
-    if more {
+    if more && let Some(last) = jobs.last() {
         ctx.out.text(format!(
-            "… more jobs not shown (the first {limit}); raise --limit"
+            "… more jobs: the next page is `leasefence list --after {}`",
+            last.id()
         ));
     }
     Ok(Outcome::Done)

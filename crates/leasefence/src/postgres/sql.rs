@@ -19,6 +19,7 @@ pub(super) const CANCEL: &str = include_str!("sql/cancel.sql");
 pub(super) const PURGEABLE: &str = include_str!("sql/purgeable.sql");
 pub(super) const PURGE: &str = include_str!("sql/purge.sql");
 pub(super) const LIST: &str = include_str!("sql/list.sql");
+pub(super) const INSPECT: &str = include_str!("sql/inspect.sql");
 pub(super) const STATS: &str = include_str!("sql/stats.sql");
 pub(super) const ADMIT: &str = include_str!("sql/admit.sql");
 pub(super) const DATABASE_NOW: &str = include_str!("sql/database_now.sql");

@@ -260,32 +260,45 @@ impl Store for PgStore {
         Ok(deleted.max(0) as u64)
     }
 
-    fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>> {
+    fn list(
+        &self,
+        now: Now,
+        status: Option<Status>,
+        after: Option<JobId<'_>>,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>> {
+        if let Some(after) = after
+            && self.state(after)?.is_none()
+        {
+            // An unknown cursor would silently page from the start.
+            return Err(crate::Error::invalid(
+                "after",
+                format!("no job has the id {after:?} (deleted or purged since that page?)"),
+            ));
+        }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let now = self.clock(now)?;
+        let after = after.map(|a| key("after", a.as_str())).transpose()?;
         let mut conn = self.conn()?;
         let statement = conn.prepared(sql::LIST).map_err(|e| self.err(e))?;
         let rows = conn
             .query(
                 &statement,
-                &[&now.seconds(), &status.map(Status::as_str), &limit],
+                &[&now.seconds(), &status.map(Status::as_str), &limit, &after],
             )
             .map_err(|e| self.err(e))?;
-        rows.iter()
-            .map(|r| {
-                Ok(JobInfo {
-                    state: job_state(r),
-                    payload: r.get(6),
-                    priority: r.get(7),
-                    not_before: r.get(8),
-                    max_attempts: to_u32(r.get(9)),
-                    error: r.get(10),
-                    finished_at: r.get(11),
-                    status: Status::parse(r.get(12))?,
-                    attempts: to_u32(r.get(13)),
-                })
-            })
-            .collect()
+        rows.iter().map(job_info).collect()
+    }
+
+    fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {
+        let now = self.clock(now)?;
+        let id = key("job_id", job_id.as_str())?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::INSPECT).map_err(|e| self.err(e))?;
+        let row = conn
+            .query_opt(&statement, &[&now.seconds(), &id])
+            .map_err(|e| self.err(e))?;
+        row.as_ref().map(job_info).transpose()
     }
 
     fn stats(&self, now: Now) -> Result<Stats> {
@@ -385,6 +398,23 @@ impl PgStore {
             .map_err(|e| self.err(e))?;
         Ok(row.map(|r| claimed_lease(&r, owner)))
     }
+}
+
+/// One row of `list.sql` or `inspect.sql`.
+fn job_info(r: &postgres::Row) -> Result<JobInfo> {
+    Ok(JobInfo {
+        state: job_state(r),
+        payload: r.get(6),
+        priority: r.get(7),
+        not_before: r.get(8),
+        max_attempts: to_u32(r.get(9)),
+        error: r.get(10),
+        finished_at: r.get(11),
+        status: Status::parse(r.get(12))?,
+        attempts: to_u32(r.get(13)),
+        outcome: r.get(14),
+        enqueued_at: r.get(15),
+    })
 }
 
 /// The lease of one row returned by the claim statements (their first seven columns).

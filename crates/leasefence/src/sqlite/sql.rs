@@ -17,5 +17,6 @@ pub(super) const CANCEL: &str = include_str!("sql/cancel.sql");
 pub(super) const PURGE: &str = include_str!("sql/purge.sql");
 pub(super) const FENCE_FLOOR: &str = include_str!("sql/fence_floor.sql");
 pub(super) const LIST: &str = include_str!("sql/list.sql");
+pub(super) const INSPECT: &str = include_str!("sql/inspect.sql");
 pub(super) const STATS: &str = include_str!("sql/stats.sql");
 pub(super) const ADMIT: &str = include_str!("sql/admit.sql");

@@ -246,37 +246,42 @@ impl Store for SqliteStore {
         Ok(purged.len() as u64)
     }
 
-    fn list(&self, now: Now, status: Option<Status>, limit: usize) -> Result<Vec<JobInfo>> {
+    fn list(
+        &self,
+        now: Now,
+        status: Option<Status>,
+        after: Option<JobId<'_>>,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>> {
+        if let Some(after) = after {
+            self.cursor_exists(after)?;
+        }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut stmt = self
             .conn
             .prepare_cached(sql::LIST)
             .map_err(|e| self.err(e))?;
         stmt.query_map(
-            params![now.seconds(), status.map(Status::as_str), limit],
-            |r| {
-                Ok(JobInfo {
-                    state: JobState {
-                        id: r.get(0)?,
-                        owner: r.get(1)?,
-                        until: r.get(2)?,
-                        fence: r.get(3)?,
-                        result: r.get(4)?,
-                        done: r.get::<_, i64>(5)? != 0,
-                    },
-                    payload: r.get(6)?,
-                    priority: r.get(7)?,
-                    not_before: r.get(8)?,
-                    max_attempts: r.get(9)?,
-                    error: r.get(10)?,
-                    finished_at: r.get(11)?,
-                    status: status_column(r, 12)?,
-                    attempts: r.get(13)?,
-                })
-            },
+            params![
+                now.seconds(),
+                status.map(Status::as_str),
+                limit,
+                after.map(|a| a.as_str())
+            ],
+            job_info,
         )
         .and_then(|rows| rows.collect())
         .map_err(|e| self.err(e))
+    }
+
+    fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::INSPECT)
+            .map_err(|e| self.err(e))?;
+        stmt.query_row(params![now.seconds(), job_id.as_str()], job_info)
+            .optional()
+            .map_err(|e| self.err(e))
     }
 
     fn stats(&self, now: Now) -> Result<Stats> {
@@ -327,6 +332,18 @@ impl Store for SqliteStore {
 }
 
 impl SqliteStore {
+    /// A `list` cursor must name a job that exists: an unknown one would silently page from
+    /// the start.
+    fn cursor_exists(&self, after: JobId<'_>) -> Result<()> {
+        match self.state(after)? {
+            Some(_) => Ok(()),
+            None => Err(crate::Error::invalid(
+                "after",
+                format!("no job has the id {after:?} (deleted or purged since that page?)"),
+            )),
+        }
+    }
+
     /// `claim_next.sql`: the best ready job, in the same `BEGIN IMMEDIATE` as `bury.sql`. Both
     /// `claim_next` and `claim_batch` of one run it; neither calls the other.
     fn claim_one(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
@@ -376,7 +393,31 @@ fn claimed_lease(r: &rusqlite::Row<'_>, owner: Owner<'_>) -> rusqlite::Result<Le
     })
 }
 
-/// Reads a status name written by `status.sql`.
+/// One row of `list.sql` or `inspect.sql`.
+fn job_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
+    Ok(JobInfo {
+        state: JobState {
+            id: r.get(0)?,
+            owner: r.get(1)?,
+            until: r.get(2)?,
+            fence: r.get(3)?,
+            result: r.get(4)?,
+            done: r.get::<_, i64>(5)? != 0,
+        },
+        payload: r.get(6)?,
+        priority: r.get(7)?,
+        not_before: r.get(8)?,
+        max_attempts: r.get(9)?,
+        error: r.get(10)?,
+        finished_at: r.get(11)?,
+        status: status_column(r, 12)?,
+        attempts: r.get(13)?,
+        outcome: r.get(14)?,
+        enqueued_at: r.get(15)?,
+    })
+}
+
+/// Reads a status name written by `list.sql`, `inspect.sql` or `stats.sql`.
 fn status_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Status> {
     let name: String = row.get(index)?;
     Status::parse(&name).map_err(|e| {

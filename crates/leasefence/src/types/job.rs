@@ -294,6 +294,12 @@ pub struct JobInfo {
     pub error: Option<String>,
     /// When the job finished (completed, died or was cancelled), if it did.
     pub finished_at: Option<f64>,
+    /// How it finished: `completed`, `dead` or `cancelled`; `None` while unfinished.
+    pub outcome: Option<String>,
+    /// When it was enqueued, in Unix seconds by the enqueuing host's clock (SQLite) or the
+    /// database server's (PostgreSQL); informational, `None` for jobs enqueued before
+    /// leasefence recorded it.
+    pub enqueued_at: Option<f64>,
 }
 
 impl JobInfo {

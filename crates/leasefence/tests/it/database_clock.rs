@@ -389,7 +389,7 @@ fn list_and_stats_judge_each_status_by_the_database_clock() {
     each_skewed_caller(|db, s, at| {
         around_the_clock(db, s, at);
         let statuses: Vec<(String, Status)> = s
-            .list(at.caller, None, 100)
+            .list(at.caller, None, None, 100)
             .unwrap()
             .into_iter()
             .map(|j| (j.state.id, j.status))
@@ -403,7 +403,9 @@ fn list_and_stats_judge_each_status_by_the_database_clock() {
         .map(|(id, st)| (id.to_string(), st));
         assert_eq!(statuses, expected, "caller {:+} s", at.skew);
         assert_eq!(
-            s.list(at.caller, Some(Status::Leased), 100).unwrap().len(),
+            s.list(at.caller, Some(Status::Leased), None, 100)
+                .unwrap()
+                .len(),
             1
         );
         assert_eq!(

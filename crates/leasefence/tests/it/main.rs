@@ -29,6 +29,7 @@ mod complete_with;
 mod database_clock;
 mod enqueue_many;
 mod fail;
+mod inspect;
 mod list;
 mod purge;
 mod stats;

@@ -363,9 +363,13 @@ impl Store for Seed {
         &self,
         now: Now,
         status: Option<Status>,
+        after: Option<JobId<'_>>,
         limit: usize,
     ) -> leasefence::Result<Vec<JobInfo>> {
-        self.queue.list(now, status, limit)
+        self.queue.list(now, status, after, limit)
+    }
+    fn inspect(&self, job_id: JobId<'_>, now: Now) -> leasefence::Result<Option<JobInfo>> {
+        self.queue.inspect(job_id, now)
     }
     fn stats(&self, now: Now) -> leasefence::Result<Stats> {
         self.queue.stats(now)

@@ -213,7 +213,7 @@ fn worker_sqlite_with_opens_every_store_with_the_options() {
         assert_eq!(db.row(id).unwrap().result.as_deref(), Some("Normal"));
     }
     // The listing shows the id without reaching into the row.
-    let listed = store.list(now(0.0), None, 10).unwrap();
+    let listed = store.list(now(0.0), None, None, 10).unwrap();
     assert_eq!(
         listed.iter().map(|j| j.id()).collect::<Vec<_>>(),
         ["a", "b", "c"]

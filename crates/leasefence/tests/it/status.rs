@@ -47,7 +47,7 @@ pub fn zoo(api: &dyn Api, s: &dyn Store) {
 }
 
 fn statuses(s: &dyn Store, at: f64) -> Vec<(String, Status)> {
-    s.list(now(at), None, 100)
+    s.list(now(at), None, None, 100)
         .unwrap()
         .into_iter()
         .map(|j| (j.state.id, j.status))

@@ -734,9 +734,13 @@ mod heartbeat {
             &self,
             now: Now,
             s: Option<Status>,
+            after: Option<JobId<'_>>,
             limit: usize,
         ) -> Result<Vec<leasefence::JobInfo>, Error> {
-            self.inner.list(now, s, limit)
+            self.inner.list(now, s, after, limit)
+        }
+        fn inspect(&self, id: JobId<'_>, now: Now) -> Result<Option<leasefence::JobInfo>, Error> {
+            self.inner.inspect(id, now)
         }
         fn stats(&self, now: Now) -> Result<leasefence::Stats, Error> {
             self.inner.stats(now)
@@ -1400,7 +1404,7 @@ mod failures {
             (None, 0.0, 1, 0)
         );
         let listed = t.open()
-            .list(Now::new(0.0).unwrap(), Some(Status::Retrying), 10)
+            .list(Now::new(0.0).unwrap(), Some(Status::Retrying), None, 10)
             .unwrap();
         assert_eq!(listed.len(), 1);
 
@@ -2128,7 +2132,7 @@ mod batches {
         let now = Now::new(ctx.now()).unwrap();
         let mut held: Vec<String> = ctx
             .store()
-            .list(now, Some(Status::Leased), 10_000)
+            .list(now, Some(Status::Leased), None, 10_000)
             .unwrap()
             .into_iter()
             .filter(|info| info.state.owner.as_deref() == Some(ctx.owner()))

@@ -13,6 +13,9 @@ BEGIN
     END IF;
 END
 $migrate$;
+-- When a job was enqueued, by the database server's clock (informational). Unknown for jobs
+-- enqueued before.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS enqueued_at DOUBLE PRECISION;
 -- The jobs on their last attempt, by lease end: the claims find the expired ones here and
 -- finish them as dead (the `buried` step of claim_next.sql and claim_batch.sql).
 CREATE INDEX IF NOT EXISTS jobs_last_attempt ON jobs (until)

@@ -1,9 +1,11 @@
 -- list: jobs with their status at now, oldest first. One statement (a read).
--- $1 now, $2 status name or NULL for all, $3 limit.
--- The status CASE is the same as in stats.sql (a test checks that list and stats agree on
--- every status); its names are parsed into the Status enum of types/job.rs.
+-- $1 now, $2 status name or NULL for all, $3 limit, $4 the id to page after or NULL: a
+-- keyset cursor, the jobs enqueued after it (an unknown id pages from the start: the caller
+-- checks that it exists).
+-- The status CASE is the same as in stats.sql and inspect.sql (a test checks that they
+-- agree on every status); its names are parsed into the Status enum of types/job.rs.
 SELECT id, owner, until, fence, result, done, payload, priority, not_before, max_attempts,
-       error, finished_at, status, attempts
+       error, finished_at, status, attempts, outcome, enqueued_at
   FROM (SELECT *,
        CASE
            WHEN done <> 0 AND outcome = 'dead' THEN 'dead'
@@ -17,6 +19,7 @@ SELECT id, owner, until, fence, result, done, payload, priority, not_before, max
            ELSE 'ready'
        END AS status
           FROM jobs) AS j
- WHERE $2::text IS NULL OR status = $2::text
+ WHERE ($2::text IS NULL OR status = $2::text)
+   AND seq > coalesce((SELECT seq FROM jobs WHERE id = $4::text), 0)
  ORDER BY seq
  LIMIT $3

@@ -1,5 +1,6 @@
 -- stats: counts of jobs by status at now. Autocommit (a read).
--- ?1 now. The status CASE is the same as in list.sql (a test checks that they agree).
+-- ?1 now. The status CASE is the same as in list.sql and inspect.sql (a test checks that they
+-- agree).
 SELECT status, count(*)
   FROM (SELECT CASE
            WHEN done <> 0 AND outcome = 'dead' THEN 'dead'

@@ -127,9 +127,13 @@ impl Store for Broken {
         &self,
         now: Now,
         status: Option<Status>,
+        after: Option<JobId<'_>>,
         limit: usize,
     ) -> leasefence::Result<Vec<JobInfo>> {
-        self.inner.list(now, status, limit)
+        self.inner.list(now, status, after, limit)
+    }
+    fn inspect(&self, job_id: JobId<'_>, now: Now) -> leasefence::Result<Option<JobInfo>> {
+        self.inner.inspect(job_id, now)
     }
     fn stats(&self, now: Now) -> leasefence::Result<Stats> {
         self.inner.stats(now)

@@ -124,6 +124,10 @@ impl Job {
             attempts: self.attempts,
             error: self.error.clone(),
             finished_at: self.finished_at,
+            outcome: self.outcome.map(str::to_owned),
+            // The enqueue time is the host's clock, not the model's: the runner checks that
+            // the store recorded one and compares the rest.
+            enqueued_at: None,
         }
     }
 

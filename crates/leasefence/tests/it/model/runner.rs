@@ -130,7 +130,13 @@ fn call(store: &dyn Store, op: &Op) -> Result<Outcome, Error> {
         Op::Cancel { id, now } => Outcome::Bool(store.cancel(JobId::new(id)?, Now::new(*now)?)?),
         Op::Purge { before } => Outcome::Count(store.purge(Now::new(*before)?)?),
         Op::List { now, status, limit } => {
-            Outcome::List(store.list(Now::new(*now)?, *status, *limit)?)
+            let mut jobs = store.list(Now::new(*now)?, *status, None, *limit)?;
+            for job in &mut jobs {
+                // Recorded by the host's (or server's) clock: present, and not the model's.
+                assert!(job.enqueued_at.is_some_and(f64::is_finite), "{job:?}");
+                job.enqueued_at = None;
+            }
+            Outcome::List(jobs)
         }
         Op::Stats { now } => Outcome::Stats(store.stats(Now::new(*now)?)?),
         Op::Admit { resource, fence } => {
