@@ -130,6 +130,11 @@ enum Command {
     Purge(cmd::purge::Args),
     /// Cancel an unfinished job: never handed out again, its holder can store nothing more.
     Cancel(cmd::cancel::Args),
+    /// Make dead or cancelled jobs (by id, or every dead one) ready again with a fresh
+    /// attempts budget; the fence continues upward.
+    Retry(cmd::retry::Args),
+    /// Remove jobs by id, finished or not; their fences stay reserved (the fence floor).
+    Delete(cmd::delete::Args),
     /// Run a shell command per job (payload on stdin, stdout stored), with heartbeats, retries
     /// and fencing, until the queue is drained (`--drain`) or SIGTERM / Ctrl-C.
     Work(cmd::work::Args),
@@ -159,6 +164,8 @@ fn main() -> ExitCode {
         Command::Stats(args) => cmd::stats::run(&ctx, args),
         Command::Purge(args) => cmd::purge::run(&ctx, args),
         Command::Cancel(args) => cmd::cancel::run(&ctx, args),
+        Command::Retry(args) => cmd::retry::run(&ctx, args),
+        Command::Delete(args) => cmd::delete::run(&ctx, args),
         Command::Work(args) => cmd::work::run(&ctx, args),
         Command::Demo(args) => cmd::demo::run(&ctx, args),
     };

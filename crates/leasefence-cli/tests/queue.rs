@@ -1006,3 +1006,88 @@ fn claim_next_takes_the_best_ready_job_and_prints_its_lease() {
         .status(2);
     s.lf(&["claim", "--owner", "p", "--ttl", "30"]).status(2);
 }
+
+/// `retry` makes a dead job ready again with a fresh budget (the fence continues), refuses a
+/// completed or unknown one (exit 1, unchanged); `retry --dead` takes every dead job.
+#[test]
+fn retry_makes_dead_and_cancelled_jobs_ready_again_and_refuses_the_rest() {
+    let s = Sandbox::with_jobs(&["done", "cancelled"]);
+    s.lf(&["enqueue", "flaky", "--max-attempts", "1"]).ok();
+    s.lf(&[
+        "claim", "flaky", "--owner", "w", "--ttl", "30", "--now", "0",
+    ])
+    .ok();
+    s.lf(&[
+        "fail", "flaky", "--owner", "w", "--fence", "1", "--error", "boom", "--now", "1",
+    ])
+    .ok();
+    assert_eq!(s.row("flaky").unwrap().outcome.as_deref(), Some("dead"));
+    s.lf(&["claim", "done", "--owner", "w", "--ttl", "30", "--now", "0"])
+        .ok();
+    s.lf(&[
+        "complete", "done", "--owner", "w", "--fence", "1", "--result", "r", "--now", "1",
+    ])
+    .ok();
+    s.lf(&["cancel", "cancelled", "--now", "1"]).ok();
+
+    let v = s
+        .lf(&["--json", "retry", "flaky", "--now", "2"])
+        .ok()
+        .json();
+    assert_eq!(
+        (&v["op"], &v["job_id"], &v["ok"]),
+        (&"retry".into(), &"flaky".into(), &true.into())
+    );
+    let row = s.row("flaky").unwrap();
+    assert_eq!(
+        (row.done, row.fence, row.outcome, row.error),
+        (0, 1, None, None)
+    );
+    s.lf(&[
+        "claim", "--next", "--owner", "v", "--ttl", "30", "--now", "3",
+    ])
+    .ok()
+    .says("claimed flaky as v: fence 2, lease until 33, attempt 1");
+
+    let before = s.row("done");
+    let run = s.lf(&["retry", "done", "ghost", "cancelled", "--now", "4"]);
+    run.refused();
+    assert!(
+        run.stderr.contains("done is done, not dead or cancelled"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("ghost is unknown"), "{}", run.stderr);
+    assert!(run.stdout.contains("retried cancelled"), "{}", run.stdout);
+    assert_eq!(s.row("done"), before);
+    assert_eq!(s.row("cancelled").unwrap().done, 0);
+
+    s.lf(&["retry", "--dead", "--now", "5"])
+        .ok()
+        .says("retried 0 dead jobs");
+    s.lf(&["retry", "--now", "5"]).status(2);
+}
+
+/// `delete` removes jobs by id, finished or not, keeping the fence floor; an unknown id is
+/// refused (exit 1).
+#[test]
+fn delete_removes_jobs_by_id_and_keeps_their_fences_reserved() {
+    let s = Sandbox::with_jobs(&["a", "b", "keep"]);
+    s.lf(&["claim", "a", "--owner", "w", "--ttl", "30", "--now", "0"])
+        .ok();
+    s.lf(&["--json", "delete", "a", "b"]).ok();
+    assert_eq!(s.ids(), ["keep"]);
+    s.lf(&[
+        "complete", "a", "--owner", "w", "--fence", "1", "--result", "late", "--now", "1",
+    ])
+    .refused();
+    s.lf(&["enqueue", "a"]).ok();
+    s.lf(&["claim", "a", "--owner", "v", "--ttl", "30", "--now", "2"])
+        .ok()
+        .says("fence 2");
+    let run = s.lf(&["delete", "ghost", "keep"]);
+    run.refused();
+    assert!(run.stderr.contains("ghost is unknown"), "{}", run.stderr);
+    assert_eq!(s.ids(), ["a"]);
+    s.lf(&["delete"]).status(2);
+}

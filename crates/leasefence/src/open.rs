@@ -457,6 +457,18 @@ impl Store for AnyStore {
         delegate!(self, s => s.purge(finished_before))
     }
 
+    fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>> {
+        delegate!(self, s => s.retry(job_ids, now))
+    }
+
+    fn retry_dead(&self, now: Now) -> Result<u64> {
+        delegate!(self, s => s.retry_dead(now))
+    }
+
+    fn delete(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
+        delegate!(self, s => s.delete(job_ids))
+    }
+
     fn list(
         &self,
         now: Now,

@@ -183,6 +183,52 @@ pub trait Store {
     /// Busy or backend failures.
     fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool>;
 
+    /// Makes dead or cancelled jobs ready again with a fresh attempts budget: an **operator
+    /// verb**, not fenced (like `cancel`). One transaction; per id, in order, `true` if it was
+    /// retried. Dead means finished as dead, or its budget spent with its last lease expired.
+    /// A completed job keeps its result and an unknown, waiting or running job is left alone
+    /// (`false`). The fence is kept: the next claim continues above every fence handed out,
+    /// and a holder of a cancelled job's old lease can store nothing. The last error is
+    /// cleared with the budget, and the job is due at the earlier of its not-before and
+    /// `now`: at once. An id given twice is retried once and
+    /// both entries report it.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{JobId, NewJob, Now, Owner, SqliteStore, Status, Store, Ttl};
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// store.enqueue_job(NewJob::new("flaky")?.max_attempts(1))?;
+    /// let (w, t0, ttl) = (Owner::new("w")?, Now::new(0.0)?, Ttl::new(30.0)?);
+    /// let lease = store.claim_next(w, t0, ttl)?.unwrap();
+    /// store.fail(&lease, Now::new(1.0)?, "upstream down", None)?; // its only attempt: dead
+    /// assert_eq!(store.retry(&[JobId::new("flaky")?], Now::new(2.0)?)?, [true]);
+    /// let again = store.claim_next(w, Now::new(3.0)?, ttl)?.unwrap();
+    /// assert_eq!((again.fence, again.attempt), (2, 1)); // fence continues, budget is fresh
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// Busy or backend failures; then nothing was retried.
+    fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>>;
+
+    /// [`retry`](Store::retry) for every dead job (cancelled ones are retried by id only);
+    /// returns how many. An operator verb, not fenced.
+    ///
+    /// # Errors
+    /// Busy or backend failures; then nothing was retried.
+    fn retry_dead(&self, now: Now) -> Result<u64>;
+
+    /// Removes jobs by id, finished or not: an **operator verb**, not fenced. One
+    /// transaction; per id, in order, `true` if it existed (an id given twice: both entries
+    /// report it). The last fence of every deleted id is kept as its floor, as `purge` does,
+    /// so the same id enqueued again continues above every fence it had; a holder of a
+    /// deleted job's lease can store nothing.
+    ///
+    /// # Errors
+    /// Busy or backend failures; then nothing was deleted.
+    fn delete(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>>;
+
     /// Deletes finished jobs (completed, dead or cancelled) that finished before
     /// `finished_before`, and returns how many. The last fence of every purged id is kept as a
     /// floor, so enqueueing the same id again continues the sequence: a fence number is never

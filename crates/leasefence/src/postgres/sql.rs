@@ -2,7 +2,7 @@
 //! the same operation; each file is exactly the SQL that runs (nothing is spliced or
 //! rewritten), and its header says in which transaction. `database_now.sql`, `lock_ids.sql`,
 //! `purgeable.sql`, `session.sql` and `migrate*.sql` are PostgreSQL's own (its clock; the
-//! per-id locks of enqueue and purge; the session settings; the migration bookkeeping).
+//! per-id locks of enqueue, purge and delete; the session settings; the migration bookkeeping).
 
 pub(super) const ENQUEUE: &str = include_str!("sql/enqueue.sql");
 pub(super) const STATE: &str = include_str!("sql/state.sql");
@@ -18,6 +18,9 @@ pub(super) const FAIL: &str = include_str!("sql/fail.sql");
 pub(super) const CANCEL: &str = include_str!("sql/cancel.sql");
 pub(super) const PURGEABLE: &str = include_str!("sql/purgeable.sql");
 pub(super) const PURGE: &str = include_str!("sql/purge.sql");
+pub(super) const RETRY: &str = include_str!("sql/retry.sql");
+pub(super) const RETRY_DEAD: &str = include_str!("sql/retry_dead.sql");
+pub(super) const DELETE: &str = include_str!("sql/delete.sql");
 pub(super) const LIST: &str = include_str!("sql/list.sql");
 pub(super) const INSPECT: &str = include_str!("sql/inspect.sql");
 pub(super) const STATS: &str = include_str!("sql/stats.sql");

@@ -237,6 +237,55 @@ impl Store for PgStore {
         )
     }
 
+    fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>> {
+        let now = self.clock(now)?;
+        let ids = job_ids
+            .iter()
+            .map(|id| key("job_id", id.as_str()))
+            .collect::<Result<Vec<&str>>>()?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::RETRY).map_err(|e| self.err(e))?;
+        let retried: std::collections::BTreeSet<String> = conn
+            .query(&statement, &[&ids, &now.seconds()])
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        Ok(ids.iter().map(|id| retried.contains(*id)).collect())
+    }
+
+    fn retry_dead(&self, now: Now) -> Result<u64> {
+        let now = self.clock(now)?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::RETRY_DEAD).map_err(|e| self.err(e))?;
+        let changed = conn
+            .execute(&statement, &[&now.seconds()])
+            .map_err(|e| self.err(e))?;
+        Ok(changed)
+    }
+
+    fn delete(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
+        let ids = job_ids
+            .iter()
+            .map(|id| key("job_id", id.as_str()))
+            .collect::<Result<Vec<&str>>>()?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn()?;
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        // As for purge: a concurrent enqueue of a deleted id must see its new fence floor.
+        self.lock_ids(&mut tx, &ids)?;
+        let deleted: std::collections::BTreeSet<String> = tx
+            .query(sql::DELETE, &[&ids])
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(ids.iter().map(|id| deleted.contains(*id)).collect())
+    }
+
     fn purge(&self, finished_before: Now) -> Result<u64> {
         let before = finished_before.seconds();
         let mut conn = self.conn()?;

@@ -219,6 +219,77 @@ impl Store for SqliteStore {
         self.write_one(sql::CANCEL, params![job_id.as_str(), now.seconds()])
     }
 
+    fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>> {
+        let now = now.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut retried = std::collections::BTreeSet::new();
+        {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::RETRY)
+                .map_err(|e| self.err(e))?;
+            for id in job_ids {
+                if !retried.contains(id.as_str())
+                    && stmt
+                        .execute(params![id.as_str(), now])
+                        .map_err(|e| self.err(e))?
+                        == 1
+                {
+                    retried.insert(id.as_str());
+                }
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(job_ids
+            .iter()
+            .map(|id| retried.contains(id.as_str()))
+            .collect())
+    }
+
+    fn retry_dead(&self, now: Now) -> Result<u64> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::RETRY_DEAD)
+            .map_err(|e| self.err(e))?;
+        let changed = stmt
+            .execute(params![now.seconds()])
+            .map_err(|e| self.err(e))?;
+        Ok(changed as u64)
+    }
+
+    fn delete(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut deleted = std::collections::BTreeSet::new();
+        {
+            let mut delete = self
+                .conn
+                .prepare_cached(sql::DELETE)
+                .map_err(|e| self.err(e))?;
+            let mut floor = self
+                .conn
+                .prepare_cached(sql::FENCE_FLOOR)
+                .map_err(|e| self.err(e))?;
+            for id in job_ids {
+                let fence: Option<Fence> = delete
+                    .query_row(params![id.as_str()], |r| r.get(0))
+                    .optional()
+                    .map_err(|e| self.err(e))?;
+                if let Some(fence) = fence {
+                    // The same transaction: the deleted id's last fence becomes its floor.
+                    floor
+                        .execute(params![id.as_str(), fence])
+                        .map_err(|e| self.err(e))?;
+                    deleted.insert(id.as_str());
+                }
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(job_ids
+            .iter()
+            .map(|id| deleted.contains(id.as_str()))
+            .collect())
+    }
+
     fn purge(&self, finished_before: Now) -> Result<u64> {
         let before = finished_before.seconds();
         let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;

@@ -27,11 +27,13 @@ mod claim_next;
 mod complete_batch;
 mod complete_with;
 mod database_clock;
+mod delete;
 mod enqueue_many;
 mod fail;
 mod inspect;
 mod list;
 mod purge;
+mod retry;
 mod stats;
 mod status;
 

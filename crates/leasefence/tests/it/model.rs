@@ -371,6 +371,15 @@ impl Store for Seed {
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> leasefence::Result<Option<JobInfo>> {
         self.queue.inspect(job_id, now)
     }
+    fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> leasefence::Result<Vec<bool>> {
+        self.queue.retry(job_ids, now)
+    }
+    fn retry_dead(&self, now: Now) -> leasefence::Result<u64> {
+        self.queue.retry_dead(now)
+    }
+    fn delete(&self, job_ids: &[JobId<'_>]) -> leasefence::Result<Vec<bool>> {
+        self.queue.delete(job_ids)
+    }
     fn stats(&self, now: Now) -> leasefence::Result<Stats> {
         self.queue.stats(now)
     }

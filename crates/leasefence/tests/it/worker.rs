@@ -742,6 +742,15 @@ mod heartbeat {
         fn inspect(&self, id: JobId<'_>, now: Now) -> Result<Option<leasefence::JobInfo>, Error> {
             self.inner.inspect(id, now)
         }
+        fn retry(&self, ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>, Error> {
+            self.inner.retry(ids, now)
+        }
+        fn retry_dead(&self, now: Now) -> Result<u64, Error> {
+            self.inner.retry_dead(now)
+        }
+        fn delete(&self, ids: &[JobId<'_>]) -> Result<Vec<bool>, Error> {
+            self.inner.delete(ids)
+        }
         fn stats(&self, now: Now) -> Result<leasefence::Stats, Error> {
             self.inner.stats(now)
         }

@@ -135,6 +135,15 @@ impl Store for Broken {
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> leasefence::Result<Option<JobInfo>> {
         self.inner.inspect(job_id, now)
     }
+    fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> leasefence::Result<Vec<bool>> {
+        self.inner.retry(job_ids, now)
+    }
+    fn retry_dead(&self, now: Now) -> leasefence::Result<u64> {
+        self.inner.retry_dead(now)
+    }
+    fn delete(&self, job_ids: &[JobId<'_>]) -> leasefence::Result<Vec<bool>> {
+        self.inner.delete(job_ids)
+    }
     fn stats(&self, now: Now) -> leasefence::Result<Stats> {
         self.inner.stats(now)
     }

@@ -32,6 +32,10 @@ pub const REQUIRED: &[&str] = &[
     "fail: refused",
     "cancel: cancelled",
     "purge: deleted",
+    "retry: retried",
+    "retry: refused",
+    "retry_dead: retried",
+    "delete: deleted",
     "list: listed jobs",
     "stats: counted jobs",
     "admit: admitted",
@@ -107,6 +111,8 @@ fn situations(before: &Model, op: &Op, outcome: &Outcome) -> Vec<&'static str> {
         | Op::RenewLease { now, .. }
         | Op::CompleteLease { now, .. }
         | Op::Cancel { now, .. }
+        | Op::Retry { now, .. }
+        | Op::RetryDead { now }
         | Op::List { now, .. }
         | Op::Stats { now } => Some(*now),
         _ => None,
@@ -202,6 +208,12 @@ fn situations(before: &Model, op: &Op, outcome: &Outcome) -> Vec<&'static str> {
             None => "fail: refused",
         }),
         (Op::Cancel { .. }, Outcome::Bool(true)) => found.push("cancel: cancelled"),
+        (Op::Retry { .. }, Outcome::Bools(b)) if b.contains(&true) => found.push("retry: retried"),
+        (Op::Retry { .. }, Outcome::Bools(b)) if !b.is_empty() => found.push("retry: refused"),
+        (Op::RetryDead { .. }, Outcome::Count(n)) if *n > 0 => found.push("retry_dead: retried"),
+        (Op::Delete { .. }, Outcome::Bools(b)) if b.contains(&true) => {
+            found.push("delete: deleted")
+        }
         (Op::Restart, _) => found.push("restart"),
         (Op::Purge { .. }, Outcome::Count(n)) if *n > 0 => found.push("purge: deleted"),
         (Op::List { .. }, Outcome::List(jobs)) if !jobs.is_empty() => {

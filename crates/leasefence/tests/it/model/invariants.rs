@@ -130,10 +130,17 @@ pub fn check(before: &Model, after: &Model, op: &Op, outcome: &Outcome) -> Resul
         }
     }
 
-    // A finished job never changes (until purge deletes it).
+    // A finished job never changes (until purge or delete removes it), except that the
+    // operator's retry makes a dead or cancelled one ready again; a completed one, never.
+    let retried = |id: &str| match op {
+        Op::Retry { ids, .. } => ids.iter().any(|i| i == id),
+        Op::RetryDead { .. } => true,
+        _ => false,
+    };
     for done in before.jobs.iter().filter(|j| j.done) {
         if let Some(now) = after.job(&done.id)
             && now != done
+            && !(retried(&done.id) && done.outcome != Some("completed") && !now.done)
         {
             return Err(format!(
                 "finished job {} changed: {done:?} → {now:?}",

@@ -112,6 +112,17 @@ pub enum Op {
         id: String,
         now: f64,
     },
+    /// The operator verbs: retry dead or cancelled jobs by id, every dead one, delete by id.
+    Retry {
+        ids: Vec<String>,
+        now: f64,
+    },
+    RetryDead {
+        now: f64,
+    },
+    Delete {
+        ids: Vec<String>,
+    },
     Purge {
         before: f64,
     },
@@ -448,6 +459,10 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
     let release_lease = lease.prop_map(|lease| Op::ReleaseLease { lease });
     let cancel = (ids(), now.clone()).prop_map(|(id, now)| Op::Cancel { id, now });
     let purge = now.clone().prop_map(|before| Op::Purge { before });
+    let retry = (prop::collection::vec(ids(), 0..3), now.clone())
+        .prop_map(|(ids, now)| Op::Retry { ids, now });
+    let retry_dead = now.clone().prop_map(|now| Op::RetryDead { now });
+    let delete = prop::collection::vec(ids(), 0..3).prop_map(|ids| Op::Delete { ids });
     let list = (
         now.clone(),
         status(),
@@ -491,6 +506,9 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
         2 => release_lease,
         3 => cancel,
         3 => purge,
+        2 => retry,
+        1 => retry_dead,
+        2 => delete,
         2 => list,
         2 => stats,
         3 => admit,

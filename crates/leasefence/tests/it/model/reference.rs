@@ -67,6 +67,11 @@ impl Job {
         self.owner.as_deref() == Some(owner) && self.fence == fence && self.live(now)
     }
 
+    /// Unfinished, its budget spent and its last lease expired at `now`: dead, not buried yet.
+    fn spent_and_expired(&self, now: f64) -> bool {
+        !self.done && !self.attempts_left() && self.until <= now
+    }
+
     fn attempts_left(&self) -> bool {
         self.max_attempts == 0 || self.attempts < self.max_attempts
     }
@@ -403,6 +408,43 @@ impl Model {
                 self.tick(*t);
                 Outcome::Bool(self.cancel(id, *t))
             }
+            Op::Retry { ids, now: t } => {
+                for id in ids {
+                    job_id(id)?;
+                }
+                now(*t)?;
+                self.tick(*t);
+                let mut retried = std::collections::BTreeSet::new();
+                for id in ids {
+                    if self.retry(id, *t) {
+                        retried.insert(id.clone());
+                    }
+                }
+                Outcome::Bools(ids.iter().map(|id| retried.contains(id)).collect())
+            }
+            Op::RetryDead { now: t } => {
+                now(*t)?;
+                self.tick(*t);
+                let dead: Vec<String> = self
+                    .jobs
+                    .iter()
+                    .filter(|j| (j.done && j.outcome == Some("dead")) || j.spent_and_expired(*t))
+                    .map(|j| j.id.clone())
+                    .collect();
+                Outcome::Count(dead.iter().filter(|id| self.retry(id, *t)).count() as u64)
+            }
+            Op::Delete { ids } => {
+                for id in ids {
+                    job_id(id)?;
+                }
+                let mut deleted = std::collections::BTreeSet::new();
+                for id in ids {
+                    if self.delete(id) {
+                        deleted.insert(id.clone());
+                    }
+                }
+                Outcome::Bools(ids.iter().map(|id| deleted.contains(id)).collect())
+            }
             Op::Purge { before } => {
                 now(*before)?;
                 Outcome::Count(self.purge(*before))
@@ -600,6 +642,40 @@ impl Model {
             }
             _ => false,
         }
+    }
+
+    /// Dead (finished as dead, or spent with its last lease expired) or cancelled: ready again
+    /// with a fresh budget, the error cleared, due by `now`, the fence kept. Anything else is
+    /// left alone.
+    fn retry(&mut self, id: &str, now: f64) -> bool {
+        match self.job_mut(id) {
+            Some(job)
+                if (job.done && matches!(job.outcome, Some("dead" | "cancelled")))
+                    || job.spent_and_expired(now) =>
+            {
+                job.done = false;
+                job.outcome = None;
+                job.finished_at = None;
+                job.owner = None;
+                job.until = 0.0;
+                job.attempts = 0;
+                job.error = None;
+                job.not_before = job.not_before.min(now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Removes the job, finished or not, raising its fence floor to its fence.
+    fn delete(&mut self, id: &str) -> bool {
+        let Some(at) = self.jobs.iter().position(|j| j.id == id) else {
+            return false;
+        };
+        let job = self.jobs.remove(at);
+        let floor = self.fence_floor.entry(job.id.clone()).or_insert(job.fence);
+        *floor = (*floor).max(job.fence);
+        true
     }
 
     /// Deletes the jobs finished before `before`, raising each one's fence floor to its fence.

@@ -128,6 +128,21 @@ fn call(store: &dyn Store, op: &Op) -> Result<Outcome, Error> {
         }
         Op::ReleaseLease { lease } => Outcome::Bool(store.release_lease(lease)?),
         Op::Cancel { id, now } => Outcome::Bool(store.cancel(JobId::new(id)?, Now::new(*now)?)?),
+        Op::Retry { ids, now } => {
+            let ids = ids
+                .iter()
+                .map(|id| JobId::new(id))
+                .collect::<Result<Vec<_>, _>>()?;
+            Outcome::Bools(store.retry(&ids, Now::new(*now)?)?)
+        }
+        Op::RetryDead { now } => Outcome::Count(store.retry_dead(Now::new(*now)?)?),
+        Op::Delete { ids } => {
+            let ids = ids
+                .iter()
+                .map(|id| JobId::new(id))
+                .collect::<Result<Vec<_>, _>>()?;
+            Outcome::Bools(store.delete(&ids)?)
+        }
         Op::Purge { before } => Outcome::Count(store.purge(Now::new(*before)?)?),
         Op::List { now, status, limit } => {
             let mut jobs = store.list(Now::new(*now)?, *status, None, *limit)?;
