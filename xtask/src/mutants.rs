@@ -208,10 +208,10 @@ fn run_in_scratch(
             bad.push(m.id.clone());
         }
         results.insert(m.id.clone(), record);
+        // Saved after every mutant: an interrupted run keeps what it observed.
+        save_results(target_dir, &results)?;
     }
-    let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
-    std::fs::write(results_path(target_dir), text)
-        .map_err(|e| format!("writing {}: {e}", results_path(target_dir).display()))?;
+    save_results(target_dir, &results)?;
 
     // 5. Summary, and the worksheet after a run over the whole catalog.
     summarize(selected, &results, started.elapsed());
@@ -567,4 +567,11 @@ mod tests {
         assert!(selects("renew-fence-dropped", "renew-fence-dropped"));
         assert!(!selects("renew", "renew-fence-dropped"));
     }
+}
+
+/// Writes the observations to `results.json`.
+fn save_results(target_dir: &Path, results: &Results) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    std::fs::write(results_path(target_dir), text)
+        .map_err(|e| format!("writing {}: {e}", results_path(target_dir).display()))
 }

@@ -289,6 +289,36 @@ fn a_failing_command_is_retried_then_dead_with_the_tail_of_its_stderr() {
     );
 }
 
+/// `--timeout`: a command running past the limit has its process group killed and its attempt
+/// fails with a timeout error; on its last attempt the job is dead, and `work` exits 0.
+#[test]
+fn a_command_past_its_time_limit_is_killed_and_its_attempt_fails() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "hangs", "--max-attempts", "1"]);
+    let out = s.ok(&["work", "--exec", "sleep 60", "--drain", "--timeout", "1"]);
+    let row = s.row("hangs");
+    assert_eq!(
+        (
+            row.fence,
+            row.done,
+            row.error.as_deref(),
+            row.outcome.as_deref()
+        ),
+        (
+            1,
+            1,
+            Some("timed out after 1 s (the worker's time limit)"),
+            Some("dead")
+        )
+    );
+    assert!(out.contains("killed hangs (fence 1): timed out"), "{out}");
+    assert!(out.contains("1 dead, 1 timed out"), "{out}");
+    s.command(&["work", "--exec", "true", "--timeout", "0"])
+        .output()
+        .map(|o| assert_eq!(o.status.code(), Some(2), "--timeout 0 is refused"))
+        .unwrap();
+}
+
 /// The crate's story with a real process: the worker is frozen (SIGSTOP) past its ttl while its
 /// command runs, another owner takes over and finishes; when the worker wakes up its renew is
 /// refused, it kills the command, and nothing of its attempt is stored.

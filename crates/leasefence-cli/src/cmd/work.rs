@@ -81,6 +81,11 @@ pub struct Args {
     /// and their leases released (a second signal: at once).
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     shutdown_deadline: f64,
+    /// A run-time limit per job, in seconds [default: none]: past it the command's process
+    /// group is killed and the attempt fails with a timeout error (retried per the backoff, or
+    /// dead after the job's last attempt).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
     /// Owner names are `PREFIX-N`, one per concurrent job [default: hostname-pid].
     #[arg(long, value_name = "PREFIX")]
     owner: Option<String>,
@@ -123,6 +128,9 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     if let Some(owner) = &args.owner {
         builder = builder.owner_prefix(owner.as_str());
     }
+    if let Some(limit) = args.timeout {
+        builder = builder.timeout(limit);
+    }
     let exec = args.exec.clone();
     let shown = progress.clone();
     let groups = Groups::default();
@@ -161,15 +169,17 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     progress.bar.finish_and_clear();
     out.line(
         format!(
-            "stopped: {} claimed, {} completed, {} retried, {} dead, {} leases lost, {} stale \
-             writes refused, {} released",
+            "stopped: {} claimed, {} completed, {} retried, {} dead, {} timed out, {} leases lost, \
+             {} stale writes refused, {} released at shutdown, {} cancelled by an operator",
             stats.claimed,
             stats.completed,
             stats.retried,
             stats.dead,
+            stats.timed_out,
             stats.lost,
             stats.stale_refused,
-            stats.released
+            stats.released,
+            stats.cancelled
         ),
         json!({
             "op": "work",
@@ -183,6 +193,8 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             "lost": stats.lost,
             "stale_refused": stats.stale_refused,
             "released": stats.released,
+            "cancelled": stats.cancelled,
+            "timed_out": stats.timed_out,
             "errors": stats.errors,
         }),
     );
@@ -265,6 +277,16 @@ impl Progress {
                 (
                     format!(
                         "refused {id} (fence {fence}): the lease was no longer current; nothing \
+                         stored"
+                    ),
+                    REFUSED,
+                )
+            }
+            JobOutcome::Cancelled => {
+                record["event"] = json!("cancelled");
+                (
+                    format!(
+                        "cancelled {id} (fence {fence}): an operator ended the job; nothing \
                          stored"
                     ),
                     REFUSED,
@@ -366,7 +388,9 @@ fn run_command(
         }
         if job.token().wait_timeout(Duration::from_millis(20)) {
             kill(&mut child);
-            let why = if job.is_lost() {
+            let why = if job.is_timed_out() {
+                "timed out"
+            } else if job.is_lost() {
                 "lease lost"
             } else {
                 "shutdown deadline passed"

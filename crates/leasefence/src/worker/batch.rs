@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::context::JobContext;
 use super::job::{Job, Phase, SETTLED_COMPLETED, SETTLED_REFUSED, UNSETTLED};
+use super::loss::refused;
 use super::shared::{Shared, Slot, busy_retry};
 use super::stats::{JobOutcome, bump};
 use super::sync::lock;
@@ -73,6 +74,7 @@ pub(super) fn run_batch<S: Store>(
                 continue; // lost while it waited (renew refused) or released at the deadline
             }
             beat.phase = Phase::Running;
+            beat.started_at = Some(shared.clock_now());
         }
         ran += 1;
         let ctx = JobContext {
@@ -84,7 +86,10 @@ pub(super) fn run_batch<S: Store>(
         };
         let returned = catch_unwind(AssertUnwindSafe(|| (shared.handler)(&ctx)));
         let settled = job.settled.load(Ordering::SeqCst);
+        // Past its time limit the attempt is a failure, whatever the handler returned.
+        let timed_out = settled == UNSETTLED && job.timed_out.load(Ordering::SeqCst);
         if settled == UNSETTLED
+            && !timed_out
             && let Ok(Ok(result)) = returned
         {
             // Written with the batch; the heartbeat keeps the lease alive meanwhile.
@@ -102,11 +107,16 @@ pub(super) fn run_batch<S: Store>(
         let outcome = match (settled, returned) {
             (SETTLED_COMPLETED, _) => JobOutcome::Completed,
             (SETTLED_REFUSED, _) => JobOutcome::Refused,
+            _ if timed_out => {
+                let limit = shared.config.timeout.unwrap_or_default();
+                let error = format!("timed out after {limit} s (the worker's time limit)");
+                record_failure(shared, store, job, error)
+            }
             (_, Ok(Ok(_))) => unreachable!("an unsettled result is written with the batch"),
-            (_, Ok(Err(error))) => record_failure(shared, store, lease, error),
+            (_, Ok(Err(error))) => record_failure(shared, store, job, error),
             (_, Err(panic)) => {
                 let error = format!("handler panicked: {}", panic_message(&*panic));
-                record_failure(shared, store, lease, error)
+                record_failure(shared, store, job, error)
             }
         };
         report(shared, lease, &outcome);
@@ -161,8 +171,14 @@ fn store_results<S: Store>(shared: &Shared<S>, store: &S, results: Vec<(Arc<Job>
                 tracing::info!(job_id = %lease.job_id, fence = lease.fence, "completed");
                 JobOutcome::Completed
             }
+            Ok(_) if refused(shared, store, job) => {
+                tracing::warn!(
+                    job_id = %lease.job_id, fence = lease.fence, owner = %lease.owner,
+                    "completion refused: an operator ended the job; result not stored"
+                );
+                JobOutcome::Cancelled
+            }
             Ok(_) => {
-                bump(&shared.counters.stale_refused);
                 tracing::warn!(
                     job_id = %lease.job_id, fence = lease.fence, owner = %lease.owner,
                     "stale completion refused: the lease is no longer current; result not stored"
@@ -219,12 +235,8 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-fn record_failure<S: Store>(
-    shared: &Shared<S>,
-    store: &S,
-    lease: &Lease,
-    error: String,
-) -> JobOutcome {
+fn record_failure<S: Store>(shared: &Shared<S>, store: &S, job: &Job, error: String) -> JobOutcome {
+    let lease = &job.lease;
     let counters = &shared.counters;
     let written = busy_retry(shared, || {
         let now = shared.now()?;
@@ -248,8 +260,14 @@ fn record_failure<S: Store>(
             );
             JobOutcome::Dead { error }
         }
+        Ok(None) if refused(shared, store, job) => {
+            tracing::warn!(
+                job_id = %lease.job_id, fence = lease.fence, owner = %lease.owner, %error,
+                "failure refused: an operator ended the job; nothing stored"
+            );
+            JobOutcome::Cancelled
+        }
         Ok(None) => {
-            bump(&counters.stale_refused);
             tracing::warn!(
                 job_id = %lease.job_id, fence = lease.fence, owner = %lease.owner, %error,
                 "stale failure refused: the lease is no longer current; nothing stored"

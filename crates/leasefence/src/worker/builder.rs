@@ -48,6 +48,7 @@ pub struct WorkerBuilder<S> {
     poll: Duration,
     backoff: Backoff,
     deadline: Duration,
+    timeout: Option<f64>,
     drain: bool,
     batch: usize,
     clock: Arc<dyn Clock>,
@@ -65,6 +66,7 @@ impl<S> fmt::Debug for WorkerBuilder<S> {
             .field("poll", &self.poll)
             .field("backoff", &self.backoff)
             .field("deadline", &self.deadline)
+            .field("timeout", &self.timeout)
             .field("drain", &self.drain)
             .field("batch", &self.batch)
             .finish_non_exhaustive()
@@ -82,6 +84,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
             poll: Duration::from_millis(500),
             backoff: Backoff::default(),
             deadline: Duration::from_secs(10),
+            timeout: None,
             drain: false,
             batch: DEFAULT_BATCH,
             clock: Arc::new(SystemClock),
@@ -149,6 +152,17 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
     /// and releases their leases (default 10 s).
     pub fn shutdown_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
+        self
+    }
+
+    /// A run-time limit per job, in seconds of the [`Clock`](crate::Clock) (default: none).
+    /// When a handler has run this long, its token is cancelled, the heartbeat stops renewing
+    /// its lease, and the attempt is recorded as a failure (`timed out after … s`), retried
+    /// per the backoff or dead after the last attempt — whatever the handler returns. A
+    /// handler that ignores its token keeps running, but its lease then expires and another
+    /// worker may take the job.
+    pub fn timeout(mut self, seconds: f64) -> Self {
+        self.timeout = Some(seconds);
         self
     }
 
@@ -226,6 +240,14 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
         if self.poll.is_zero() {
             return Err(Error::invalid("poll_interval", "must be greater than 0"));
         }
+        if let Some(limit) = self.timeout
+            && !(limit.is_finite() && limit > 0.0)
+        {
+            return Err(Error::invalid(
+                "timeout",
+                format!("must be a finite number of seconds > 0, got {limit}"),
+            ));
+        }
         let owner_prefix = self.owner_prefix.unwrap_or_else(default_owner_prefix);
         Owner::new(&owner_prefix)?;
         let shared = Shared {
@@ -236,6 +258,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
                 poll: self.poll,
                 backoff: self.backoff,
                 deadline: self.deadline,
+                timeout: self.timeout,
                 drain: self.drain,
                 batch: self.batch,
             },

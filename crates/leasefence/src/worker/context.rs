@@ -6,12 +6,13 @@ use std::sync::atomic::Ordering;
 use super::cancel::CancelToken;
 use super::clock::WorkerClock;
 use super::job::{Job, SETTLED_COMPLETED, SETTLED_REFUSED};
+use super::loss::{mark_lost, reason};
 use super::stats::{Counters, bump};
 use super::sync::lock;
 use crate::error::{Error, Result};
 use crate::sqlite::SqliteStore;
 use crate::store::Store;
-use crate::types::{Fence, Lease, Resource};
+use crate::types::{Fence, Lease, Now, Resource, Status};
 
 /// The error a handler returns: any error (`?` converts it), a `&str` or a `String`
 /// (`.into()`); its `Display` is stored as the job's failure.
@@ -120,6 +121,61 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// be accepted. The [`token`](Self::token) is cancelled at the same moment.
     pub fn is_lost(&self) -> bool {
         self.job.lost.load(Ordering::SeqCst)
+    }
+
+    /// `true` once the run-time limit
+    /// ([`WorkerBuilder::timeout`](crate::WorkerBuilder::timeout)) was reached: the token is
+    /// cancelled and the attempt is recorded as a failure, whatever the handler returns.
+    pub fn is_timed_out(&self) -> bool {
+        self.job.timed_out.load(Ordering::SeqCst)
+    }
+
+    /// Asks the store, in one read, whether this lease is still the current one (same owner
+    /// and fence, unfinished, live by the store's clock) — for a handler about to make a side
+    /// effect outside the store. The heartbeat notices a lost lease only at its next renewal,
+    /// so after a pause (a stop signal, a long GC) a handler may return before it does: check
+    /// right before the effect. When the lease is gone the job is marked lost at once, its
+    /// [`token`](Self::token) cancelled, and `Ok(false)` returned; do not make the effect.
+    ///
+    /// This narrows the window, it cannot close it: the lease may end just after the check.
+    /// For an effect that must never land late, pass [`fence`](Self::fence) to the outside
+    /// system, or use the fence gate ([`admit`](Self::admit)) or
+    /// [`complete_with`](JobContext::complete_with).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{NewJob, SqliteStore, Store, Worker};
+    /// let path = dir.path().join("jobs.db");
+    /// SqliteStore::open(&path)?.enqueue_job(NewJob::new("mail-1")?)?;
+    /// let stats = Worker::sqlite(&path)
+    ///     .drain(true)
+    ///     .build(|ctx| {
+    ///         if !ctx.check_lease()? {
+    ///             return Err("lease lost: not sending".into());
+    ///         }
+    ///         Ok("sent".to_string()) // send the mail here
+    ///     })?
+    ///     .run()?;
+    /// assert_eq!(stats.completed, 1);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// Busy or backend failures; the lease's state is then unknown.
+    pub fn check_lease(&self) -> Result<bool> {
+        let lease = &self.job.lease;
+        let now = self.clock.reading();
+        let info = self.store.inspect(lease.job(), Now::new(now)?)?;
+        let current = info.as_ref().is_some_and(|job| {
+            job.status == Status::Leased
+                && job.state.fence == lease.fence
+                && job.state.owner.as_deref() == Some(lease.owner.as_str())
+        });
+        if !current {
+            mark_lost(self.counters, self.job, reason(info.as_ref(), lease), now);
+        }
+        Ok(current)
     }
 
     /// `true` once the token was cancelled: the lease was lost, or shutdown stopped waiting for

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::job::{Beat, Job, Phase};
+use super::loss::{classify, mark_lost};
 use super::shared::{Shared, busy_retry};
 use super::stats::bump;
 use super::sync::lock;
@@ -25,6 +26,7 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
     let in_flight = shared.in_flight();
     let due: Vec<&Arc<Job>> = in_flight
         .iter()
+        .filter(|job| !job.timed_out.load(Ordering::SeqCst))
         .filter(|job| is_due(&lock(&job.beat), now, shared))
         .collect();
     if due.is_empty() {
@@ -35,7 +37,13 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
     match answers {
         Ok(answers) => {
             for (job, renewed) in due.into_iter().zip(answers) {
-                apply(shared, job, now, renewed);
+                if renewed {
+                    apply(shared, job, now);
+                } else if lock(&job.beat).phase.is_renewable() {
+                    // Why, asked without holding the job's lock (one read, on refusals only).
+                    let reason = classify(store, &job.lease, now);
+                    mark_lost(&shared.counters, job, reason, now);
+                }
             }
         }
         Err(e) => {
@@ -54,32 +62,42 @@ fn is_due<S>(beat: &Beat, now: f64, shared: &Shared<S>) -> bool {
     beat.phase.is_renewable() && now >= beat.renewed_at + shared.config.heartbeat
 }
 
-/// Applies the store's answer to one renewal made at `now`, under the job's lock, to a job
-/// still queued or running.
-fn apply<S>(shared: &Shared<S>, job: &Job, now: f64, renewed: bool) {
+/// Applies a granted renewal made at `now`, under the job's lock, to a job still queued or
+/// running.
+fn apply<S>(shared: &Shared<S>, job: &Job, now: f64) {
     let lease = &job.lease;
     let mut beat = lock(&job.beat);
     if !beat.phase.is_renewable() {
         return; // finishing, released or lost since the renewal was asked for: left alone
     }
-    if renewed {
-        beat.renewed_at = now;
-        beat.until = now + shared.config.ttl.seconds();
-        bump(&shared.counters.renewed);
-        tracing::debug!(
-            job_id = %lease.job_id, fence = lease.fence, until = beat.until, "renewed"
-        );
-    } else {
-        beat.phase = Phase::Lost;
-        job.lost.store(true, Ordering::SeqCst);
-        // Count before cancelling: whoever the token wakes must see the loss counted.
-        bump(&shared.counters.lost);
-        job.token.cancel();
-        tracing::warn!(
-            job_id = %lease.job_id, fence = lease.fence, owner = %lease.owner, now,
-            until = beat.until,
-            "lease lost: renew refused; cancelling the handler, its writes will be refused"
-        );
+    beat.renewed_at = now;
+    beat.until = now + shared.config.ttl.seconds();
+    bump(&shared.counters.renewed);
+    tracing::debug!(
+        job_id = %lease.job_id, fence = lease.fence, until = beat.until, "renewed"
+    );
+}
+
+/// Enforces the run-time limit ([`WorkerBuilder::timeout`](crate::WorkerBuilder::timeout)):
+/// a handler that has run that long on the clock is timed out — its token cancelled, its
+/// lease no longer renewed, its attempt to be recorded as a failure.
+pub(super) fn enforce_timeouts<S>(shared: &Shared<S>) {
+    let Some(limit) = shared.config.timeout else {
+        return;
+    };
+    let now = shared.clock_now();
+    for job in shared.in_flight() {
+        let beat = lock(&job.beat);
+        let over =
+            beat.phase == Phase::Running && beat.started_at.is_some_and(|t| now >= t + limit);
+        if over && !job.timed_out.swap(true, Ordering::SeqCst) {
+            bump(&shared.counters.timed_out);
+            job.token.cancel();
+            tracing::warn!(
+                job_id = %job.lease.job_id, fence = job.lease.fence, limit,
+                "the handler ran past its time limit; cancelling it, the attempt fails"
+            );
+        }
     }
 }
 

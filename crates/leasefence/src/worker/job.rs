@@ -26,7 +26,16 @@ pub(super) struct Beat {
     pub(super) phase: Phase,
     pub(super) until: f64,
     pub(super) renewed_at: f64,
+    /// The clock reading when the handler started, once it has.
+    pub(super) started_at: Option<f64>,
 }
+
+/// Why a lease was lost, as far as the store could tell (`Job::loss`).
+pub(super) const LOSS_NONE: u8 = 0;
+/// Another claim took it over, or it expired: what fencing is for.
+pub(super) const LOSS_TAKEN_OVER: u8 = 1;
+/// An operator cancelled, retried or deleted the job.
+pub(super) const LOSS_OPERATOR: u8 = 2;
 
 pub(super) const UNSETTLED: u8 = 0;
 pub(super) const SETTLED_COMPLETED: u8 = 1;
@@ -37,6 +46,10 @@ pub(super) struct Job {
     pub(super) lease: Lease,
     pub(super) token: CancelToken,
     pub(super) lost: AtomicBool,
+    /// Why the lease was lost (`LOSS_*`), once it was.
+    pub(super) loss: AtomicU8,
+    /// The run-time limit was reached: the attempt is a failure, whatever the handler returns.
+    pub(super) timed_out: AtomicBool,
     /// Set when the handler completed through `JobContext::complete_with`.
     pub(super) settled: AtomicU8,
     /// The phase and the lease's end as last renewed. Nothing holds it across a database
@@ -59,11 +72,14 @@ impl Job {
         Job {
             token: CancelToken::new(),
             lost: AtomicBool::new(false),
+            loss: AtomicU8::new(LOSS_NONE),
+            timed_out: AtomicBool::new(false),
             settled: AtomicU8::new(UNSETTLED),
             beat: Mutex::new(Beat {
                 phase: Phase::Queued,
                 until: lease.until,
                 renewed_at: claimed_at,
+                started_at: None,
             }),
             lease,
         }

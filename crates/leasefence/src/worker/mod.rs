@@ -59,6 +59,7 @@ mod sync;
 mod cancel;
 mod clock;
 mod job;
+mod loss;
 mod stats;
 
 mod context;

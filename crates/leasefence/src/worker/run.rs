@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::batch::{batch_size_for, run_batch};
-use super::heartbeat::{heartbeat, release_in_flight};
+use super::heartbeat::{enforce_timeouts, heartbeat, release_in_flight};
 use super::shared::{Shared, TICK};
 use super::shutdown::ShutdownHandle;
 use super::stats::{WorkerStats, bump};
@@ -147,6 +147,7 @@ impl<S: Store + Send + 'static> Worker<S> {
 
         // Running: heartbeats until asked to stop (or drained).
         loop {
+            enforce_timeouts(&shared);
             heartbeat(&shared, &beat_store);
             if shared.stop.is_cancelled() {
                 break;
@@ -173,6 +174,7 @@ impl<S: Store + Send + 'static> Worker<S> {
                 release_in_flight(&shared, &beat_store);
                 break;
             }
+            enforce_timeouts(&shared);
             heartbeat(&shared, &beat_store);
             std::thread::sleep(TICK.min(deadline.saturating_duration_since(Instant::now())));
         }

@@ -51,6 +51,8 @@ pub(super) struct Config {
     pub(super) poll: Duration,
     pub(super) backoff: Backoff,
     pub(super) deadline: Duration,
+    /// The run-time limit per job, in seconds of the clock.
+    pub(super) timeout: Option<f64>,
     pub(super) drain: bool,
     pub(super) batch: usize,
 }

@@ -13,6 +13,8 @@ pub(super) struct Counters {
     pub(super) lost: AtomicU64,
     pub(super) stale_refused: AtomicU64,
     pub(super) released: AtomicU64,
+    pub(super) cancelled: AtomicU64,
+    pub(super) timed_out: AtomicU64,
     pub(super) errors: AtomicU64,
 }
 
@@ -32,6 +34,8 @@ impl Counters {
             lost: get(&self.lost),
             stale_refused: get(&self.stale_refused),
             released: get(&self.released),
+            cancelled: get(&self.cancelled),
+            timed_out: get(&self.timed_out),
             errors: get(&self.errors),
         }
     }
@@ -69,14 +73,22 @@ pub struct WorkerStats {
     pub retried: u64,
     /// Failed attempts that were the job's last: the job is dead.
     pub dead: u64,
-    /// Leases lost while the handler ran: a renew was refused.
+    /// Leases lost while the handler ran because another claim took them over or they
+    /// expired (the worker stalled past its ttl): a renew was refused.
     pub lost: u64,
-    /// Completions and failures the store refused because the lease was no longer current
-    /// (lost, or the job cancelled). A job released at the shutdown deadline is not counted
-    /// here: its outcome is not written at all.
+    /// Completions and failures the store refused because the lease had been taken over or
+    /// had expired: the stale writes fencing is for. Neither a job released at the shutdown
+    /// deadline (its outcome is not written at all) nor one an operator ended is counted here.
     pub stale_refused: u64,
     /// In-flight leases given back at shutdown (fence kept), claimable again at once.
     pub released: u64,
+    /// Jobs an operator cancelled, retried or deleted while this worker held them: the lease
+    /// ended, nothing of the attempt was stored.
+    pub cancelled: u64,
+    /// Handlers stopped by the run-time limit
+    /// ([`WorkerBuilder::timeout`](crate::WorkerBuilder::timeout)); each attempt is recorded as
+    /// a failure (counted in `retried` or `dead` too).
+    pub timed_out: u64,
     /// Store errors met on the way (busy database, I/O); the worker went on.
     pub errors: u64,
 }
@@ -114,9 +126,12 @@ pub enum JobOutcome {
         /// The handler's error (or panic message).
         error: String,
     },
-    /// The store refused the completion or failure: the lease was no longer current (lost to
-    /// another worker, or the job was cancelled). Nothing was stored.
+    /// The store refused the completion or failure: the lease had been taken over by another
+    /// claim or had expired. Nothing was stored.
     Refused,
+    /// An operator cancelled, retried or deleted the job while the handler ran: the lease had
+    /// ended, nothing was stored.
+    Cancelled,
     /// The lease was given back at the shutdown deadline while the handler ran (fenced, fence
     /// kept): whatever the handler returned was not written, and the job is claimable again at
     /// once.

@@ -531,14 +531,95 @@ mod lost_lease {
                 .unwrap()
         );
         clock.set(10.0); // the next heartbeat is due, and refused: the job is done
-        wait_until("the refused completion", || {
-            handle.stats().stale_refused == 1
-        });
+        wait_until("the cancellation seen", || handle.stats().cancelled == 1);
         let stats = stop(&handle, run);
-        assert_eq!((stats.lost, stats.completed, stats.renewed), (1, 0, 0));
+        // Counted as an operator's cancellation, not as a lost lease or a stale write.
+        assert_eq!(
+            (stats.cancelled, stats.lost, stats.stale_refused, stats.completed, stats.renewed),
+            (1, 0, 0, 0, 0),
+            "{stats:?}"
+        );
         let row = db.row("j").unwrap();
         assert_eq!((row.result, row.done, row.fence), (None, 1, 1));
         assert_eq!(failure(db, "j").1.as_deref(), Some("cancelled"));
+        }
+    );
+
+    worker_case!(
+        /// `ctx.check_lease()` asks the store before a side effect: current while the lease
+        /// is, `false` at once after an operator cancelled the job — before any heartbeat
+        /// noticed — and then the job is lost, its token cancelled, counted as cancelled.
+        fn check_lease_tells_a_handler_at_once_that_its_job_was_cancelled(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("j")]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let (checked_tx, checked) = channel();
+        let (go_tx, go) = channel::<()>();
+        let (checked_tx, go) = (Mutex::new(checked_tx), Mutex::new(go));
+        let a = worker(t, &clock, "A")
+            .ttl(30.0)
+            .build(move |ctx| {
+                let first = ctx.check_lease()?;
+                checked_tx.lock().unwrap().send(first)?;
+                go.lock().unwrap().recv()?;
+                let second = ctx.check_lease()?;
+                let seen = (second, ctx.is_lost(), ctx.is_cancelled());
+                checked_tx.lock().unwrap().send(seen.0)?;
+                assert_eq!(seen, (false, true, true));
+                Ok("the side effect was not made".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(a);
+        assert!(recv(&checked), "current while the lease is");
+        assert!(t.open().cancel(JobId::new("j").unwrap(), Now::new(1.0).unwrap()).unwrap());
+        go_tx.send(()).unwrap();
+        assert!(!recv(&checked), "cancelled: no longer current");
+        wait_until("the handler's end", || handle.stats().cancelled == 1);
+        let stats = stop(&handle, run);
+        assert_eq!(
+            (stats.cancelled, stats.lost, stats.stale_refused, stats.completed, stats.renewed),
+            (1, 0, 0, 0, 0),
+            "{stats:?}"
+        );
+        assert_eq!(db.row("j").unwrap().result, None);
+        }
+    );
+
+    worker_case!(
+        /// A handler past the run-time limit on the worker's clock is cancelled, and its
+        /// attempt is recorded as a timeout failure even though it returns `Ok` afterwards.
+        fn a_handler_past_its_time_limit_is_cancelled_and_its_attempt_fails(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("slow").max_attempts(2)]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let (started_tx, started) = channel();
+        let started_tx = Mutex::new(started_tx);
+        let w = worker(t, &clock, "A")
+            .ttl(30.0)
+            .timeout(5.0)
+            .backoff(leasefence::Backoff { base: 100.0, factor: 2.0, max: 100.0, jitter: 0.0 })
+            .build(move |ctx| {
+                started_tx.lock().unwrap().send(ctx.attempt())?;
+                let cancelled = ctx.token().wait_timeout(PATIENCE);
+                assert!(cancelled && ctx.is_timed_out() && !ctx.is_lost());
+                Ok("finished anyway".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        assert_eq!(recv(&started), 1);
+        clock.set(5.0); // the limit: cancelled at the next tick
+        wait_until("the timeout failure", || handle.stats().retried == 1);
+        let stats = stop(&handle, run);
+        assert_eq!(
+            (stats.timed_out, stats.retried, stats.completed, stats.stale_refused),
+            (1, 1, 0, 0),
+            "{stats:?}"
+        );
+        let row = db.row("slow").unwrap();
+        assert_eq!((row.result, row.done, row.owner), (None, 0, None));
+        let (error, _, retry_at) = failure(db, "slow");
+        assert_eq!(error.as_deref(), Some("timed out after 5 s (the worker's time limit)"));
+        assert_eq!(retry_at, 105.0, "retried per the backoff, from the failure at 5");
         }
     );
 }
