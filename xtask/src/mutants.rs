@@ -539,6 +539,13 @@ fn flush() {
     let _ = std::io::stdout().flush();
 }
 
+/// Writes the observations to `results.json`.
+fn save_results(target_dir: &Path, results: &Results) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    std::fs::write(results_path(target_dir), text)
+        .map_err(|e| format!("writing {}: {e}", results_path(target_dir).display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,11 +574,4 @@ mod tests {
         assert!(selects("renew-fence-dropped", "renew-fence-dropped"));
         assert!(!selects("renew", "renew-fence-dropped"));
     }
-}
-
-/// Writes the observations to `results.json`.
-fn save_results(target_dir: &Path, results: &Results) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
-    std::fs::write(results_path(target_dir), text)
-        .map_err(|e| format!("writing {}: {e}", results_path(target_dir).display()))
 }
