@@ -533,7 +533,7 @@ fn the_queue_commands_run_on_postgres() {
         .iter()
         .map(|r| {
             (
-                r["id"].as_str().unwrap().to_owned(),
+                r["job_id"].as_str().unwrap().to_owned(),
                 r["status"].as_str().unwrap().to_owned(),
             )
         })
