@@ -220,10 +220,27 @@ fn hint(err: &anyhow::Error) -> Option<String> {
                 None
             }
         }
-        leasefence::Error::CannotConnect { target, .. } => Some(format!(
-            "no PostgreSQL server answered at {target}; check --db (or LEASEFENCE_DB) and that \
-             the server is running"
-        )),
+        leasefence::Error::CannotConnect { target, .. } => {
+            // The server's own reason is in the message; the hint names the next step for it.
+            let reason = err.chain().map(ToString::to_string).collect::<Vec<_>>();
+            let said = |needle: &str| reason.iter().any(|r| r.contains(needle));
+            Some(if said("does not exist") {
+                format!(
+                    "the server at {target} answered, but that database or role does not exist \
+                     there; fix dbname= or user= in --db (or LEASEFENCE_DB), or create it"
+                )
+            } else if said("authentication") || said("password") {
+                format!(
+                    "the server at {target} refused the credentials; check user= and password= \
+                     in --db (or LEASEFENCE_DB)"
+                )
+            } else {
+                format!(
+                    "no PostgreSQL server answered at {target}; check --db (or LEASEFENCE_DB) \
+                     and that the server is running"
+                )
+            })
+        }
         _ => None,
     }
 }

@@ -31,8 +31,8 @@ fn pg_conn() -> Option<String> {
     }
 }
 
-/// A libpq `key=value` string as a `postgres://` URL (the CLI recognises only URLs); a URL is
-/// returned as it is.
+/// A libpq `key=value` string as a `postgres://` URL (the CLI takes both; these cases use the
+/// URL, `pg_connect.rs` the `key=value` form); a URL is returned as it is.
 fn as_url(conn: &str) -> String {
     let conn = conn.trim();
     if conn.starts_with("postgres://") || conn.starts_with("postgresql://") {

@@ -24,19 +24,22 @@ use crate::{PgOptions, PgStore};
 const PG_SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
 /// The optional prefix that marks an SQLite path explicitly.
 const SQLITE_SCHEME: &str = "sqlite://";
+/// The libpq keywords whose `key=` at the start of a word makes a string a PostgreSQL
+/// `key=value` connection string.
+const PG_KEYS: [&str; 5] = ["host", "hostaddr", "port", "dbname", "user"];
 
-/// Where a store lives, as given by a user: an SQLite file or a PostgreSQL URL.
+/// Where a store lives, as given by a user: an SQLite file or a PostgreSQL connection string.
 ///
 /// Parsing rules ([`Target::parse`]):
 ///
 /// - `postgres://…` or `postgresql://…` (scheme in any case) is PostgreSQL; the whole string is
 ///   the connection URL, as libpq takes it.
-/// - `sqlite://PATH` is the SQLite file `PATH` (`sqlite:///abs/jobs.db` is `/abs/jobs.db`).
+/// - A libpq `key=value` string is PostgreSQL: one with a white-space separated word that
+///   starts with `host=`, `hostaddr=`, `port=`, `dbname=` or `user=`
+///   (`host=db user=app dbname=jobs`). Other keys (`password=`, `sslmode=`, …) may follow.
+/// - `sqlite://PATH` is the SQLite file `PATH` (`sqlite:///abs/jobs.db` is `/abs/jobs.db`);
+///   use it for a file whose name would otherwise read as `key=value`.
 /// - Anything else is an SQLite file path, as before PostgreSQL existed.
-///
-/// Only URLs select PostgreSQL: a libpq `key=value` string (`host=db user=app`) is **not**
-/// recognised and would be taken as a file name. Write it as a URL
-/// (`postgres://app@db/jobs`), or open a `PgStore` with `PgOptions::open`, which takes both.
 ///
 /// ```
 /// use std::path::Path;
@@ -49,6 +52,8 @@ const SQLITE_SCHEME: &str = "sqlite://";
 /// assert!(pg.is_postgres());
 /// // Displayed without the password.
 /// assert_eq!(pg.to_string(), "postgres://app:***@db.internal/jobs");
+/// let kv = Target::parse("host=db.internal user=app password=secret dbname=jobs")?;
+/// assert_eq!(kv.to_string(), "host=db.internal user=app password=*** dbname=jobs");
 /// assert!(Target::parse("").is_err());
 /// # Ok(()) }
 /// ```
@@ -56,7 +61,8 @@ const SQLITE_SCHEME: &str = "sqlite://";
 pub enum Target {
     /// An SQLite database file.
     Sqlite(PathBuf),
-    /// A PostgreSQL connection URL (`postgres://…` or `postgresql://…`), scheme in lower case.
+    /// A PostgreSQL connection string: a URL (`postgres://…` or `postgresql://…`, scheme in
+    /// lower case) or libpq `key=value` pairs, as given.
     Postgres(String),
 }
 
@@ -87,10 +93,13 @@ impl Target {
             }
             return Ok(Target::Sqlite(PathBuf::from(path)));
         }
+        if is_key_value(db) {
+            return Ok(Target::Postgres(db.to_owned()));
+        }
         Ok(Target::Sqlite(PathBuf::from(db)))
     }
 
-    /// Whether this is a PostgreSQL URL.
+    /// Whether this is a PostgreSQL connection string.
     pub fn is_postgres(&self) -> bool {
         matches!(self, Target::Postgres(_))
     }
@@ -148,10 +157,68 @@ fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> 
         .then(|| &text[prefix.len()..])
 }
 
-/// `url` with the password of its user info and any `password=` query parameter masked.
+/// Whether `db` is a libpq `key=value` string: a word starting with one of [`PG_KEYS`] and `=`.
+fn is_key_value(db: &str) -> bool {
+    db.split_whitespace().any(|word| {
+        word.split_once('=')
+            .is_some_and(|(key, _)| PG_KEYS.contains(&key))
+    })
+}
+
+/// A `key=value` string with the value of every `password` key masked: `password=***`. Values
+/// may be single-quoted with backslash escapes, and `=` may have spaces around it, as libpq
+/// allows.
+fn redact_key_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        // The next key: after white space, up to `=` (with optional spaces before it).
+        let start = rest.len() - rest.trim_start().len();
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        if rest.is_empty() {
+            return out;
+        }
+        let key_end = rest
+            .find(|c: char| c == '=' || c.is_whitespace())
+            .unwrap_or(rest.len());
+        let key = &rest[..key_end];
+        out.push_str(key);
+        rest = &rest[key_end..];
+        let spaces = rest.len() - rest.trim_start().len();
+        if !rest[spaces..].starts_with('=') {
+            continue; // not key=value: copied as it is
+        }
+        let after_eq = spaces + 1;
+        let value_start = after_eq + (rest[after_eq..].len() - rest[after_eq..].trim_start().len());
+        out.push_str(&rest[..value_start]);
+        rest = &rest[value_start..];
+        // The value: quoted up to the closing quote, or up to white space.
+        let value_end = if let Some(quoted) = rest.strip_prefix('\'') {
+            let mut escaped = false;
+            let close = quoted.char_indices().find(|&(_, c)| {
+                let end = !escaped && c == '\'';
+                escaped = !escaped && c == '\\';
+                end
+            });
+            close.map_or(rest.len(), |(i, _)| i + 2)
+        } else {
+            rest.find(char::is_whitespace).unwrap_or(rest.len())
+        };
+        if key == "password" {
+            out.push_str("***");
+        } else {
+            out.push_str(&rest[..value_end]);
+        }
+        rest = &rest[value_end..];
+    }
+}
+
+/// `url` with the password of its user info and any `password=` query parameter masked; a
+/// `key=value` string with its `password` value masked.
 fn redact(url: &str) -> String {
     let Some(start) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
+        return redact_key_value(url);
     };
     let authority_end = url[start..]
         .find(['/', '?'])
@@ -527,10 +594,20 @@ mod tests {
         assert_eq!(Target::parse("sqlite://a/b.db").unwrap(), file("a/b.db"));
         assert_eq!(Target::parse("SQLite:///a.db").unwrap(), file("/a.db"));
         assert_eq!(Target::parse("jobs.db").unwrap(), file("jobs.db"));
-        // Not auto-detected: libpq key=value strings and other schemes are file names.
+        // libpq key=value strings, recognised by one of the connection keys.
+        for kv in [
+            "host=h user=u",
+            "dbname=test",
+            "user=postgres   port=5433",
+            "sslmode=disable host=/run/postgresql",
+        ] {
+            assert_eq!(Target::parse(kv).unwrap(), pg(kv), "{kv}");
+        }
+        // Other `=` in a name, and other schemes, are file names.
+        assert_eq!(Target::parse("a=b.db").unwrap(), file("a=b.db"));
         assert_eq!(
-            Target::parse("host=h user=u").unwrap(),
-            file("host=h user=u")
+            Target::parse("sqlite://host=h.db").unwrap(),
+            file("host=h.db")
         );
         assert_eq!(Target::parse("postgres:/x").unwrap(), file("postgres:/x"));
         for bad in ["", "  ", "sqlite://"] {
@@ -550,6 +627,15 @@ mod tests {
         );
         assert_eq!(shown("postgres://u:p@w@h/d"), "postgres://u:***@h/d");
         assert_eq!(shown("jobs.db"), "jobs.db");
+        assert_eq!(
+            shown("host=h password=pw user=u"),
+            "host=h password=*** user=u"
+        );
+        assert_eq!(
+            shown("host=h password = 'p w\\' x' dbname=d"),
+            "host=h password = *** dbname=d"
+        );
+        assert_eq!(shown("dbname=d password="), "dbname=d password=***");
     }
 
     #[test]
@@ -557,11 +643,19 @@ mod tests {
         for url in [
             "postgres://app:s3cret-pw@db.internal:5432/jobs",
             "postgresql://db/jobs?user=app&password=s3cret-pw",
+            "host=db user=app password=s3cret-pw dbname=jobs",
+            "host=db password='s3cret-pw' dbname=jobs",
+            "password = s3cret-pw host=db",
         ] {
             let target = Target::parse(url).unwrap();
             let debug = format!("{target:?} {target:#?}");
             assert!(!debug.contains("s3cret-pw"), "{debug}");
             assert!(debug.contains("Postgres"), "{debug}");
+        }
+        let kv = Target::parse("host=127.0.0.1 user=postgres password=secret dbname=test").unwrap();
+        for shown in [format!("{kv:?}"), format!("{kv:#?}"), kv.to_string()] {
+            assert!(!shown.contains("secret"), "{shown}");
+            assert!(shown.contains("password=***"), "{shown}");
         }
         assert_eq!(
             format!("{:?}", Target::parse("jobs.db").unwrap()),
