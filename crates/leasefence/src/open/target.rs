@@ -100,8 +100,9 @@ impl Target {
         }
     }
 
-    /// Opens the store with default options ([`SqliteStore::open`] creates the file and
-    /// table; `PgStore::open` creates the schema `leasefence` and its tables).
+    /// Opens the store with default options ([`SqliteStore::open`](crate::SqliteStore::open)
+    /// creates the file and table; `PgStore::open` creates the schema `leasefence` and its
+    /// tables).
     ///
     /// # Errors
     /// As [`AnyOptions::open_target`].
