@@ -3,8 +3,9 @@
 //! Every subcommand is one operation of the library's `Store` trait on an `AnyStore`, opened in
 //! one place (`ctx.rs`) from `--db`: an SQLite file (default `leasefence.db` in the working
 //! directory, or `LEASEFENCE_DB`), or PostgreSQL when the database is a URL
-//! (`--db postgres://user@host/dbname`, tables in the schema `--pg-schema`, default
-//! `leasefence`):
+//! (`--db postgres://user@host/dbname`) or a libpq `key=value` string
+//! (`--db 'host=db user=app dbname=jobs'`), tables in the schema `--pg-schema`, default
+//! `leasefence`:
 //!
 //! ```text
 //! leasefence init
@@ -53,41 +54,59 @@ use clap::{Parser, Subcommand};
 use crate::ctx::Ctx;
 use crate::output::{Out, Outcome};
 
+/// What `leasefence --help` says after the subcommands: the global options in full, once
+/// (each subcommand's help has only their one-line summary).
+const AFTER_HELP: &str = "\
+Database (--db DB, or LEASEFENCE_DB) [default: leasefence.db in the working directory; `demo` \
+uses a fresh temporary file, or on PostgreSQL a fresh schema, unless given]:
+  - `postgres://user:password@host:port/dbname` or `postgresql://…` is PostgreSQL;
+  - a libpq key=value string, recognised by a word starting `host=`, `hostaddr=`, `port=`, \
+`dbname=` or `user=` (e.g. 'host=127.0.0.1 user=postgres dbname=test'), is PostgreSQL;
+  - `sqlite://PATH` is the SQLite file PATH (use it for a file name that looks like key=value);
+  - anything else is an SQLite file path.
+  Passwords are never printed: messages show `***` instead.
+
+On PostgreSQL, tables live in the schema --pg-schema (or LEASEFENCE_PG_SCHEMA; a lower-case \
+SQL identifier, created if absent) [default: leasefence; `demo` uses a fresh schema, dropped \
+afterwards, unless given]. Commands run without --now judge leases by the database server's \
+clock (not this host's), so invocations on different hosts agree on when a lease expires; with \
+--now the given reading is used. Absolute times (--not-before, --finished-before) are then on \
+the database's clock (seconds since the Unix epoch).
+
+--json: one JSON object per line on stdout. Every object has `op` (the subcommand) and `ok` \
+(whether the operation took effect), `job_id` where a job is concerned, and times as seconds \
+since the Unix epoch. A command that finds nothing to print (an empty `list`) prints no lines.
+
+Exit status: 0 the operation took effect, 1 the contract refused it (reason on stderr), 2 bad \
+input or a database error.";
+
 /// Time-limited job leases with fencing tokens, on an SQLite file or PostgreSQL.
 #[derive(Debug, Parser)]
-#[command(
-    name = "leasefence",
-    version,
-    after_help = "Exit status: 0 the operation took effect, 1 the contract refused it (reason on \
-                  stderr), 2 bad input or a database error."
-)]
+#[command(name = "leasefence", version, after_help = AFTER_HELP)]
 struct Cli {
-    /// The database: an SQLite file path (optionally `sqlite://PATH`), or a PostgreSQL URL
-    /// (`postgres://user:password@host:port/dbname` or `postgresql://…`; a libpq `key=value`
-    /// string is not recognised, write it as a URL) [default: leasefence.db in the working
-    /// directory; `demo` uses a fresh temporary file, or on PostgreSQL a fresh schema, unless
-    /// given].
-    ///
-    /// On PostgreSQL, commands run without `--now` judge leases by the database server's clock
-    /// (not this host's), so invocations on different hosts agree on when a lease expires;
-    /// with `--now` the given reading is used. Absolute times (`--not-before`,
-    /// `--finished-before`) are then on the database's clock (seconds since the Unix epoch).
-    #[arg(long, global = true, env = "LEASEFENCE_DB", value_name = "DB")]
+    /// The database: an SQLite file, a postgres:// URL or a libpq key=value string (see
+    /// `leasefence --help`).
+    #[arg(
+        long,
+        global = true,
+        env = "LEASEFENCE_DB",
+        value_name = "DB",
+        help_heading = "Global options"
+    )]
     db: Option<PathBuf>,
 
-    /// PostgreSQL only: the schema holding the tables, created if absent (a lower-case SQL
-    /// identifier) [default: leasefence; `demo` uses a fresh schema, dropped afterwards,
-    /// unless given].
+    /// PostgreSQL only: the schema holding the tables [default: leasefence].
     #[arg(
         long,
         global = true,
         env = "LEASEFENCE_PG_SCHEMA",
-        value_name = "SCHEMA"
+        value_name = "SCHEMA",
+        help_heading = "Global options"
     )]
     pg_schema: Option<String>,
 
     /// Machine-readable output: one JSON object per line on stdout.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     json: bool,
 
     /// The operation to run.
@@ -103,7 +122,8 @@ enum Command {
     /// Add a job (optionally with payload, priority, not-before, attempts budget); a known id is
     /// refused and left untouched.
     Enqueue(cmd::enqueue::Args),
-    /// Print the stored row of a job (id, owner, until, fence, result, done).
+    /// Show one job with every field: status, lease, attempts, priority, times, payload, error,
+    /// result.
     State(cmd::state::Args),
     /// Take the lease on a claimable job and print the new fence.
     Claim(cmd::claim::Args),
@@ -207,10 +227,27 @@ fn hint(err: &anyhow::Error) -> Option<String> {
                 None
             }
         }
-        leasefence::Error::CannotConnect { target, .. } => Some(format!(
-            "no PostgreSQL server answered at {target}; check --db (or LEASEFENCE_DB) and that \
-             the server is running"
-        )),
+        leasefence::Error::CannotConnect { target, .. } => {
+            // The server's own reason is in the message; the hint names the next step for it.
+            let reason = err.chain().map(ToString::to_string).collect::<Vec<_>>();
+            let said = |needle: &str| reason.iter().any(|r| r.contains(needle));
+            Some(if said("does not exist") {
+                format!(
+                    "the server at {target} answered, but that database or role does not exist \
+                     there; fix dbname= or user= in --db (or LEASEFENCE_DB), or create it"
+                )
+            } else if said("authentication") || said("password") {
+                format!(
+                    "the server at {target} refused the credentials; check user= and password= \
+                     in --db (or LEASEFENCE_DB)"
+                )
+            } else {
+                format!(
+                    "no PostgreSQL server answered at {target}; check --db (or LEASEFENCE_DB) \
+                     and that the server is running"
+                )
+            })
+        }
         _ => None,
     }
 }

@@ -170,15 +170,47 @@ fn state_prints_the_stored_row_and_refuses_an_unknown_id() {
         "complete", "j", "--owner", "a", "--fence", "1", "--result", "r 1", "--now", "105",
     ])
     .ok();
-    s.lf(&["state", "j"])
+    let run = s.lf(&["state", "j", "--now", "105", "--epoch"]);
+    run.ok();
+    let fields: Vec<&str> = run.stdout.lines().map(str::trim_end).collect();
+    // Every field; `enqueued` is this host's clock at `enqueue` (informational).
+    assert_eq!(fields.len(), 15, "{run:#?}");
+    assert!(fields[8].starts_with("  enqueued     1"), "{run:#?}");
+    let expected = [
+        "j",
+        "  status       done",
+        "  owner        a",
+        "  fence        1",
+        "  lease until  110",
+        "  attempts     1 (no limit)",
+        "  priority     0",
+        "  not before   -",
+        "  finished     105",
+        "  outcome      completed",
+        "  done         true",
+        "  payload      -",
+        "  error        -",
+        "  result       r 1",
+    ];
+    let without_enqueued: Vec<&str> = fields
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 8)
+        .map(|(_, f)| *f)
+        .collect();
+    assert_eq!(without_enqueued, expected, "{run:#?}");
+    // Human times by default, relative to the reading used.
+    s.lf(&["state", "j", "--now", "105"])
         .ok()
-        .says("j: owner \"a\", until 110, fence 1, done true, result \"r 1\"");
+        .says("lease until  1970-01-01 00:01:50Z (in 5 s)")
+        .says("finished     1970-01-01 00:01:45Z (now)");
 
     // `--json` is global: before or after the subcommand.
     let v = s.lf(&["state", "j", "--json"]).ok().json();
     assert_eq!(v["op"], "state");
     assert_eq!(v["ok"], true);
-    assert_eq!(v["id"], "j");
+    assert_eq!(v["job_id"], "j");
+    assert_eq!(v.get("id"), None, "one key for the id: job_id");
     assert_eq!(v["owner"], "a");
     assert_eq!(v["until"], 110.0);
     assert_eq!(v["fence"], 1);

@@ -31,8 +31,8 @@ fn pg_conn() -> Option<String> {
     }
 }
 
-/// A libpq `key=value` string as a `postgres://` URL (the CLI recognises only URLs); a URL is
-/// returned as it is.
+/// A libpq `key=value` string as a `postgres://` URL (the CLI takes both; these cases use the
+/// URL, `pg_connect.rs` the `key=value` form); a URL is returned as it is.
 fn as_url(conn: &str) -> String {
     let conn = conn.trim();
     if conn.starts_with("postgres://") || conn.starts_with("postgresql://") {
@@ -533,7 +533,7 @@ fn the_queue_commands_run_on_postgres() {
         .iter()
         .map(|r| {
             (
-                r["id"].as_str().unwrap().to_owned(),
+                r["job_id"].as_str().unwrap().to_owned(),
                 r["status"].as_str().unwrap().to_owned(),
             )
         })

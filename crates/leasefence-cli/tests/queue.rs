@@ -445,7 +445,7 @@ fn enqueue_bad_input_exits_2_naming_the_argument_and_stores_nothing() {
 #[test]
 fn list_shows_every_status_as_a_table() {
     let s = Sandbox::every_status();
-    let run = s.lf(&["list", "--now", "100"]);
+    let run = s.lf(&["list", "--now", "100", "--epoch"]);
     run.ok();
     let header: Vec<&str> = run
         .stdout
@@ -529,7 +529,7 @@ fn list_shows_every_status_as_a_table() {
     assert_eq!(order, ["r", "s", "l", "e", "f", "d", "c", "x"]);
 
     // The same jobs later: the lease of `l` ran out (now == until is expired), `s` is due.
-    let run = s.lf(&["list", "--now", "200"]);
+    let run = s.lf(&["list", "--now", "200", "--epoch"]);
     assert_eq!(run.table_row("l")[1], "expired");
     assert_eq!(run.table_row("s")[1], "ready");
     assert_eq!(run.table_row("f")[1], "retrying");
@@ -545,7 +545,7 @@ fn list_as_json_lines_with_every_field() {
             .iter()
             .all(|r| r["op"] == "list" && r["ok"] == true && r["now"] == 100.0)
     );
-    let by_id = |id: &str| records.iter().find(|r| r["id"] == id).unwrap().clone();
+    let by_id = |id: &str| records.iter().find(|r| r["job_id"] == id).unwrap().clone();
 
     let l = by_id("l");
     assert_eq!(l["status"], "leased");
@@ -611,7 +611,7 @@ fn list_as_json_lines_with_every_field() {
         .lf(&["--json", "list", "--status", "ready", "--now", "100"])
         .ok()
         .jsons();
-    let bin = v.iter().find(|r| r["id"] == "bin").unwrap();
+    let bin = v.iter().find(|r| r["job_id"] == "bin").unwrap();
     assert_eq!(
         (&bin["payload"], &bin["payload_hex"], &bin["payload_bytes"]),
         (&Value::Null, &"ff0041".into(), &3.into())
@@ -635,13 +635,17 @@ fn list_filters_by_status_and_limits() {
             .lf(&["--json", "list", "--status", status, "--now", "100"])
             .ok()
             .jsons();
-        let ids: Vec<&str> = records.iter().map(|r| r["id"].as_str().unwrap()).collect();
+        let ids: Vec<&str> = records
+            .iter()
+            .map(|r| r["job_id"].as_str().unwrap())
+            .collect();
         assert_eq!(ids, [id], "--status {status}");
         assert_eq!(records[0]["status"], status);
     }
 
     let run = s.lf(&["list", "--limit", "3", "--now", "100"]);
-    run.ok().says("more jobs not shown").says("--limit");
+    run.ok()
+        .says("… more jobs: the next page is `leasefence list --after l`");
     assert_eq!(run.stdout.lines().count(), 1 + 3 + 1, "{run:#?}");
     assert_eq!(run.table_row("l")[1], "leased");
     let run = s.lf(&["list", "--limit", "8", "--now", "100"]);

@@ -19,7 +19,12 @@ pub struct Args {
     #[arg(long, allow_negative_numbers = true)]
     ttl: f64,
     /// At most this many jobs (at least 1).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        value_parser = crate::cmd::args::count(1, u32::MAX)
+    )]
     n: u32,
     /// The clock reading in seconds [default: the system clock, seconds since the Unix epoch;
     /// on PostgreSQL the database server's clock].
@@ -44,7 +49,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     if leases.is_empty() {
         return Ok(ctx.out.refused(
             "no job is ready (every job is done, leased, scheduled for later, or out of attempts)",
-            json!({ "op": "claim-batch", "owner": owner, "now": now, "n": n }),
+            json!({ "op": "claim-batch", "job_id": null, "owner": owner, "now": now, "n": n }),
         ));
     }
     for lease in &leases {

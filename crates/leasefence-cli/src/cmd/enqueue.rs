@@ -37,7 +37,12 @@ pub struct Args {
     not_before: Option<f64>,
     /// Runs the job gets before a failure makes it dead; a lease given back (a worker's
     /// graceful shutdown, `release`) does not count [default: 0, no limit].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        value_parser = crate::cmd::args::count(0, u32::MAX)
+    )]
     max_attempts: Option<u32>,
 }
 

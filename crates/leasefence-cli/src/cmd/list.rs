@@ -1,11 +1,14 @@
 //! `leasefence list [--status S] [--limit N] [--after ID] [--now T]`: the jobs with their
 //! status, oldest first, as a table or one JSON object per job, a page at a time.
+//!
+//! With `--json` an empty page prints nothing at all: no lines = no jobs.
 
 use anyhow::Context as _;
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use leasefence::{JobId, JobInfo, Status, Store as _};
 use serde_json::json;
 
+use crate::cmd::time::Times;
 use crate::cmd::{at_now, queue};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
@@ -13,8 +16,21 @@ use crate::output::Outcome;
 /// How many characters of an error or result the table shows.
 const EXCERPT: usize = 40;
 
+/// What `list --help` says after the flags.
+const AFTER_HELP: &str = "\
+Times are UTC dates with their distance from the clock reading used, e.g. \
+`2026-12-01 07:30:12Z (in 25 s)`; `-` when unset. `--epoch` shows seconds since the Unix \
+epoch instead, as `--json` always does.
+
+The table shortens long errors, results and owners to one line ending in `…`, and then says \
+so below it; `leasefence state ID` shows a job whole.
+
+With `--json`: one object per job, and no lines at all when there are no jobs (no lines = no \
+jobs); exit status 0 either way.";
+
 /// Arguments of `list`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct Args {
     /// Only jobs with this status at `--now`.
     #[arg(long, value_name = "S", value_parser = status_parser())]
@@ -24,7 +40,8 @@ pub struct Args {
         long,
         value_name = "N",
         default_value_t = 100,
-        value_parser = clap::value_parser!(u32).range(1..)
+        allow_negative_numbers = true,
+        value_parser = crate::cmd::args::count(1, u32::MAX)
     )]
     limit: u32,
     /// Only jobs enqueued after this one: the next page (the last id of the previous page,
@@ -35,6 +52,9 @@ pub struct Args {
     /// seconds since the Unix epoch; on PostgreSQL the database server's clock].
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
     now: Option<f64>,
+    /// Times as seconds since the Unix epoch instead of UTC dates.
+    #[arg(long)]
+    epoch: bool,
 }
 
 /// `--status`: one of the library's status names, listed in `--help` and in the error.
@@ -65,7 +85,17 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         ctx.out.text(format!("no {which}jobs"));
         return Ok(Outcome::Done);
     }
-    ctx.out.text(table(&jobs));
+    let times = Times {
+        now,
+        epoch: args.epoch,
+    };
+    let (table, cut) = table(&jobs, times);
+    ctx.out.text(table);
+    if cut {
+        ctx.out.text(
+            "(… marks text cut short to fit the table; `leasefence state ID` shows a job whole)",
+        );
+    }
     if more && let Some(last) = jobs.last() {
         ctx.out.text(format!(
             "… more jobs: the next page is `leasefence list --after {}`",
@@ -75,13 +105,15 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     Ok(Outcome::Done)
 }
 
-/// The JSON record of one job.
-fn record(job: &JobInfo, now: f64) -> serde_json::Value {
+/// The JSON record of one job, as `list` and `state` print it: every field, times in seconds
+/// since the Unix epoch (`0` or `null` when unset).
+pub(crate) fn record(job: &JobInfo, now: f64) -> serde_json::Value {
     let s = &job.state;
     let mut record = json!({
         "op": "list",
+        "ok": true,
         "now": now,
-        "id": s.id,
+        "job_id": s.id,
         "status": job.status.as_str(),
         "owner": s.owner,
         "fence": s.fence,
@@ -93,15 +125,16 @@ fn record(job: &JobInfo, now: f64) -> serde_json::Value {
         "max_attempts": job.max_attempts,
         "error": job.error,
         "result": s.result,
+        "outcome": job.outcome,
+        "enqueued_at": job.enqueued_at,
         "finished_at": job.finished_at,
-        "ok": true,
     });
     queue::payload_fields(&mut record, job.payload.as_deref());
     record
 }
 
-/// The readable table: a header and one aligned row per job.
-fn table(jobs: &[JobInfo]) -> String {
+/// The readable table: a header and one aligned row per job; and whether any cell was cut.
+fn table(jobs: &[JobInfo], times: Times) -> (String, bool) {
     const HEADER: [&str; 9] = [
         "ID",
         "STATUS",
@@ -113,7 +146,15 @@ fn table(jobs: &[JobInfo]) -> String {
         "ATTEMPTS",
         "ERROR/RESULT",
     ];
-    let rows: Vec<[String; 9]> = jobs.iter().map(row).collect();
+    let mut cut = false;
+    let rows: Vec<[String; 9]> = jobs
+        .iter()
+        .map(|job| {
+            let (cells, cut_here) = row(job, times);
+            cut |= cut_here;
+            cells
+        })
+        .collect();
     let mut widths = HEADER.map(|h| h.chars().count());
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -135,41 +176,42 @@ fn table(jobs: &[JobInfo]) -> String {
     };
     let mut lines = vec![line(&HEADER.map(str::to_owned))];
     lines.extend(rows.iter().map(line));
-    lines.join("\n")
+    (lines.join("\n"), cut)
 }
 
-/// The cells of one job.
-fn row(job: &JobInfo) -> [String; 9] {
+/// The cells of one job, and whether one was cut. The id is never cut: it is what `state`
+/// and `--after` take.
+fn row(job: &JobInfo, times: Times) -> ([String; 9], bool) {
     let s = &job.state;
-    let dash = || "-".to_owned();
+    let mut cut = false;
+    let mut short = |text: &str, max: usize| {
+        let (text, was_cut) = queue::excerpt(text, max);
+        cut |= was_cut;
+        text
+    };
     let attempts = match job.max_attempts {
         0 => job.attempts.to_string(),
         max => format!("{}/{max}", job.attempts),
     };
     let detail = match (&s.result, &job.error) {
-        (Some(result), _) if s.done => format!("result: {}", queue::excerpt(result, EXCERPT)),
-        (_, Some(error)) => format!("error: {}", queue::excerpt(error, EXCERPT)),
+        (Some(result), _) if s.done => format!("result: {}", short(result, EXCERPT)),
+        (_, Some(error)) => format!("error: {}", short(error, EXCERPT)),
         _ => String::new(),
     };
-    [
-        queue::excerpt(&s.id, 60),
+    let owner = s
+        .owner
+        .as_deref()
+        .map_or_else(|| "-".to_owned(), |o| short(o, 30));
+    let cells = [
+        queue::one_line(&s.id),
         job.status.to_string(),
-        s.owner
-            .as_deref()
-            .map_or_else(dash, |o| queue::excerpt(o, 30)),
+        owner,
         s.fence.to_string(),
-        if s.until == 0.0 {
-            dash()
-        } else {
-            queue::time(s.until)
-        },
+        times.show(s.until),
         job.priority.to_string(),
-        if job.not_before == 0.0 {
-            dash()
-        } else {
-            queue::time(job.not_before)
-        },
+        times.show(job.not_before),
         attempts,
         detail,
-    ]
+    ];
+    (cells, cut)
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand, each with its clap `Args` and a `run` function.
 
 pub mod admit;
+pub mod args;
 pub mod cancel;
 pub mod claim;
 pub mod claim_batch;
@@ -18,6 +19,7 @@ pub mod renew;
 pub mod retry;
 pub mod state;
 pub mod stats;
+pub mod time;
 pub mod work;
 
 use leasefence::{AnyStore, Clock as _, Fence, JobId, Now, Owner, Store as _, SystemClock, Ttl};

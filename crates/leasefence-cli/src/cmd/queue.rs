@@ -51,15 +51,30 @@ pub fn time(t: f64) -> String {
     }
 }
 
-/// `text` on one line (control characters escaped), cut to `max` characters with `…`.
-pub fn excerpt(text: &str, max: usize) -> String {
-    let escaped: String = text.chars().flat_map(char::escape_debug).collect();
-    if escaped.chars().count() <= max {
-        escaped
+/// `text` on one line: control characters (a newline, a tab) written as their escapes
+/// (`\n`), everything else as it is — quotes, backslashes and non-ASCII text unescaped.
+pub fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `text` on one line ([`one_line`]), cut to `max` characters ending in `…`; the flag tells
+/// whether it was cut, so that a table can say so.
+pub fn excerpt(text: &str, max: usize) -> (String, bool) {
+    let line = one_line(text);
+    if line.chars().count() <= max {
+        (line, false)
     } else {
-        let mut cut: String = escaped.chars().take(max.saturating_sub(1)).collect();
+        let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
         cut.push('…');
-        cut
+        (cut, true)
     }
 }
 
@@ -96,8 +111,10 @@ mod tests {
 
     #[test]
     fn excerpts_stay_on_one_line() {
-        assert_eq!(excerpt("a\nb", 10), "a\\nb");
-        assert_eq!(excerpt("abcdef", 4), "abc…");
-        assert_eq!(excerpt("abcd", 4), "abcd");
+        assert_eq!(excerpt("a\nb", 10), ("a\\nb".to_owned(), false));
+        assert_eq!(excerpt("abcdef", 4), ("abc…".to_owned(), true));
+        assert_eq!(excerpt("abcd", 4), ("abcd".to_owned(), false));
+        // Shown as written, not as a quoted string.
+        assert_eq!(one_line(r#"{"a":"é\\"}"#), r#"{"a":"é\\"}"#);
     }
 }

@@ -33,6 +33,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use leasefence::{AnyStore, Backoff, JobContext, JobOutcome, Lease, Worker};
 use serde_json::json;
 
+use crate::cmd::args;
 use crate::ctx::Ctx;
 use crate::output::{Out, Outcome};
 
@@ -41,6 +42,15 @@ const STDERR_TAIL: usize = 2000;
 
 /// What `work --help` says after the flags: signals and exit status.
 const AFTER_HELP: &str = "\
+Each job's command gets the payload on stdin and, in its environment, LEASEFENCE_JOB_ID (the \
+job id), LEASEFENCE_FENCE (the lease's fence: pass it to `leasefence admit` before writing to \
+an external resource) and LEASEFENCE_ATTEMPT (1 on the first run, counting the runs of the \
+job). Its stdout becomes the result when it exits 0.
+
+With --json: one object per finished job, `op` \"work\", its `job_id` and `event` (completed, \
+retrying, dead, refused, released, killed, store_error), `ok` true only for completed; then one \
+`stopped` object with the counts.
+
 Stopping: SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop claiming; running commands get \
 --shutdown-deadline seconds to finish, then their process groups are killed and their jobs \
 released (fence kept), claimable again at once. A second signal does that now.
@@ -55,13 +65,25 @@ or a database error.";
 pub struct Args {
     /// The shell command run for each job (`sh -c CMD`); the payload is on its stdin, its
     /// stdout becomes the result.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
     exec: String,
-    /// Number of jobs run at the same time.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    /// Number of jobs run at the same time (1 to 256).
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "N",
+        allow_negative_numbers = true,
+        value_parser = args::count(1, 256)
+    )]
     concurrency: u32,
     /// Lease duration in seconds; renewed every third of it while the command runs.
-    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = 30.0,
+        value_name = "SECS",
+        allow_negative_numbers = true,
+        value_parser = args::seconds(true)
+    )]
     ttl: f64,
     /// Stop once no job is ready and none is running, instead of waiting for more work until
     /// a signal (SIGTERM, Ctrl-C). Jobs whose retry or not-before time is still ahead are left for a later run.
@@ -69,17 +91,41 @@ pub struct Args {
     drain: bool,
     /// Seconds before the first retry of a failed job; doubles with every attempt (±20 %
     /// jitter), at most `--retry-max`. `0` retries at once.
-    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "SECS",
+        allow_negative_numbers = true,
+        value_parser = args::seconds(false)
+    )]
     retry_delay: f64,
     /// The longest delay between retries, in seconds.
-    #[arg(long, default_value_t = 3600.0, value_name = "SECS")]
+    #[arg(
+        long,
+        default_value_t = 3600.0,
+        value_name = "SECS",
+        allow_negative_numbers = true,
+        value_parser = args::seconds(false)
+    )]
     retry_max: f64,
     /// Seconds between looks at an empty queue.
-    #[arg(long, default_value_t = 0.5, value_name = "SECS")]
+    #[arg(
+        long,
+        default_value_t = 0.5,
+        value_name = "SECS",
+        allow_negative_numbers = true,
+        value_parser = args::seconds(true)
+    )]
     poll: f64,
     /// On SIGTERM or Ctrl-C, seconds running commands get to finish before they are killed
     /// and their leases released (a second signal: at once).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    #[arg(
+        long,
+        default_value_t = 10.0,
+        value_name = "SECS",
+        allow_negative_numbers = true,
+        value_parser = args::seconds(false)
+    )]
     shutdown_deadline: f64,
     /// A run-time limit per job, in seconds [default: none]: past it the command's process
     /// group is killed and the attempt fails with a timeout error (retried per the backoff, or
@@ -100,6 +146,12 @@ fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
 /// stopped cleanly, 2 on a database error or bad flags.
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let out = ctx.out;
+    if args.exec.trim().is_empty() {
+        bail!(
+            "invalid argument `--exec`: is empty; give the shell command to run for each job, \
+             e.g. --exec 'cat | wc -c'"
+        );
+    }
     let poll = seconds("--poll", args.poll)?;
     if poll.is_zero() {
         bail!("--poll must be greater than 0");
@@ -252,7 +304,9 @@ impl Progress {
     /// Prints one line per finished job and updates the counts.
     fn report(&self, out: Out, lease: &Lease, outcome: &JobOutcome) {
         let (id, fence) = (&lease.job_id, lease.fence);
-        let mut record = json!({ "op": "work", "job_id": id, "fence": fence });
+        // `ok`: the command succeeded and its result was stored.
+        let ok = matches!(outcome, JobOutcome::Completed);
+        let mut record = json!({ "op": "work", "ok": ok, "job_id": id, "fence": fence });
         let (human, which) = match outcome {
             JobOutcome::Completed => {
                 record["event"] = json!("completed");
@@ -403,7 +457,7 @@ fn run_command(
                         job.fence()
                     ),
                     json!({
-                        "op": "work", "event": "killed", "job_id": job.job_id(),
+                        "op": "work", "event": "killed", "ok": false, "job_id": job.job_id(),
                         "fence": job.fence(), "reason": why,
                     }),
                 )

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use postgres::Config;
-use r2d2::{Pool, PooledConnection};
+use r2d2::{ManageConnection as _, Pool, PooledConnection};
 
 mod errors;
 mod pool;
@@ -144,6 +144,14 @@ impl PgOptions {
             schema: schema.to_owned(),
             lock_timeout_ms: self.lock_timeout.as_millis().max(1).to_string(),
         };
+        // The first connection is made here, not by the pool: the pool retries until its
+        // timeout and keeps only the driver's summary ("db error"), while this one fails at
+        // once with the server's own reason (unknown database, authentication failed,
+        // connection refused), bounded by the connect timeout. It runs the migrations.
+        let mut first = manager.connect().map_err(|e| Error::CannotConnect {
+            target: target.clone(),
+            source: BackendError::with_causes(e),
+        })?;
         let pool = Pool::builder()
             .max_size(self.pool_size)
             .min_idle(Some(0))
@@ -155,7 +163,7 @@ impl PgOptions {
             target,
             database_clock: self.database_clock,
         };
-        store.migrate()?;
+        store.migrate(&mut first)?;
         Ok(store)
     }
 }
@@ -305,8 +313,7 @@ impl PgStore {
 
     /// Brings the schema up to the latest migration, in one transaction under an advisory lock
     /// (so concurrent starts do not race). Only adds tables, columns and indexes.
-    fn migrate(&self) -> Result<()> {
-        let mut conn = self.conn()?;
+    fn migrate(&self, conn: &mut postgres::Client) -> Result<()> {
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
         let key = format!("leasefence.migrate.{}", self.schema);
         tx.execute(sql::MIGRATE_LOCK, &[&key, &self.schema])

@@ -80,10 +80,14 @@ fn bad_database_strings_are_invalid_arguments_naming_db() {
     assert_invalid(AnyStore::open("sqlite://"), "db");
     // A URL that does not parse names `db`, not PgOptions' `url`; nothing is connected to.
     assert_invalid(AnyStore::open("postgres://u@h:notaport/d"), "db");
-    // Only URLs select PostgreSQL: a libpq key=value string is a file name.
+    // A libpq key=value string selects PostgreSQL too; `sqlite://` keeps such a name a file.
     assert_eq!(
         Target::parse("host=127.0.0.1 user=postgres").unwrap(),
-        Target::Sqlite("host=127.0.0.1 user=postgres".into())
+        Target::Postgres("host=127.0.0.1 user=postgres".into())
+    );
+    assert_eq!(
+        Target::parse("sqlite://host=1.db").unwrap(),
+        Target::Sqlite("host=1.db".into())
     );
 }
 

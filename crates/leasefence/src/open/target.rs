@@ -1,0 +1,341 @@
+//! [`Target`]: which backend a database string names, and how it is shown without its
+//! password.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use super::{AnyOptions, AnyStore};
+use crate::error::{Error, Result};
+
+/// The URL schemes that select PostgreSQL, compared case-insensitively.
+const PG_SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
+/// The optional prefix that marks an SQLite path explicitly.
+const SQLITE_SCHEME: &str = "sqlite://";
+/// The libpq keywords whose `key=` at the start of a word makes a string a PostgreSQL
+/// `key=value` connection string.
+const PG_KEYS: [&str; 5] = ["host", "hostaddr", "port", "dbname", "user"];
+
+/// Where a store lives, as given by a user: an SQLite file or a PostgreSQL connection string.
+///
+/// Parsing rules ([`Target::parse`]):
+///
+/// - `postgres://…` or `postgresql://…` (scheme in any case) is PostgreSQL; the whole string is
+///   the connection URL, as libpq takes it.
+/// - A libpq `key=value` string is PostgreSQL: one with a white-space separated word that
+///   starts with `host=`, `hostaddr=`, `port=`, `dbname=` or `user=`
+///   (`host=db user=app dbname=jobs`). Other keys (`password=`, `sslmode=`, …) may follow.
+/// - `sqlite://PATH` is the SQLite file `PATH` (`sqlite:///abs/jobs.db` is `/abs/jobs.db`);
+///   use it for a file whose name would otherwise read as `key=value`.
+/// - Anything else is an SQLite file path, as before PostgreSQL existed.
+///
+/// ```
+/// use std::path::Path;
+/// use leasefence::Target;
+///
+/// # fn main() -> Result<(), leasefence::Error> {
+/// assert_eq!(Target::parse("jobs.db")?, Target::Sqlite("jobs.db".into()));
+/// assert_eq!(Target::parse("sqlite:///var/lib/jobs.db")?, Target::Sqlite("/var/lib/jobs.db".into()));
+/// let pg = Target::parse("postgres://app:secret@db.internal/jobs")?;
+/// assert!(pg.is_postgres());
+/// // Displayed without the password.
+/// assert_eq!(pg.to_string(), "postgres://app:***@db.internal/jobs");
+/// let kv = Target::parse("host=db.internal user=app password=secret dbname=jobs")?;
+/// assert_eq!(kv.to_string(), "host=db.internal user=app password=*** dbname=jobs");
+/// assert!(Target::parse("").is_err());
+/// # Ok(()) }
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub enum Target {
+    /// An SQLite database file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL connection string: a URL (`postgres://…` or `postgresql://…`, scheme in
+    /// lower case) or libpq `key=value` pairs, as given.
+    Postgres(String),
+}
+
+impl Target {
+    /// Tells an SQLite path from a PostgreSQL URL (see [`Target`] for the rules).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `db` when `db` is empty or only white space, or when
+    /// it is `sqlite://` with no path after it.
+    pub fn parse(db: &str) -> Result<Target> {
+        if db.trim().is_empty() {
+            return Err(Error::invalid(
+                "db",
+                "is empty: give an SQLite file path or a postgres:// URL",
+            ));
+        }
+        for scheme in PG_SCHEMES {
+            if let Some(rest) = strip_prefix_ignore_case(db, scheme) {
+                return Ok(Target::Postgres(format!("{scheme}{rest}")));
+            }
+        }
+        if let Some(path) = strip_prefix_ignore_case(db, SQLITE_SCHEME) {
+            if path.is_empty() {
+                return Err(Error::invalid(
+                    "db",
+                    "`sqlite://` needs a file path after it (sqlite://jobs.db, sqlite:///abs/jobs.db)",
+                ));
+            }
+            return Ok(Target::Sqlite(PathBuf::from(path)));
+        }
+        if is_key_value(db) {
+            return Ok(Target::Postgres(db.to_owned()));
+        }
+        Ok(Target::Sqlite(PathBuf::from(db)))
+    }
+
+    /// Whether this is a PostgreSQL connection string.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, Target::Postgres(_))
+    }
+
+    /// The SQLite file, if this is one.
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match self {
+            Target::Sqlite(path) => Some(path),
+            Target::Postgres(_) => None,
+        }
+    }
+
+    /// Opens the store with default options ([`SqliteStore::open`](crate::SqliteStore::open)
+    /// creates the file and table; `PgStore::open` creates the schema `leasefence` and its
+    /// tables).
+    ///
+    /// # Errors
+    /// As [`AnyOptions::open_target`].
+    pub fn open(&self) -> Result<AnyStore> {
+        AnyOptions::new().open_target(self)
+    }
+}
+
+impl FromStr for Target {
+    type Err = Error;
+
+    fn from_str(db: &str) -> Result<Target> {
+        Target::parse(db)
+    }
+}
+
+/// The path as given, or the URL with its password replaced by `***` (safe to print in logs).
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Sqlite(path) => write!(f, "{}", path.display()),
+            Target::Postgres(url) => f.write_str(&redact(url)),
+        }
+    }
+}
+
+/// As `Display`: a PostgreSQL URL's password never appears, not even in `{:?}` (a `Target`
+/// inside a logged error or struct must not leak it).
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            Target::Postgres(url) => f.debug_tuple("Postgres").field(&redact(url)).finish(),
+        }
+    }
+}
+
+fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
+}
+
+/// Whether `db` is a libpq `key=value` string: a word starting with one of [`PG_KEYS`] and `=`.
+fn is_key_value(db: &str) -> bool {
+    db.split_whitespace().any(|word| {
+        word.split_once('=')
+            .is_some_and(|(key, _)| PG_KEYS.contains(&key))
+    })
+}
+
+/// A `key=value` string with the value of every `password` key masked: `password=***`. Values
+/// may be single-quoted with backslash escapes, and `=` may have spaces around it, as libpq
+/// allows.
+fn redact_key_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        // The next key: after white space, up to `=` (with optional spaces before it).
+        let start = rest.len() - rest.trim_start().len();
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        if rest.is_empty() {
+            return out;
+        }
+        let key_end = rest
+            .find(|c: char| c == '=' || c.is_whitespace())
+            .unwrap_or(rest.len());
+        let key = &rest[..key_end];
+        out.push_str(key);
+        rest = &rest[key_end..];
+        let spaces = rest.len() - rest.trim_start().len();
+        if !rest[spaces..].starts_with('=') {
+            continue; // not key=value: copied as it is
+        }
+        let after_eq = spaces + 1;
+        let value_start = after_eq + (rest[after_eq..].len() - rest[after_eq..].trim_start().len());
+        out.push_str(&rest[..value_start]);
+        rest = &rest[value_start..];
+        // The value: quoted up to the closing quote, or up to white space.
+        let value_end = if let Some(quoted) = rest.strip_prefix('\'') {
+            let mut escaped = false;
+            let close = quoted.char_indices().find(|&(_, c)| {
+                let end = !escaped && c == '\'';
+                escaped = !escaped && c == '\\';
+                end
+            });
+            close.map_or(rest.len(), |(i, _)| i + 2)
+        } else {
+            rest.find(char::is_whitespace).unwrap_or(rest.len())
+        };
+        if key == "password" {
+            out.push_str("***");
+        } else {
+            out.push_str(&rest[..value_end]);
+        }
+        rest = &rest[value_end..];
+    }
+}
+
+/// `url` with the password of its user info and any `password=` query parameter masked; a
+/// `key=value` string with its `password` value masked.
+fn redact(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return redact_key_value(url);
+    };
+    let authority_end = url[start..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| start + i);
+    let mut out = String::with_capacity(url.len());
+    match url[start..authority_end].rfind('@') {
+        Some(at) => {
+            let userinfo = &url[start..start + at];
+            out.push_str(&url[..start]);
+            match userinfo.find(':') {
+                Some(colon) => {
+                    out.push_str(&userinfo[..colon]);
+                    out.push_str(":***");
+                }
+                None => out.push_str(userinfo),
+            }
+            out.push_str(&url[start + at..authority_end]);
+        }
+        None => out.push_str(&url[..authority_end]),
+    }
+    let rest = &url[authority_end..];
+    match rest.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => p.to_owned(),
+                })
+                .collect();
+            out.push_str(&params.join("&"));
+        }
+        None => out.push_str(rest),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_postgres_and_everything_else_is_a_file() {
+        let pg = |s: &str| Target::Postgres(s.to_owned());
+        let file = |s: &str| Target::Sqlite(PathBuf::from(s));
+        assert_eq!(
+            Target::parse("postgres://u@h/d").unwrap(),
+            pg("postgres://u@h/d")
+        );
+        assert_eq!(
+            Target::parse("postgresql://h/d").unwrap(),
+            pg("postgresql://h/d")
+        );
+        assert_eq!(
+            Target::parse("POSTGRES://h/d").unwrap(),
+            pg("postgres://h/d")
+        );
+        assert_eq!(Target::parse("sqlite://a/b.db").unwrap(), file("a/b.db"));
+        assert_eq!(Target::parse("SQLite:///a.db").unwrap(), file("/a.db"));
+        assert_eq!(Target::parse("jobs.db").unwrap(), file("jobs.db"));
+        // libpq key=value strings, recognised by one of the connection keys.
+        for kv in [
+            "host=h user=u",
+            "dbname=test",
+            "user=postgres   port=5433",
+            "sslmode=disable host=/run/postgresql",
+        ] {
+            assert_eq!(Target::parse(kv).unwrap(), pg(kv), "{kv}");
+        }
+        // Other `=` in a name, and other schemes, are file names.
+        assert_eq!(Target::parse("a=b.db").unwrap(), file("a=b.db"));
+        assert_eq!(
+            Target::parse("sqlite://host=h.db").unwrap(),
+            file("host=h.db")
+        );
+        assert_eq!(Target::parse("postgres:/x").unwrap(), file("postgres:/x"));
+        for bad in ["", "  ", "sqlite://"] {
+            let err = Target::parse(bad).unwrap_err();
+            assert_eq!(err.argument(), Some("db"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn passwords_are_not_displayed() {
+        let shown = |s: &str| Target::parse(s).unwrap().to_string();
+        assert_eq!(shown("postgres://u:pw@h:5/d"), "postgres://u:***@h:5/d");
+        assert_eq!(shown("postgres://u@h/d"), "postgres://u@h/d");
+        assert_eq!(
+            shown("postgres://h/d?user=u&password=pw&sslmode=disable"),
+            "postgres://h/d?user=u&password=***&sslmode=disable"
+        );
+        assert_eq!(shown("postgres://u:p@w@h/d"), "postgres://u:***@h/d");
+        assert_eq!(shown("jobs.db"), "jobs.db");
+        assert_eq!(
+            shown("host=h password=pw user=u"),
+            "host=h password=*** user=u"
+        );
+        assert_eq!(
+            shown("host=h password = 'p w\\' x' dbname=d"),
+            "host=h password = *** dbname=d"
+        );
+        assert_eq!(shown("dbname=d password="), "dbname=d password=***");
+    }
+
+    #[test]
+    fn passwords_are_not_in_debug_output() {
+        for url in [
+            "postgres://app:s3cret-pw@db.internal:5432/jobs",
+            "postgresql://db/jobs?user=app&password=s3cret-pw",
+            "host=db user=app password=s3cret-pw dbname=jobs",
+            "host=db password='s3cret-pw' dbname=jobs",
+            "password = s3cret-pw host=db",
+        ] {
+            let target = Target::parse(url).unwrap();
+            let debug = format!("{target:?} {target:#?}");
+            assert!(!debug.contains("s3cret-pw"), "{debug}");
+            assert!(debug.contains("Postgres"), "{debug}");
+        }
+        let kv = Target::parse("host=127.0.0.1 user=postgres password=secret dbname=test").unwrap();
+        for shown in [format!("{kv:?}"), format!("{kv:#?}"), kv.to_string()] {
+            assert!(!shown.contains("secret"), "{shown}");
+            assert!(shown.contains("password=***"), "{shown}");
+        }
+        assert_eq!(
+            format!("{:?}", Target::parse("jobs.db").unwrap()),
+            r#"Sqlite("jobs.db")"#
+        );
+    }
+}
