@@ -179,6 +179,14 @@ fn every_verb_prints_op_ok_and_job_id() {
     );
     keys(&one(0, &["cancel", "a"]), "cancel", true, Some("a"));
     keys(&one(1, &["cancel", "a"]), "cancel", false, Some("a"));
+    // The operator verbs: one line per id, or one for `--dead`.
+    s.lf(&["enqueue", "r"]).ok();
+    s.lf(&["cancel", "r"]).ok();
+    keys(&one(0, &["retry", "r"]), "retry", true, Some("r"));
+    keys(&one(1, &["retry", "r"]), "retry", false, Some("r"));
+    keys(&one(0, &["retry", "--dead"]), "retry", true, None);
+    keys(&one(0, &["delete", "r"]), "delete", true, Some("r"));
+    keys(&one(1, &["delete", "r"]), "delete", false, Some("r"));
     // Nothing is ready now.
     keys(
         &one(

@@ -130,7 +130,12 @@ pub struct Args {
     /// A run-time limit per job, in seconds [default: none]: past it the command's process
     /// group is killed and the attempt fails with a timeout error (retried per the backoff, or
     /// dead after the job's last attempt).
-    #[arg(long, value_name = "SECS")]
+    #[arg(
+        long,
+        value_name = "SECS",
+        allow_negative_numbers = true,
+        value_parser = args::seconds(true)
+    )]
     timeout: Option<f64>,
     /// Owner names are `PREFIX-N`, one per concurrent job [default: hostname-pid].
     #[arg(long, value_name = "PREFIX")]
