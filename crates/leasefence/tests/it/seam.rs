@@ -125,6 +125,10 @@ fn no_password_in_debug_display_or_errors() {
     for url in [
         format!("postgres://app:{SECRET}@127.0.0.1:1/jobs"),
         format!("postgresql://127.0.0.1:1/jobs?user=app&password={SECRET}"),
+        // libpq key=value strings: plain, spaced around `=`, and quoted with a space inside.
+        format!("host=127.0.0.1 port=1 user=app password={SECRET} dbname=jobs"),
+        format!("host=127.0.0.1 port=1 user=app password = {SECRET} dbname=jobs"),
+        format!("host=127.0.0.1 port=1 password='{SECRET} x\\' y' dbname=jobs"),
     ] {
         let target = Target::parse(&url).unwrap();
         let shown = format!("{target} {target:?} {target:#?}");
