@@ -48,8 +48,8 @@ an external resource) and LEASEFENCE_ATTEMPT (1 on the first run, counting the r
 job). Its stdout becomes the result when it exits 0.
 
 With --json: one object per finished job, `op` \"work\", its `job_id` and `event` (completed, \
-retrying, dead, refused, released, killed, store_error), `ok` true only for completed; then one \
-`stopped` object with the counts.
+retrying, dead, refused, cancelled, released, killed, store_error), `ok` true only for \
+completed; then one `stopped` object with the counts.
 
 Stopping: SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop claiming; running commands get \
 --shutdown-deadline seconds to finish, then their process groups are killed and their jobs \
