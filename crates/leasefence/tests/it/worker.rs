@@ -516,10 +516,14 @@ mod lost_lease {
         let db = t.db();
         t.open().enqueue_many(&[job("j")]).unwrap();
         let clock = ManualClock::new(0.0);
+        let (told_tx, told) = channel();
+        let told_tx = Mutex::new(told_tx);
         let a = worker(t, &clock, "A")
             .ttl(30.0)
-            .build(|ctx| {
-                ctx.token().wait();
+            .build(move |ctx| {
+                // Woken by the cancellation, not by a shutdown: it is told before any stop.
+                let woken = ctx.token().wait_timeout(PATIENCE);
+                told_tx.lock().unwrap().send((woken, ctx.is_lost()))?;
                 Ok(format!("lost={}", ctx.is_lost()))
             })
             .unwrap();
@@ -531,6 +535,7 @@ mod lost_lease {
                 .unwrap()
         );
         clock.set(10.0); // the next heartbeat is due, and refused: the job is done
+        assert_eq!(recv(&told), (true, true), "the handler is told the lease is gone");
         wait_until("the cancellation seen", || handle.stats().cancelled == 1);
         let stats = stop(&handle, run);
         // Counted as an operator's cancellation, not as a lost lease or a stale write.
