@@ -108,6 +108,7 @@ impl Args {
         if let Some(n) = self.max_attempts {
             parts.push(match n {
                 0 => "no attempts limit".to_owned(),
+                1 => "at most 1 attempt".to_owned(),
                 n => format!("at most {n} attempts"),
             });
         }
