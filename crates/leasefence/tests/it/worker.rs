@@ -551,6 +551,53 @@ mod lost_lease {
     );
 
     worker_case!(
+        /// An operator's delete, or an operator's release under the holder's own fence, ends
+        /// a running job's lease just as a cancel does: both are counted as cancelled, neither
+        /// as a lost lease nor as a stale write, and each handler is told by its token.
+        fn a_job_deleted_or_released_by_an_operator_counts_as_cancelled(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("deleted"), job("released")]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let (lease_tx, leases) = channel();
+        let (told_tx, told) = channel();
+        let (lease_tx, told_tx) = (Mutex::new(lease_tx), Mutex::new(told_tx));
+        let w = worker(t, &clock, "A")
+            .ttl(30.0)
+            .concurrency(2)
+            .batch(1)
+            .build(move |ctx| {
+                lease_tx.lock().unwrap().send(ctx.lease().clone())?;
+                let woken = ctx.token().wait_timeout(PATIENCE);
+                told_tx.lock().unwrap().send((ctx.job_id().to_owned(), woken, ctx.is_lost()))?;
+                Ok("not stored".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        let mut held: Vec<Lease> = vec![recv(&leases), recv(&leases)];
+        held.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+        let store = t.open();
+        assert_eq!(store.delete(&[JobId::new("deleted").unwrap()]).unwrap(), [true]);
+        assert!(store.release_lease(&held[1]).unwrap(), "the operator gives the lease back");
+        clock.set(10.0); // both renewals are due, and refused
+        let mut seen = vec![recv(&told), recv(&told)];
+        seen.sort();
+        assert_eq!(
+            seen,
+            [("deleted".to_owned(), true, true), ("released".to_owned(), true, true)]
+        );
+        wait_until("both counted", || handle.stats().cancelled == 2);
+        let stats = stop(&handle, run);
+        assert_eq!(
+            (stats.cancelled, stats.lost, stats.stale_refused, stats.completed),
+            (2, 0, 0, 0),
+            "{stats:?}"
+        );
+        assert!(db.row("deleted").is_none());
+        assert_eq!(db.row("released").unwrap().result, None);
+        }
+    );
+
+    worker_case!(
         /// `ctx.check_lease()` asks the store before a side effect: current while the lease
         /// is, `false` at once after an operator cancelled the job — before any heartbeat
         /// noticed — and then the job is lost, its token cancelled, counted as cancelled.
