@@ -598,6 +598,44 @@ mod lost_lease {
     );
 
     worker_case!(
+        /// A handler that returns after an operator cancelled its job, before any heartbeat
+        /// noticed: the store refuses the completion, and asking why counts it as cancelled —
+        /// not as a stale write.
+        fn a_completion_refused_after_an_unnoticed_cancel_counts_as_cancelled(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("j")]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let (started_tx, started) = channel();
+        let (go_tx, go) = channel::<()>();
+        let (started_tx, go) = (Mutex::new(started_tx), Mutex::new(go));
+        let (seen_tx, seen) = channel();
+        let w = worker(t, &clock, "A")
+            .ttl(30.0)
+            .on_outcome(move |_, outcome| {
+                let _ = seen_tx.send(outcome.clone());
+            })
+            .build(move |ctx| {
+                started_tx.lock().unwrap().send(())?;
+                go.lock().unwrap().recv()?;
+                Ok(format!("lost={}", ctx.is_lost()))
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        recv(&started);
+        assert!(t.open().cancel(JobId::new("j").unwrap(), Now::new(1.0).unwrap()).unwrap());
+        go_tx.send(()).unwrap(); // the clock stays at 0: no renewal is due, none noticed it
+        assert_eq!(recv(&seen), JobOutcome::Cancelled);
+        let stats = stop(&handle, run);
+        assert_eq!(
+            (stats.cancelled, stats.stale_refused, stats.lost, stats.completed),
+            (1, 0, 0, 0),
+            "{stats:?}"
+        );
+        assert_eq!(db.row("j").unwrap().result, None);
+        }
+    );
+
+    worker_case!(
         /// `ctx.check_lease()` asks the store before a side effect: current while the lease
         /// is, `false` at once after an operator cancelled the job — before any heartbeat
         /// noticed — and then the job is lost, its token cancelled, counted as cancelled.
@@ -651,15 +689,17 @@ mod lost_lease {
             .timeout(5.0)
             .backoff(leasefence::Backoff { base: 100.0, factor: 2.0, max: 100.0, jitter: 0.0 })
             .build(move |ctx| {
-                started_tx.lock().unwrap().send(ctx.attempt())?;
+                let tx = started_tx.lock().unwrap().clone();
+                tx.send((ctx.attempt(), false, ctx.is_timed_out(), ctx.is_lost()))?;
                 let cancelled = ctx.token().wait_timeout(PATIENCE);
-                assert!(cancelled && ctx.is_timed_out() && !ctx.is_lost());
+                tx.send((ctx.attempt(), cancelled, ctx.is_timed_out(), ctx.is_lost()))?;
                 Ok("finished anyway".to_string())
             })
             .unwrap();
         let (handle, run) = spawn(w);
-        assert_eq!(recv(&started), 1);
+        assert_eq!(recv(&started), (1, false, false, false), "not timed out before the limit");
         clock.set(5.0); // the limit: cancelled at the next tick
+        assert_eq!(recv(&started), (1, true, true, false), "cancelled, timed out, not lost");
         wait_until("the timeout failure", || handle.stats().retried == 1);
         let stats = stop(&handle, run);
         assert_eq!(
