@@ -130,7 +130,8 @@ impl<'a, S: Store> JobContext<'a, S> {
         self.job.timed_out.load(Ordering::SeqCst)
     }
 
-    /// Asks the store, in one read, whether this lease is still the current one (same owner
+    /// Asks the store, in one read (two round trips on a `PgStore` that judges by the
+    /// database's clock: it reads that clock first), whether this lease is still the current one (same owner
     /// and fence, unfinished, live by the store's clock) — for a handler about to make a side
     /// effect outside the store. The heartbeat notices a lost lease only at its next renewal,
     /// so after a pause (a stop signal, a long GC) a handler may return before it does: check
