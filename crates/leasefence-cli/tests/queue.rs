@@ -162,6 +162,8 @@ impl Sandbox {
     fn fail(&self, id: &str, owner: &str, fence: i64, now: f64, error: &str, retry_at: f64) {
         let store = SqliteStore::open(self.db()).unwrap();
         let lease = Lease {
+            queue: leasefence::DEFAULT_QUEUE.to_owned(),
+            kind: None,
             job_id: id.into(),
             owner: owner.into(),
             fence,

@@ -121,8 +121,9 @@ pub use pg::{PgOptions, PgStore};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::Store;
 pub use types::{
-    Backoff, BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner,
-    Resource, Stats, Status, Ttl,
+    Backoff, BatchSize, DEFAULT_QUEUE, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease,
+    MAX_KEY_LEN, MAX_QUEUE_NAME, NewJob, Now, Owner, Queue, QueueInfo, Queues, Resource, Stats,
+    Status, Ttl,
 };
 pub use worker::{
     CancelToken, Clock, HandlerError, JobContext, JobOutcome, ManualClock, ShutdownHandle,

@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::sqlite::{SqliteOptions, SqliteStore};
 use crate::store::Store;
 use crate::types::{
-    BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Resource, Stats,
-    Status, Ttl,
+    BatchSize, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Queue,
+    QueueInfo, Queues, Resource, Stats, Status, Ttl,
 };
 #[cfg(feature = "postgres")]
 use crate::{PgOptions, PgStore};
@@ -251,6 +251,43 @@ impl Store for AnyStore {
 
     fn enqueue_job(&self, job: NewJob) -> Result<bool> {
         delegate!(self, s => s.enqueue_job(job))
+    }
+
+    fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        delegate!(self, s => s.enqueue_jobs(jobs))
+    }
+
+    fn claim_next_in(
+        &self,
+        queues: &Queues,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Lease>> {
+        delegate!(self, s => s.claim_next_in(queues, owner, now, ttl))
+    }
+
+    fn claim_batch_in(
+        &self,
+        queues: &Queues,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+        n: BatchSize,
+    ) -> Result<Vec<Lease>> {
+        delegate!(self, s => s.claim_batch_in(queues, owner, now, ttl, n))
+    }
+
+    fn pause(&self, queue: &Queue) -> Result<bool> {
+        delegate!(self, s => s.pause(queue))
+    }
+
+    fn resume(&self, queue: &Queue) -> Result<bool> {
+        delegate!(self, s => s.resume(queue))
+    }
+
+    fn queues(&self, now: Now) -> Result<Vec<QueueInfo>> {
+        delegate!(self, s => s.queues(now))
     }
 
     fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {

@@ -1,11 +1,11 @@
 //! The decisions that are not storage, made once above the seam so that every backend agrees:
-//! the order in which a batch of claimed leases is handed out, and when a failed job runs again
-//! when the caller did not say.
+//! the order in which a batch of claimed leases is handed out, when a failed job runs again
+//! when the caller did not say, and how per-queue counts are gathered.
 //!
 //! A backend calls these with what only it knows (the rows its statement returned, the clock
 //! reading it judged by); it never makes these choices itself.
 
-use crate::types::{Backoff, Lease, Now};
+use crate::types::{Backoff, Lease, Now, QueueInfo, Stats, Status};
 
 /// One lease as a claim statement returned it, with the keys that rank it: the job's
 /// not-before time and its enqueue order (SQLite's rowid, PostgreSQL's `seq`).
@@ -34,4 +34,23 @@ pub(crate) fn best_first(mut claimed: Vec<Claimed>) -> Vec<Lease> {
 /// be claimed again: at `asked` when the caller chose, else after [`Backoff::default`].
 pub(crate) fn retry_at(asked: Option<Now>, lease: &Lease, now: Now) -> Now {
     asked.unwrap_or_else(|| Backoff::default().retry_at(lease, now))
+}
+
+/// The rows of a `queues` statement — `(queue, paused, status, count)`, ordered by queue, a
+/// queue without jobs once with no status — folded into one [`QueueInfo`] per queue.
+pub(crate) fn queue_infos(rows: Vec<(String, bool, Option<Status>, i64)>) -> Vec<QueueInfo> {
+    let mut infos: Vec<QueueInfo> = Vec::new();
+    for (name, paused, status, count) in rows {
+        if infos.last().is_none_or(|last| last.name != name) {
+            infos.push(QueueInfo {
+                name,
+                paused,
+                stats: Stats::default(),
+            });
+        }
+        if let (Some(status), Some(info)) = (status, infos.last_mut()) {
+            *info.stats.slot(status) += count.max(0) as u64;
+        }
+    }
+    infos
 }

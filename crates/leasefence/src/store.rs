@@ -2,8 +2,8 @@
 
 use crate::error::Result;
 use crate::types::{
-    BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Resource, Stats,
-    Status, Ttl,
+    BatchSize, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Queue,
+    QueueInfo, Queues, Resource, Stats, Status, Ttl,
 };
 
 /// The lease-and-fence contract, one method per operation.
@@ -106,13 +106,44 @@ pub trait Store {
 
     // ---- the queue ----------------------------------------------------------------------
 
-    /// Enqueues every job of `jobs` in one transaction, with its payload, priority,
-    /// not-before time and attempts budget. Returns, per job in input order, whether it was
-    /// inserted; a known id is left untouched (`false`), exactly as [`Store::enqueue`].
+    /// Enqueues every job of `jobs` in one transaction, with its queue, kind, payload,
+    /// priority, not-before time, attempts budget and unique key. Returns, per job in input
+    /// order, what happened: [`Enqueued::Inserted`]; [`Enqueued::Known`] for a known id, left
+    /// untouched exactly as [`Store::enqueue`] leaves it; or [`Enqueued::Duplicate`] naming the
+    /// job that holds the same [unique key](NewJob::unique_key) in the same queue. Uniqueness
+    /// is decided inside the insert by a unique index, so of any number of concurrent
+    /// enqueuers of one key, exactly one inserts; a later job of a batch can match an earlier
+    /// one of the same batch.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{Enqueued, NewJob, SqliteStore, Store};
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// let report = |id: &str| NewJob::new(id)?.queue("reports")?.unique_key("daily-2026-12-01");
+    /// assert_eq!(store.enqueue_jobs(&[report("r-1")?])?, [Enqueued::Inserted]);
+    /// // The same key in the same queue while r-1 is unfinished: nothing inserted.
+    /// assert_eq!(store.enqueue_jobs(&[report("r-2")?])?, [Enqueued::Duplicate { of: "r-1".into() }]);
+    /// assert_eq!(store.enqueue_jobs(&[report("r-1")?])?, [Enqueued::Known]);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// Busy or backend failures; then none of the jobs was inserted.
-    fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>>;
+    fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>>;
+
+    /// [`Store::enqueue_jobs`], told as whether each job was inserted: `false` for a known id
+    /// or a duplicate unique key.
+    ///
+    /// # Errors
+    /// As [`Store::enqueue_jobs`].
+    fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>> {
+        Ok(self
+            .enqueue_jobs(jobs)?
+            .iter()
+            .map(Enqueued::is_inserted)
+            .collect())
+    }
 
     /// Enqueues one job with its payload and queue settings: [`Store::enqueue_many`] of one.
     /// `true` when inserted; `false` for a known id, left untouched.
@@ -134,30 +165,83 @@ pub trait Store {
         Ok(self.enqueue_many(std::slice::from_ref(&job))? == [true])
     }
 
-    /// Claims the best ready job: highest priority, then earliest not-before, then oldest.
-    /// Ready means not done, lease expired (`until <= now`), due (`not_before <= now`) and
-    /// attempts left (`fence < max_attempts`, or no limit). Checked and written in one
-    /// transaction, so concurrent callers never get the same job under the same fence.
-    ///
-    /// This is [`Store::claim_batch`] of [`BatchSize::ONE`]; a backend may override it with a
-    /// faster statement of the same meaning (SQLite does), and its `claim_batch` must then not
-    /// call it back.
+    /// Claims the best ready job of any queue: [`Store::claim_next_in`] of [`Queues::All`].
     ///
     /// # Errors
-    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
-    /// overflows; busy or backend failures.
+    /// As [`Store::claim_next_in`].
     fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
-        Ok(self.claim_batch(owner, now, ttl, BatchSize::ONE)?.pop())
+        self.claim_next_in(&Queues::All, owner, now, ttl)
     }
 
-    /// Claims up to `n` ready jobs in one transaction (one commit), best first; see
-    /// [`Store::claim_next`].
+    /// Claims the best ready job of `queues`: highest priority, then earliest not-before, then
+    /// oldest. Ready means not done, lease expired (`until <= now`), due
+    /// (`not_before <= now`), attempts left, in one of `queues` and its queue not
+    /// [paused](Store::pause). Checked and written in one transaction, so concurrent callers
+    /// never get the same job under the same fence.
+    ///
+    /// This is [`Store::claim_batch_in`] of [`BatchSize::ONE`]; a backend may override it with
+    /// a faster statement of the same meaning (SQLite does), and its `claim_batch_in` must then
+    /// not call it back.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{NewJob, Now, Owner, Queue, Queues, SqliteStore, Store, Ttl};
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// store.enqueue_job(NewJob::new("mail-1")?.queue("emails")?)?;
+    /// store.enqueue_job(NewJob::new("pdf-1")?.queue("reports")?)?;
+    /// let (w, now, ttl) = (Owner::new("w")?, Now::new(0.0)?, Ttl::new(30.0)?);
+    /// let lease = store.claim_next_in(&Queues::only(["reports"])?, w, now, ttl)?.unwrap();
+    /// assert_eq!((lease.job_id.as_str(), lease.queue.as_str()), ("pdf-1", "reports"));
+    /// // A paused queue hands out nothing.
+    /// store.pause(&Queue::new("emails")?)?;
+    /// assert!(store.claim_next(w, now, ttl)?.is_none());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
     /// overflows; busy or backend failures.
-    fn claim_batch(&self, owner: Owner<'_>, now: Now, ttl: Ttl, n: BatchSize)
-    -> Result<Vec<Lease>>;
+    fn claim_next_in(
+        &self,
+        queues: &Queues,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Lease>> {
+        Ok(self
+            .claim_batch_in(queues, owner, now, ttl, BatchSize::ONE)?
+            .pop())
+    }
+
+    /// Claims up to `n` ready jobs of any queue: [`Store::claim_batch_in`] of [`Queues::All`].
+    ///
+    /// # Errors
+    /// As [`Store::claim_batch_in`].
+    fn claim_batch(
+        &self,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+        n: BatchSize,
+    ) -> Result<Vec<Lease>> {
+        self.claim_batch_in(&Queues::All, owner, now, ttl, n)
+    }
+
+    /// Claims up to `n` ready jobs of `queues` in one transaction (one commit), best first;
+    /// see [`Store::claim_next_in`].
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
+    /// overflows; busy or backend failures.
+    fn claim_batch_in(
+        &self,
+        queues: &Queues,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+        n: BatchSize,
+    ) -> Result<Vec<Lease>>;
 
     /// Records a failed attempt, fenced like `complete` (owner, fence, not done, `until > now`).
     /// The lease is given up (fence kept) and the error stored; the job becomes claimable again
@@ -274,6 +358,29 @@ pub trait Store {
     /// # Errors
     /// Busy or backend failures.
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>>;
+
+    /// Pauses `queue`: from now on claims ([`Store::claim_next_in`], [`Store::claim_batch_in`]
+    /// and the worker's) hand out none of its jobs; leases already held in it stay valid, and
+    /// their renew, complete, fail and release go on as before. A queue can be paused before
+    /// it has jobs. An **operator verb**, not fenced. `true` if it was not paused before.
+    ///
+    /// # Errors
+    /// Busy or backend failures.
+    fn pause(&self, queue: &Queue) -> Result<bool>;
+
+    /// Lets a paused `queue` hand out jobs again. An operator verb, not fenced. `true` if it
+    /// was paused.
+    ///
+    /// # Errors
+    /// Busy or backend failures.
+    fn resume(&self, queue: &Queue) -> Result<bool>;
+
+    /// Every queue that has jobs or was ever paused, by name, with whether it is paused and
+    /// its jobs' counts by status at `now`. A read.
+    ///
+    /// # Errors
+    /// Busy or backend failures.
+    fn queues(&self, now: Now) -> Result<Vec<QueueInfo>>;
 
     /// Counts of jobs by status at `now`.
     ///

@@ -63,6 +63,8 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         let (job, who) = (JobId::new(id)?, Owner::new(owner)?);
         let lease = Lease {
             job_id: job.as_str().to_owned(),
+            queue: leasefence::DEFAULT_QUEUE.to_owned(),
+            kind: None,
             owner: who.as_str().to_owned(),
             fence: *fence,
             // Not read by `fail`: the store judges the lease it holds.

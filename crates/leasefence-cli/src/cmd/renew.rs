@@ -72,6 +72,8 @@ fn renew_at(ctx: &Ctx, args: &Args) -> leasefence::Result<(f64, Option<f64>)> {
     // that reads its own), so the lease end is known without reading the row back.
     let mut lease = Lease {
         job_id: job.as_str().to_owned(),
+        queue: leasefence::DEFAULT_QUEUE.to_owned(),
+        kind: None,
         owner: owner.as_str().to_owned(),
         fence: args.fence,
         until: 0.0,

@@ -5,9 +5,13 @@ use crate::error::Result;
 use crate::policy::{self, Claimed};
 use crate::store::Store;
 use crate::types::{
-    BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Resource, Stats,
-    Status, Ttl,
+    BatchSize, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Queue,
+    QueueInfo, Queues, Resource, Stats, Status, Ttl,
 };
+
+/// How many times an enqueue refused by a unique key is tried again when the job that held the
+/// key was deleted before it could be named.
+const VANISHED_RETRIES: usize = 3;
 
 impl Store for PgStore {
     fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
@@ -93,48 +97,91 @@ impl Store for PgStore {
         )
     }
 
-    fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>> {
+    fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         for job in jobs {
             key("job_id", job.id())?;
         }
         let mut conn = self.conn()?;
-        let stmt = conn.prepared(sql::ENQUEUE).map_err(|e| self.err(e))?;
+        let insert = conn.prepared(sql::ENQUEUE).map_err(|e| self.err(e))?;
+        let matching = conn.prepared(sql::ENQUEUE_MATCH).map_err(|e| self.err(e))?;
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
-        let ids: Vec<&str> = jobs.iter().map(NewJob::id).collect();
-        self.lock_ids(&mut tx, &ids)?;
-        let mut inserted = Vec::with_capacity(jobs.len());
+        // The ids' locks (see lock_ids.sql) and, in the same buckets, the unique keys': the
+        // window of unique_for is checked by a statement that must see every earlier enqueue of
+        // its key.
+        let unique: Vec<String> = jobs
+            .iter()
+            .filter_map(|job| {
+                job.unique_key_value()
+                    .map(|k| format!("\u{1f}unique\u{1f}{}\u{1f}{k}", job.queue_name()))
+            })
+            .collect();
+        let mut locked: Vec<&str> = jobs.iter().map(NewJob::id).collect();
+        locked.extend(unique.iter().map(String::as_str));
+        self.lock_ids(&mut tx, &locked)?;
+        let mut outcomes = Vec::with_capacity(jobs.len());
         for job in jobs {
-            let changed = tx
-                .execute(
-                    &stmt,
-                    &[
-                        &job.id(),
-                        &job.payload_bytes(),
-                        &job.priority_value(),
-                        &job.not_before_value(),
-                        &i64::from(job.max_attempts_value()),
-                    ],
-                )
-                .map_err(|e| self.err(e))?;
-            inserted.push(changed == 1);
+            let queue = job.queue_name().as_str();
+            let mut tries = 0;
+            let outcome = loop {
+                let changed = tx
+                    .execute(
+                        &insert,
+                        &[
+                            &job.id(),
+                            &job.payload_bytes(),
+                            &job.priority_value(),
+                            &job.not_before_value(),
+                            &i64::from(job.max_attempts_value()),
+                            &queue,
+                            &job.kind_name(),
+                            &job.unique_key_value(),
+                            &job.unique_for_value(),
+                        ],
+                    )
+                    .map_err(|e| self.err(e))?;
+                if changed == 1 {
+                    break Enqueued::Inserted;
+                }
+                let row = tx
+                    .query_opt(&matching, &[&job.id(), &queue, &job.unique_key_value()])
+                    .map_err(|e| self.err(e))?;
+                match row {
+                    Some(row) if row.get::<_, bool>(1) => break Enqueued::Known,
+                    Some(row) => break Enqueued::Duplicate { of: row.get(0) },
+                    // The job that held the key was deleted in between: insert again.
+                    None if tries < VANISHED_RETRIES => tries += 1,
+                    None => return Err(crate::Error::Busy),
+                }
+            };
+            outcomes.push(outcome);
         }
         tx.commit().map_err(|e| self.err(e))?;
-        Ok(inserted)
+        Ok(outcomes)
     }
 
-    fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
-        self.claim_one(owner, now, ttl)
-    }
-
-    fn claim_batch(
+    fn claim_next_in(
         &self,
+        queues: &Queues,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Lease>> {
+        self.claim_one(queues, owner, now, ttl)
+    }
+
+    fn claim_batch_in(
+        &self,
+        queues: &Queues,
         owner: Owner<'_>,
         now: Now,
         ttl: Ttl,
         n: BatchSize,
     ) -> Result<Vec<Lease>> {
         if n == BatchSize::ONE {
-            return Ok(self.claim_one(owner, now, ttl)?.into_iter().collect());
+            return Ok(self
+                .claim_one(queues, owner, now, ttl)?
+                .into_iter()
+                .collect());
         }
         let now = self.clock(now)?;
         let until = ttl.until(now)?;
@@ -144,15 +191,21 @@ impl Store for PgStore {
         let rows = conn
             .query(
                 &statement,
-                &[&owner.as_str(), &until, &now.seconds(), &n.limit()],
+                &[
+                    &owner.as_str(),
+                    &until,
+                    &now.seconds(),
+                    &n.limit(),
+                    &queues.list(),
+                ],
             )
             .map_err(|e| self.err(e))?;
         let claimed = rows
             .iter()
             .map(|r| Claimed {
                 lease: claimed_lease(r, owner),
-                not_before: r.get(8),
-                seq: r.get(9),
+                not_before: r.get(10),
+                seq: r.get(11),
             })
             .collect();
         Ok(policy::best_first(claimed))
@@ -384,6 +437,35 @@ impl Store for PgStore {
         }
     }
 
+    fn pause(&self, queue: &Queue) -> Result<bool> {
+        self.write_one(sql::PAUSE, &[&queue.as_str()])
+    }
+
+    fn resume(&self, queue: &Queue) -> Result<bool> {
+        self.write_one(sql::RESUME, &[&queue.as_str()])
+    }
+
+    fn queues(&self, now: Now) -> Result<Vec<QueueInfo>> {
+        let now = self.clock(now)?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::QUEUES).map_err(|e| self.err(e))?;
+        let rows = conn
+            .query(&statement, &[&now.seconds()])
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| {
+                let status: Option<&str> = r.get(2);
+                Ok((
+                    r.get::<_, String>(0),
+                    r.get::<_, bool>(1),
+                    status.map(Status::parse).transpose()?,
+                    r.get::<_, i64>(3),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(policy::queue_infos(rows))
+    }
+
     fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
         let resource = key("resource", resource.as_str())?;
         self.write_one(sql::ADMIT, &[&resource, &fence])
@@ -436,14 +518,23 @@ impl Store for PgStore {
 impl PgStore {
     /// `claim_next.sql`: the best ready job, in one statement. Both `claim_next` and
     /// `claim_batch` of one run it; neither calls the other.
-    fn claim_one(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
+    fn claim_one(
+        &self,
+        queues: &Queues,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Lease>> {
         let now = self.clock(now)?;
         let until = ttl.until(now)?;
         text("owner", owner.as_str())?;
         let mut conn = self.conn()?;
         let statement = conn.prepared(sql::CLAIM_NEXT).map_err(|e| self.err(e))?;
         let row = conn
-            .query_opt(&statement, &[&owner.as_str(), &until, &now.seconds()])
+            .query_opt(
+                &statement,
+                &[&owner.as_str(), &until, &now.seconds(), &queues.list()],
+            )
             .map_err(|e| self.err(e))?;
         Ok(row.map(|r| claimed_lease(&r, owner)))
     }
@@ -463,6 +554,9 @@ fn job_info(r: &postgres::Row) -> Result<JobInfo> {
         attempts: to_u32(r.get(13)),
         outcome: r.get(14),
         enqueued_at: r.get(15),
+        queue: r.get(16),
+        kind: r.get(17),
+        unique_key: r.get(18),
     })
 }
 
@@ -478,6 +572,8 @@ fn claimed_lease(r: &postgres::Row, owner: Owner<'_>) -> Lease {
         max_attempts: to_u32(r.get(5)),
         last_error: r.get(6),
         attempt: to_u32(r.get(7)),
+        queue: r.get(8),
+        kind: r.get(9),
     }
 }
 

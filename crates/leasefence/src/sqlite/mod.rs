@@ -14,10 +14,11 @@ use connection::{Immediate, map_error, wait_when_busy};
 
 /// The schema, one numbered migration per step; `PRAGMA user_version` records how far a file
 /// has come. Every migration is idempotent.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
     include_str!("migrations/0003_attempts.sql"),
+    include_str!("migrations/0004_queues.sql"),
 ];
 
 mod sql;

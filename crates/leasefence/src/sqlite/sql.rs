@@ -23,3 +23,7 @@ pub(super) const LIST: &str = include_str!("sql/list.sql");
 pub(super) const INSPECT: &str = include_str!("sql/inspect.sql");
 pub(super) const STATS: &str = include_str!("sql/stats.sql");
 pub(super) const ADMIT: &str = include_str!("sql/admit.sql");
+pub(super) const ENQUEUE_MATCH: &str = include_str!("sql/enqueue_match.sql");
+pub(super) const PAUSE: &str = include_str!("sql/pause.sql");
+pub(super) const RESUME: &str = include_str!("sql/resume.sql");
+pub(super) const QUEUES: &str = include_str!("sql/queues.sql");

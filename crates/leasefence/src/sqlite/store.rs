@@ -8,14 +8,28 @@ use crate::error::Result;
 use crate::policy::{self, Claimed};
 use crate::store::Store;
 use crate::types::{
-    BatchSize, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Resource, Stats,
-    Status, Ttl,
+    BatchSize, DEFAULT_QUEUE, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob,
+    Now, Owner, Queue, QueueInfo, Queues, Resource, Stats, Status, Ttl,
 };
 
 impl Store for SqliteStore {
     fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
-        let none: Option<&[u8]> = None;
-        self.write_one(sql::ENQUEUE, params![job_id.as_str(), none, 0, 0.0, 0])
+        let (none, no_text, no_window): (Option<&[u8]>, Option<&str>, Option<f64>) =
+            (None, None, None);
+        self.write_one(
+            sql::ENQUEUE,
+            params![
+                job_id.as_str(),
+                none,
+                0,
+                0.0,
+                0,
+                DEFAULT_QUEUE,
+                no_text,
+                no_text,
+                no_window
+            ],
+        )
     }
 
     fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
@@ -100,37 +114,67 @@ impl Store for SqliteStore {
         )
     }
 
-    fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>> {
+    fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let mut inserted = Vec::with_capacity(jobs.len());
+        let mut outcomes = Vec::with_capacity(jobs.len());
         {
-            let mut stmt = self
+            let mut insert = self
                 .conn
                 .prepare_cached(sql::ENQUEUE)
                 .map_err(|e| self.err(e))?;
+            let mut matching = self
+                .conn
+                .prepare_cached(sql::ENQUEUE_MATCH)
+                .map_err(|e| self.err(e))?;
             for job in jobs {
-                let changed = stmt
+                let queue = job.queue_name().as_str();
+                let changed = insert
                     .execute(params![
                         job.id(),
                         job.payload_bytes(),
                         job.priority_value(),
                         job.not_before_value(),
                         job.max_attempts_value(),
+                        queue,
+                        job.kind_name(),
+                        job.unique_key_value(),
+                        job.unique_for_value(),
                     ])
                     .map_err(|e| self.err(e))?;
-                inserted.push(changed == 1);
+                if changed == 1 {
+                    outcomes.push(Enqueued::Inserted);
+                    continue;
+                }
+                // Under the same write lock: the row the insert met is still there.
+                let (id, known): (String, bool) = matching
+                    .query_row(params![job.id(), queue, job.unique_key_value()], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })
+                    .map_err(|e| self.err(e))?;
+                outcomes.push(if known {
+                    Enqueued::Known
+                } else {
+                    Enqueued::Duplicate { of: id }
+                });
             }
         }
         tx.commit().map_err(|e| self.err(e))?;
-        Ok(inserted)
+        Ok(outcomes)
     }
 
-    fn claim_next(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
-        self.claim_one(owner, now, ttl)
-    }
-
-    fn claim_batch(
+    fn claim_next_in(
         &self,
+        queues: &Queues,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Lease>> {
+        self.claim_one(queues, owner, now, ttl)
+    }
+
+    fn claim_batch_in(
+        &self,
+        queues: &Queues,
         owner: Owner<'_>,
         now: Now,
         ttl: Ttl,
@@ -138,7 +182,10 @@ impl Store for SqliteStore {
     ) -> Result<Vec<Lease>> {
         if n == BatchSize::ONE {
             // One job: the cheaper statement of the same choice (no ephemeral table).
-            return Ok(self.claim_one(owner, now, ttl)?.into_iter().collect());
+            return Ok(self
+                .claim_one(queues, owner, now, ttl)?
+                .into_iter()
+                .collect());
         }
         let until = ttl.until(now)?;
         let now = now.seconds();
@@ -149,13 +196,16 @@ impl Store for SqliteStore {
                 .conn
                 .prepare_cached(sql::CLAIM_BATCH)
                 .map_err(|e| self.err(e))?;
-            stmt.query_map(params![owner.as_str(), until, now, n.limit()], |r| {
-                Ok(Claimed {
-                    lease: claimed_lease(r, owner)?,
-                    not_before: r.get(8)?,
-                    seq: r.get(9)?,
-                })
-            })
+            stmt.query_map(
+                params![owner.as_str(), until, now, n.limit(), queues.json()],
+                |r| {
+                    Ok(Claimed {
+                        lease: claimed_lease(r, owner)?,
+                        not_before: r.get(10)?,
+                        seq: r.get(11)?,
+                    })
+                },
+            )
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| self.err(e))?
         };
@@ -373,6 +423,38 @@ impl Store for SqliteStore {
         Ok(stats)
     }
 
+    fn pause(&self, queue: &Queue) -> Result<bool> {
+        self.write_one(sql::PAUSE, params![queue.as_str()])
+    }
+
+    fn resume(&self, queue: &Queue) -> Result<bool> {
+        self.write_one(sql::RESUME, params![queue.as_str()])
+    }
+
+    fn queues(&self, now: Now) -> Result<Vec<QueueInfo>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::QUEUES)
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![now.seconds()], |r| {
+                let status: Option<String> = r.get(2)?;
+                let status = match status {
+                    Some(_) => Some(status_column(r, 2)?),
+                    None => None,
+                };
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, bool>(1)?,
+                    status,
+                    r.get::<_, i64>(3)?,
+                ))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| self.err(e))?;
+        Ok(crate::policy::queue_infos(rows))
+    }
+
     fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
         self.write_one(sql::ADMIT, params![resource.as_str(), fence])
     }
@@ -417,7 +499,13 @@ impl SqliteStore {
 
     /// `claim_next.sql`: the best ready job, in the same `BEGIN IMMEDIATE` as `bury.sql`. Both
     /// `claim_next` and `claim_batch` of one run it; neither calls the other.
-    fn claim_one(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
+    fn claim_one(
+        &self,
+        queues: &Queues,
+        owner: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Lease>> {
         let until = ttl.until(now)?;
         let now = now.seconds();
         let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
@@ -427,7 +515,7 @@ impl SqliteStore {
                 .conn
                 .prepare_cached(sql::CLAIM_NEXT)
                 .map_err(|e| self.err(e))?;
-            stmt.query_row(params![owner.as_str(), until, now], |r| {
+            stmt.query_row(params![owner.as_str(), until, now, queues.json()], |r| {
                 claimed_lease(r, owner)
             })
             .optional()
@@ -461,6 +549,8 @@ fn claimed_lease(r: &rusqlite::Row<'_>, owner: Owner<'_>) -> rusqlite::Result<Le
         max_attempts: r.get(5)?,
         last_error: r.get(6)?,
         attempt: r.get(7)?,
+        queue: r.get(8)?,
+        kind: r.get(9)?,
     })
 }
 
@@ -485,6 +575,9 @@ fn job_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
         attempts: r.get(13)?,
         outcome: r.get(14)?,
         enqueued_at: r.get(15)?,
+        queue: r.get(16)?,
+        kind: r.get(17)?,
+        unique_key: r.get(18)?,
     })
 }
 

@@ -2,6 +2,7 @@
 
 use super::Fence;
 use super::args::{JobId, Owner, non_empty};
+use super::queue::Queue;
 use crate::error::{Error, Result};
 
 /// One stored row of the `jobs` table, exactly as it is on disk.
@@ -36,27 +37,57 @@ impl JobState {
     }
 }
 
-/// A job to enqueue with its queue settings: payload, priority, not-before time and attempts
-/// budget. `enqueue(id)` is the same as enqueueing `NewJob::new(id)` with every default.
+/// A job to enqueue with its queue settings: queue, kind, payload, priority, not-before time,
+/// attempts budget and unique key. `enqueue(id)` is the same as enqueueing `NewJob::new(id)`
+/// with every default.
 ///
 /// ```
 /// # fn main() -> Result<(), leasefence::Error> {
 /// use leasefence::NewJob;
 /// let job = NewJob::new("resize-17")?
+///     .queue("images")?
+///     .kind("resize")?
 ///     .payload(br#"{"w":640}"#.to_vec())
 ///     .priority(10)
 ///     .not_before(1_700_000_000.0)?
-///     .max_attempts(5);
+///     .max_attempts(5)
+///     .unique_key("resize:photo-17")?;
 /// assert_eq!(job.id(), "resize-17");
+/// assert_eq!(job.queue_name().as_str(), "images");
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
     id: String,
+    queue: Queue,
+    kind: Option<String>,
     payload: Option<Vec<u8>>,
     priority: i64,
     not_before: f64,
     max_attempts: u32,
+    unique_key: Option<String>,
+    unique_for: Option<f64>,
+}
+
+/// The longest kind name and unique key, in bytes.
+pub const MAX_KEY_LEN: usize = 512;
+
+/// A kind or unique key: non-empty, at most [`MAX_KEY_LEN`] bytes, no control characters.
+fn key_text(argument: &'static str, value: String) -> Result<String> {
+    non_empty(argument, &value)?;
+    if value.len() > MAX_KEY_LEN {
+        return Err(Error::invalid(
+            argument,
+            format!("must be at most {MAX_KEY_LEN} bytes, got {}", value.len()),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            argument,
+            "must not contain control characters",
+        ));
+    }
+    Ok(value)
 }
 
 impl NewJob {
@@ -70,11 +101,77 @@ impl NewJob {
         non_empty("job_id", &id)?;
         Ok(NewJob {
             id,
+            queue: Queue::default(),
+            kind: None,
             payload: None,
             priority: 0,
             not_before: 0.0,
             max_attempts: 0,
+            unique_key: None,
+            unique_for: None,
         })
+    }
+
+    /// The queue the job joins (default `default`); see [`Queue::new`] for valid names.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `queue` for an invalid name.
+    pub fn queue(mut self, queue: impl Into<String>) -> Result<Self> {
+        self.queue = Queue::new(queue)?;
+        Ok(self)
+    }
+
+    /// What kind of job this is (default: none): a [`Worker`](crate::Worker) with handlers
+    /// per kind ([`WorkerBuilder::kind`](crate::WorkerBuilder::kind)) runs it with the
+    /// handler registered for it, and fails it with a clear error when it has none.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `kind` when it is empty, longer than 512 bytes or has
+    /// a control character.
+    pub fn kind(mut self, kind: impl Into<String>) -> Result<Self> {
+        self.kind = Some(key_text("kind", kind.into())?);
+        Ok(self)
+    }
+
+    /// Makes the job unique by `key` within its queue: while a job of the same queue with the
+    /// same key is unfinished (ready, scheduled, leased, expired or retrying), enqueueing this
+    /// one inserts nothing and reports the job it matched
+    /// ([`Enqueued::Duplicate`]). Decided by a unique index inside the insert, so it holds
+    /// under any number of concurrent enqueuers. Once that job has finished (completed, dead
+    /// or cancelled), the key is free again — unless [`unique_for`](Self::unique_for) says
+    /// otherwise.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `unique_key` when it is empty, longer than 512 bytes
+    /// or has a control character.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Result<Self> {
+        self.unique_key = Some(key_text("unique_key", key.into())?);
+        Ok(self)
+    }
+
+    /// Widens the uniqueness of [`unique_key`](Self::unique_key) to a window: enqueueing
+    /// inserts nothing while a job of the same queue with the same key is unfinished **or was
+    /// enqueued less than `seconds` ago**, finished or not. Enqueue times are the database's
+    /// clock (SQLite: the enqueuing host's system clock). Call it after `unique_key`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `unique_for` when `seconds` is not a finite number
+    /// greater than 0, or when no unique key was set before.
+    pub fn unique_for(mut self, seconds: f64) -> Result<Self> {
+        if !(seconds.is_finite() && seconds > 0.0) {
+            return Err(Error::invalid(
+                "unique_for",
+                format!("must be a finite number of seconds greater than 0, got {seconds}"),
+            ));
+        }
+        if self.unique_key.is_none() {
+            return Err(Error::invalid(
+                "unique_for",
+                "needs a unique key: call unique_key first",
+            ));
+        }
+        self.unique_for = Some(seconds);
+        Ok(self)
     }
 
     /// The bytes handed to the worker with the lease.
@@ -142,6 +239,50 @@ impl NewJob {
     pub fn max_attempts_value(&self) -> u32 {
         self.max_attempts
     }
+
+    /// The queue.
+    pub fn queue_name(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// The kind, if any.
+    pub fn kind_name(&self) -> Option<&str> {
+        self.kind.as_deref()
+    }
+
+    /// The unique key, if any.
+    pub fn unique_key_value(&self) -> Option<&str> {
+        self.unique_key.as_deref()
+    }
+
+    /// The uniqueness window in seconds, if any.
+    pub fn unique_for_value(&self) -> Option<f64> {
+        self.unique_for
+    }
+}
+
+/// What enqueueing one job did ([`Store::enqueue_jobs`](crate::Store::enqueue_jobs)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Enqueued {
+    /// The job was inserted.
+    Inserted,
+    /// A job with this id exists; it was left exactly as it was.
+    Known,
+    /// Not inserted: the job with this id holds the same unique key in the same queue (it is
+    /// unfinished, or was enqueued within the window of
+    /// [`NewJob::unique_for`](NewJob::unique_for)).
+    Duplicate {
+        /// The id of the job that holds the key.
+        of: String,
+    },
+}
+
+impl Enqueued {
+    /// Whether the job was inserted.
+    pub fn is_inserted(&self) -> bool {
+        matches!(self, Enqueued::Inserted)
+    }
 }
 
 /// A lease handed out by `claim_next` / `claim_batch`: everything a worker needs to do the job
@@ -150,6 +291,10 @@ impl NewJob {
 pub struct Lease {
     /// The job id.
     pub job_id: String,
+    /// The job's queue.
+    pub queue: String,
+    /// The job's kind, if it has one.
+    pub kind: Option<String>,
     /// The worker that holds the lease.
     pub owner: String,
     /// The fencing token of this lease.
@@ -278,6 +423,12 @@ impl std::fmt::Display for Status {
 pub struct JobInfo {
     /// The six contract columns.
     pub state: JobState,
+    /// The job's queue.
+    pub queue: String,
+    /// The job's kind, if it has one.
+    pub kind: Option<String>,
+    /// The job's unique key, if it has one.
+    pub unique_key: Option<String>,
     /// The job's status at the clock reading `list` was given.
     pub status: Status,
     /// The payload, if any.

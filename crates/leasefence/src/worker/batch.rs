@@ -36,7 +36,7 @@ pub(super) fn batch_size_for<S>(per_job: Duration, shared: &Shared<S>) -> usize 
 /// Runs the handlers of one claimed batch in order and stores their outcomes; returns the
 /// mean time per job. Results are written together (one transaction) at the end of the
 /// batch, or earlier once the oldest has waited [`BATCH_WINDOW`].
-pub(super) fn run_batch<S: Store>(
+pub(super) fn run_batch<S: Store + 'static>(
     shared: &Shared<S>,
     slot: &Slot,
     store: &S,
@@ -84,7 +84,11 @@ pub(super) fn run_batch<S: Store>(
             stop: &shared.stop,
             counters: &shared.counters,
         };
-        let returned = catch_unwind(AssertUnwindSafe(|| (shared.handler)(&ctx)));
+        let returned = match shared.handler_for(&job.lease) {
+            Ok(handler) => catch_unwind(AssertUnwindSafe(|| handler(&ctx))),
+            // A kind this worker has no handler for: failed, never run by other code.
+            Err(why) => Ok(Err(why)),
+        };
         let settled = job.settled.load(Ordering::SeqCst);
         // Past its time limit the attempt is a failure, whatever the handler returned.
         let timed_out = settled == UNSETTLED && job.timed_out.load(Ordering::SeqCst);

@@ -11,12 +11,12 @@ use super::cancel::CancelToken;
 use super::clock::{Clock, SystemClock, WorkerClock};
 use super::context::{HandlerError, JobContext};
 use super::run::{Opener, Worker};
-use super::shared::{Config, OutcomeHook, Shared, Slot};
+use super::shared::{Config, Handler, OutcomeHook, Shared, Slot};
 use super::stats::JobOutcome;
 use crate::error::{Error, Result};
 use crate::sqlite::{SqliteOptions, SqliteStore};
 use crate::store::Store;
-use crate::types::{Backoff, Lease, Owner, Ttl};
+use crate::types::{Backoff, Lease, NewJob, Owner, Queue, Queues, Ttl};
 
 /// Configures a [`Worker`]; made by [`Worker::builder`] or [`Worker::sqlite`], finished by
 /// [`build`](Self::build) with the handler.
@@ -54,6 +54,8 @@ pub struct WorkerBuilder<S> {
     clock: Arc<dyn Clock>,
     clock_is_default: bool,
     on_outcome: Option<Box<OutcomeHook>>,
+    queues: Vec<(String, usize)>,
+    kinds: Vec<(String, Box<Handler<S>>)>,
 }
 
 impl<S> fmt::Debug for WorkerBuilder<S> {
@@ -69,6 +71,11 @@ impl<S> fmt::Debug for WorkerBuilder<S> {
             .field("timeout", &self.timeout)
             .field("drain", &self.drain)
             .field("batch", &self.batch)
+            .field("queues", &self.queues)
+            .field(
+                "kinds",
+                &self.kinds.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -90,7 +97,89 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
             clock: Arc::new(SystemClock),
             clock_is_default: true,
             on_outcome: None,
+            queues: Vec::new(),
+            kinds: Vec::new(),
         }
+    }
+
+    /// Serves the queue `name` with `threads` threads of its own, which claim only its jobs.
+    /// Call it once per queue; a worker given no queue has [`concurrency`](Self::concurrency)
+    /// threads that claim from every queue. A paused queue's threads wait until it is resumed.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{NewJob, SqliteStore, Store, Worker};
+    /// let path = dir.path().join("jobs.db");
+    /// let store = SqliteStore::open(&path)?;
+    /// store.enqueue_job(NewJob::new("mail-1")?.queue("emails")?)?;
+    /// store.enqueue_job(NewJob::new("video-1")?.queue("video")?)?;
+    /// let stats = Worker::sqlite(&path)
+    ///     .queue("emails", 2) // two threads for emails, none for video
+    ///     .drain(true)
+    ///     .build(|ctx| Ok(format!("sent {}", ctx.job_id())))?
+    ///     .run()?;
+    /// assert_eq!(stats.completed, 1); // video-1 is still waiting
+    /// # Ok(()) }
+    /// ```
+    pub fn queue(mut self, name: impl Into<String>, threads: usize) -> Self {
+        self.queues.push((name.into(), threads));
+        self
+    }
+
+    /// Runs the jobs of kind `kind` ([`NewJob::kind`]) with `handler`. Once any kind is
+    /// registered, a job is routed by its kind: a job of a registered kind runs that kind's
+    /// handler; a job of any other kind is never run by other code — its attempt fails with
+    /// the error `no handler for kind "…" on this worker` (retried per the backoff, so a
+    /// worker that has the handler may take it); a job without a kind runs the handler given
+    /// to [`build`](Self::build), or fails the same way after
+    /// [`build_kinds`](Self::build_kinds).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{NewJob, SqliteStore, Store, Worker};
+    /// let path = dir.path().join("jobs.db");
+    /// let store = SqliteStore::open(&path)?;
+    /// store.enqueue_job(NewJob::new("a")?.kind("email")?)?;
+    /// store.enqueue_job(NewJob::new("b")?.kind("resize")?)?;
+    /// let stats = Worker::sqlite(&path)
+    ///     .kind("email", |ctx| Ok(format!("mailed {}", ctx.job_id())))
+    ///     .kind("resize", |ctx| Ok(format!("resized {}", ctx.job_id())))
+    ///     .drain(true)
+    ///     .build_kinds()?
+    ///     .run()?;
+    /// assert_eq!(stats.completed, 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn kind<H>(mut self, kind: impl Into<String>, handler: H) -> Self
+    where
+        H: Fn(&JobContext<'_, S>) -> std::result::Result<String, HandlerError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.kinds.push((
+            kind.into(),
+            Box::new(move |ctx| handler(ctx).map_err(|e| e.to_string())),
+        ));
+        self
+    }
+
+    /// As [`build`](Self::build) with no handler for jobs without a kind: the worker runs only
+    /// the kinds registered with [`kind`](Self::kind).
+    ///
+    /// # Errors
+    /// As [`build`](Self::build), and [`Error::InvalidArgument`] naming `kind` when no kind was
+    /// registered.
+    pub fn build_kinds(self) -> Result<Worker<S>> {
+        if self.kinds.is_empty() {
+            return Err(Error::invalid(
+                "kind",
+                "register at least one kind with WorkerBuilder::kind, or give build a handler",
+            ));
+        }
+        self.finish(None)
     }
 
     /// The most jobs one thread claims in one transaction (default 32; 1 claims one job at a
@@ -109,7 +198,9 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
         self
     }
 
-    /// Number of worker threads, each with its own store (default 1).
+    /// Number of worker threads, each with its own store (default 1), claiming from every
+    /// queue. With named queues ([`queue`](Self::queue)) each queue has its own threads
+    /// instead and this is not used.
     pub fn concurrency(mut self, threads: usize) -> Self {
         self.concurrency = threads;
         self
@@ -214,8 +305,9 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming `concurrency` (0), `ttl` (not finite and `> 0`),
-    /// `heartbeat_fraction` (not strictly between 0 and 1), `owner` (an empty prefix) or
-    /// `poll_interval` (zero).
+    /// `heartbeat_fraction` (not strictly between 0 and 1), `owner` (an empty prefix),
+    /// `poll_interval` (zero), `queue` (an invalid name, one given twice, or 0 threads) or
+    /// `kind` (an invalid kind, or one registered twice).
     pub fn build<H>(self, handler: H) -> Result<Worker<S>>
     where
         H: Fn(&JobContext<'_, S>) -> std::result::Result<String, HandlerError>
@@ -223,6 +315,42 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
             + Sync
             + 'static,
     {
+        self.finish(Some(Box::new(move |ctx| {
+            handler(ctx).map_err(|e| e.to_string())
+        })))
+    }
+
+    /// The threads' queues: one [`Queues::All`] per thread without named queues, else the
+    /// named queue's own threads.
+    fn slots(&self) -> Result<Vec<Slot>> {
+        if self.queues.is_empty() {
+            return Ok((0..self.concurrency)
+                .map(|_| Slot::new(Queues::All))
+                .collect());
+        }
+        let mut slots = Vec::new();
+        let mut seen = Vec::new();
+        for (name, threads) in &self.queues {
+            let queue = Queue::new(name.clone())?;
+            if seen.contains(&queue) {
+                return Err(Error::invalid(
+                    "queue",
+                    format!("the queue {name:?} is given twice"),
+                ));
+            }
+            if *threads == 0 {
+                return Err(Error::invalid(
+                    "queue",
+                    format!("the queue {name:?} needs at least 1 thread"),
+                ));
+            }
+            slots.extend((0..*threads).map(|_| Slot::new(Queues::one(queue.clone()))));
+            seen.push(queue);
+        }
+        Ok(slots)
+    }
+
+    fn finish(self, handler: Option<Box<Handler<S>>>) -> Result<Worker<S>> {
         if self.concurrency == 0 {
             return Err(Error::invalid("concurrency", "must be at least 1"));
         }
@@ -248,6 +376,18 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
                 format!("must be a finite number of seconds > 0, got {limit}"),
             ));
         }
+        let slots = self.slots()?;
+        let mut kinds = std::collections::BTreeMap::new();
+        for (kind, kind_handler) in self.kinds {
+            // The same rules as a job's kind.
+            NewJob::new("-")?.kind(kind.clone())?;
+            if kinds.insert(kind.clone(), kind_handler).is_some() {
+                return Err(Error::invalid(
+                    "kind",
+                    format!("the kind {kind:?} is registered twice"),
+                ));
+            }
+        }
         let owner_prefix = self.owner_prefix.unwrap_or_else(default_owner_prefix);
         Owner::new(&owner_prefix)?;
         let shared = Shared {
@@ -263,12 +403,13 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
                 batch: self.batch,
             },
             clock: WorkerClock::new(self.clock, self.clock_is_default),
-            handler: Box::new(move |ctx| handler(ctx).map_err(|e| e.to_string())),
+            handler,
+            kinds,
             on_outcome: self.on_outcome,
             counters: Arc::default(),
             stop: CancelToken::new(),
             now: CancelToken::new(),
-            slots: (0..self.concurrency).map(|_| Slot::new()).collect(),
+            slots,
             fatal: Default::default(),
         };
         Ok(Worker {

@@ -94,6 +94,16 @@ impl<'a, S: Store> JobContext<'a, S> {
         self.job.lease.attempt
     }
 
+    /// The job's queue.
+    pub fn queue(&self) -> &'a str {
+        &self.job.lease.queue
+    }
+
+    /// The job's kind, if it has one.
+    pub fn kind(&self) -> Option<&'a str> {
+        self.job.lease.kind.as_deref()
+    }
+
     /// The job's payload, if it has one.
     pub fn payload(&self) -> Option<&'a [u8]> {
         self.job.lease.payload.as_deref()

@@ -207,7 +207,7 @@ impl<S: Store + Send + 'static> Worker<S> {
 }
 
 /// One worker thread: claim, run, record, until asked to stop.
-fn work<S: Store>(shared: &Shared<S>, index: usize, store: S) {
+fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
     let owner = format!("{}-{index}", shared.config.owner_prefix);
     let slot = &shared.slots[index];
     // How many jobs the next claim asks for: starts at one, follows the handlers' speed.
@@ -217,8 +217,15 @@ fn work<S: Store>(shared: &Shared<S>, index: usize, store: S) {
             Ok(now) => now,
             Err(e) => return shared.fatal(e),
         };
-        let claimed = Owner::new(&owner)
-            .and_then(|o| store.claim_batch(o, now, shared.config.ttl, BatchSize::new(want)?));
+        let claimed = Owner::new(&owner).and_then(|o| {
+            store.claim_batch_in(
+                &slot.queues,
+                o,
+                now,
+                shared.config.ttl,
+                BatchSize::new(want)?,
+            )
+        });
         match claimed {
             Ok(leases) if !leases.is_empty() => {
                 slot.idle.store(false, Ordering::SeqCst);

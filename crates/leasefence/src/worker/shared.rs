@@ -12,7 +12,7 @@ use super::job::Job;
 use super::stats::{Counters, JobOutcome, bump};
 use super::sync::lock;
 use crate::error::{Error, Result};
-use crate::types::{Backoff, Lease, Now, Ttl};
+use crate::types::{Backoff, Lease, Now, Queues, Ttl};
 
 /// How often the supervising thread looks at the clock to renew leases, in real time. Small
 /// enough that a [`ManualClock`](crate::ManualClock) moved by a test is noticed at once.
@@ -25,8 +25,11 @@ pub(super) type Handler<S> =
     dyn Fn(&JobContext<'_, S>) -> std::result::Result<String, String> + Send + Sync;
 pub(super) type OutcomeHook = dyn Fn(&Lease, &JobOutcome) + Send + Sync;
 
-/// A worker thread's share: the jobs it holds, and whether its last claim found none.
+/// A worker thread's share: the queues it claims from, the jobs it holds, and whether its last
+/// claim found none.
 pub(super) struct Slot {
+    /// The queues this thread claims from.
+    pub(super) queues: Queues,
     /// The jobs of the thread's current batch, until every one has its outcome.
     pub(super) jobs: Mutex<Vec<Arc<Job>>>,
     /// The thread's last claim found no ready job.
@@ -34,8 +37,9 @@ pub(super) struct Slot {
 }
 
 impl Slot {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(queues: Queues) -> Self {
         Slot {
+            queues,
             jobs: Mutex::new(Vec::new()),
             idle: AtomicBool::new(false),
         }
@@ -61,7 +65,10 @@ pub(super) struct Config {
 pub(super) struct Shared<S> {
     pub(super) config: Config,
     pub(super) clock: WorkerClock,
-    pub(super) handler: Box<Handler<S>>,
+    /// The handler of jobs without a kind (of every job when no kind is registered).
+    pub(super) handler: Option<Box<Handler<S>>>,
+    /// The handlers by kind ([`WorkerBuilder::kind`](crate::WorkerBuilder::kind)).
+    pub(super) kinds: std::collections::BTreeMap<String, Box<Handler<S>>>,
     pub(super) on_outcome: Option<Box<OutcomeHook>>,
     pub(super) counters: Arc<Counters>,
     pub(super) stop: CancelToken,
@@ -101,6 +108,36 @@ impl<S> Shared<S> {
         tracing::error!(%error, "worker stopping on a store error");
         lock(&self.fatal).get_or_insert(error);
         self.stop.cancel();
+    }
+}
+
+impl<S: 'static> Shared<S> {
+    /// The handler that runs the job of `lease`, or why none may: a job of a kind that no
+    /// handler is registered for is never run by another kind's code.
+    pub(super) fn handler_for(&self, lease: &Lease) -> std::result::Result<&Handler<S>, String> {
+        if self.kinds.is_empty()
+            && let Some(handler) = &self.handler
+        {
+            return Ok(handler);
+        }
+        let known = || {
+            let names: Vec<&str> = self.kinds.keys().map(String::as_str).collect();
+            names.join(", ")
+        };
+        match &lease.kind {
+            Some(kind) => self.kinds.get(kind).map(|h| &**h).ok_or_else(|| {
+                format!(
+                    "no handler for kind {kind:?} on this worker (it handles: {})",
+                    known()
+                )
+            }),
+            None => self.handler.as_deref().ok_or_else(|| {
+                format!(
+                    "the job has no kind and this worker only runs the kinds {}",
+                    known()
+                )
+            }),
+        }
     }
 }
 

@@ -144,3 +144,24 @@ fn claim_next_and_a_batch_of_one_agree_with_the_batch_order() {
             .is_none()
     );
 }
+
+contract!(
+    fn takes_only_from_the_named_queues(api, db, s) {
+        s.enqueue_many(&[
+            job("x1").queue("x").unwrap().priority(5),
+            job("y1").queue("y").unwrap(),
+            job("z1").queue("z").unwrap().priority(9),
+            job("y2").queue("y").unwrap().priority(1),
+        ])
+        .unwrap();
+        let xy = leasefence::Queues::only(["x", "y"]).unwrap();
+        let leases = s.claim_batch_in(&xy, owner("w"), now(0.0), ttl(10.0), bs(10)).unwrap();
+        assert_eq!(ids(&leases), ["x1", "y2", "y1"]);
+        assert_eq!(
+            leases.iter().map(|l| l.queue.as_str()).collect::<Vec<_>>(),
+            ["x", "y", "y"]
+        );
+        assert_eq!(db.row("z1").unwrap().fence, 0);
+        assert_eq!(s.claim_batch(owner("w"), now(0.0), ttl(10.0), bs(10)).unwrap().len(), 1);
+    }
+);

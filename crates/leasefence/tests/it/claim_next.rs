@@ -50,6 +50,8 @@ contract!(
         assert_eq!(
             lease,
             Lease {
+                queue: leasefence::DEFAULT_QUEUE.to_owned(),
+                kind: None,
                 job_id: "j".into(),
                 owner: "w".into(),
                 fence: 1,
@@ -217,22 +219,56 @@ contract!(
 #[test]
 fn walks_the_ready_index_instead_of_scanning_the_table() {
     let db = Db::new();
-    let bind = |sql: &str| {
+    // `queues` is the parameter that names the queues: one queue, or NULL for every queue.
+    let bind = |sql: &str, queues: &str, names: &str| {
         sql.lines()
             .filter(|l| !l.starts_with("--"))
             .collect::<Vec<_>>()
             .join(" ")
+            .replace(queues, names)
             .replace("?1", "'w'")
             .replace("?2", "1")
             .replace("?3", "0")
             .replace("?4", "1")
     };
     // claim_batch's statement and claim_next's scalar-subquery one, as the store runs them.
-    let batch = bind(include_str!("../../src/sqlite/sql/claim_batch.sql"));
-    let one = bind(include_str!("../../src/sqlite/sql/claim_next.sql"));
-    for statement in [batch, one] {
+    let batch = include_str!("../../src/sqlite/sql/claim_batch.sql");
+    let one = include_str!("../../src/sqlite/sql/claim_next.sql");
+    let statements = [
+        bind(batch, "?5", "NULL"),
+        bind(batch, "?5", r#"'["default"]'"#),
+        bind(one, "?4", "NULL"),
+        bind(one, "?4", r#"'["emails","default"]'"#),
+    ];
+    for statement in statements {
         let plan = sqlite3(&db.path, &format!("EXPLAIN QUERY PLAN {statement}"));
         assert!(plan.contains("USING INDEX jobs_ready"), "{plan}");
         assert!(!plan.contains("USE TEMP B-TREE FOR ORDER BY"), "{plan}");
     }
 }
+
+contract!(
+    fn takes_only_from_the_named_queues_and_says_which(api, db, s) {
+        s.enqueue_many(&[
+            job("urgent").queue("x").unwrap().priority(100),
+            job("mail").queue("y").unwrap().kind("email").unwrap(),
+            job("plain"),
+        ])
+        .unwrap();
+        let y = leasefence::Queues::only(["y", "nowhere"]).unwrap();
+        let lease = s.claim_next_in(&y, owner("w"), now(0.0), ttl(10.0)).unwrap().unwrap();
+        assert_eq!(
+            (lease.job_id.as_str(), lease.queue.as_str(), lease.kind.as_deref()),
+            ("mail", "y", Some("email"))
+        );
+        // Nothing else in y: the better jobs of x and default are not taken.
+        assert_eq!(s.claim_next_in(&y, owner("w"), now(0.0), ttl(10.0)).unwrap(), None);
+        assert_eq!(db.row("urgent").unwrap().fence, 0);
+        let default = leasefence::Queues::only(["default"]).unwrap();
+        let plain = s.claim_next_in(&default, owner("w"), now(0.0), ttl(10.0)).unwrap().unwrap();
+        assert_eq!((plain.job_id.as_str(), plain.queue.as_str(), plain.kind), ("plain", "default", None));
+        // Every queue: what is left, the best first.
+        let any = s.claim_next(owner("w"), now(0.0), ttl(10.0)).unwrap().unwrap();
+        assert_eq!((any.job_id.as_str(), any.queue.as_str()), ("urgent", "x"));
+    }
+);

@@ -11,7 +11,7 @@ use leasefence::{
     AnyOptions, AnyStore, Error, JobId, JobState, Lease, NewJob, Now, Owner, PgOptions, PgStore,
     SqliteStore, Store, Ttl,
 };
-use rusqlite::{Connection, OpenFlags, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 /// A stored row, read straight from the file by a connection the code under test never saw.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,6 +188,8 @@ pub trait Probe {
     fn queue_row(&self, id: &str) -> QueueRow;
     /// The highest fence admitted for `resource` by the fence gate.
     fn fence_gate(&self, resource: &str) -> Option<i64>;
+    /// Whether the `queues` table marks `queue` paused (`None`: it has no row there).
+    fn paused(&self, queue: &str) -> Option<bool>;
     /// The fence floor kept for a purged `id`: the highest fence ever handed out for it.
     fn fence_floor(&self, id: &str) -> Option<i64>;
     /// The longest job id the backend takes, in bytes (`None`: no limit short of memory).
@@ -240,7 +242,7 @@ impl Probe for Db {
         self.raw()
             .query_row(
                 "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at, \
-                 attempts FROM jobs WHERE id = ?1",
+                 attempts, queue, kind, unique_key FROM jobs WHERE id = ?1",
                 [id],
                 |r| {
                     Ok(QueueRow {
@@ -252,9 +254,22 @@ impl Probe for Db {
                         outcome: r.get(5)?,
                         finished_at: r.get(6)?,
                         attempts: r.get(7)?,
+                        queue: r.get(8)?,
+                        kind: r.get(9)?,
+                        unique_key: r.get(10)?,
                     })
                 },
             )
+            .unwrap()
+    }
+    fn paused(&self, queue: &str) -> Option<bool> {
+        self.raw()
+            .query_row(
+                "SELECT paused <> 0 FROM queues WHERE name = ?1",
+                [queue],
+                |r| r.get(0),
+            )
+            .optional()
             .unwrap()
     }
     fn fence_gate(&self, resource: &str) -> Option<i64> {
@@ -302,6 +317,9 @@ pub fn sqlite_stored(conn: &Connection) -> Stored {
                     outcome: r.get(11)?,
                     finished_at: r.get(12)?,
                     attempts: r.get(13)?,
+                    queue: r.get(14)?,
+                    kind: r.get(15)?,
+                    unique_key: r.get(16)?,
                 },
             ))
         })
@@ -325,7 +343,8 @@ pub fn sqlite_stored(conn: &Connection) -> Stored {
 
 /// Every column of `jobs` in enqueue order, for `Probe::stored`.
 const STORED_JOBS_SQLITE: &str = "SELECT id, owner, until, fence, result, done, payload, \
-     priority, not_before, max_attempts, error, outcome, finished_at, attempts FROM jobs ORDER BY rowid";
+     priority, not_before, max_attempts, error, outcome, finished_at, attempts, queue, kind, unique_key FROM jobs \
+     ORDER BY rowid";
 
 /// Everything a store keeps, read independently (`Probe::stored`).
 #[derive(Debug, PartialEq)]
@@ -350,6 +369,9 @@ pub struct QueueRow {
     pub finished_at: Option<f64>,
     /// Attempts spent: claims less the leases given back by `release`.
     pub attempts: i64,
+    pub queue: String,
+    pub kind: Option<String>,
+    pub unique_key: Option<String>,
 }
 
 /// The PostgreSQL database the `pg` and `any_pg` configurations run against:
@@ -568,7 +590,7 @@ impl Probe for PgDb {
             .unwrap()
             .query_one(
                 "SELECT payload, priority, not_before, max_attempts, error, outcome, finished_at, \
-                 attempts FROM jobs WHERE id = $1",
+                 attempts, queue, kind, unique_key FROM jobs WHERE id = $1",
                 &[&id],
             )
             .expect("queue row");
@@ -581,7 +603,18 @@ impl Probe for PgDb {
             outcome: r.get(5),
             finished_at: r.get(6),
             attempts: r.get(7),
+            queue: r.get(8),
+            kind: r.get(9),
+            unique_key: r.get(10),
         }
+    }
+    fn paused(&self, queue: &str) -> Option<bool> {
+        self.raw
+            .lock()
+            .unwrap()
+            .query_opt("SELECT paused FROM queues WHERE name = $1", &[&queue])
+            .expect("paused")
+            .map(|r| r.get(0))
     }
     fn fence_gate(&self, resource: &str) -> Option<i64> {
         self.raw
@@ -607,7 +640,8 @@ impl Probe for PgDb {
         let jobs = raw
             .query(
                 "SELECT id, owner, until, fence, result, done, payload, priority, not_before, \
-                 max_attempts, error, outcome, finished_at, attempts FROM jobs ORDER BY seq",
+                 max_attempts, error, outcome, finished_at, attempts, queue, kind, unique_key \
+                 FROM jobs ORDER BY seq",
                 &[],
             )
             .expect("stored jobs")
@@ -631,6 +665,9 @@ impl Probe for PgDb {
                         outcome: r.get(11),
                         finished_at: r.get(12),
                         attempts: r.get(13),
+                        queue: r.get(14),
+                        kind: r.get(15),
+                        unique_key: r.get(16),
                     },
                 )
             })
@@ -1037,6 +1074,8 @@ pub fn claim_by_name(
 pub fn lease_of(id: &str, owner: &str, fence: i64, until: f64) -> Lease {
     Lease {
         job_id: id.into(),
+        queue: leasefence::DEFAULT_QUEUE.to_owned(),
+        kind: None,
         owner: owner.into(),
         fence,
         until,

@@ -121,6 +121,8 @@ contract!(
         );
         assert_eq!(
             stale(&Lease {
+                queue: leasefence::DEFAULT_QUEUE.to_owned(),
+                kind: None,
                 job_id: "ghost".into(),
                 ..lease.clone()
             }),
@@ -215,6 +217,8 @@ fn the_jitter_is_reproducible_per_lease_and_within_its_bounds() {
     );
     // and retry_at is the failure time plus that delay
     let lease = Lease {
+        queue: leasefence::DEFAULT_QUEUE.to_owned(),
+        kind: None,
         job_id: "job7".into(),
         owner: "w".into(),
         fence: 2,

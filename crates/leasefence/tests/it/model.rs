@@ -155,6 +155,9 @@ impl Probe for KeptProbe<'_> {
     fn fence_gate(&self, resource: &str) -> Option<i64> {
         self.db.fence_gate(resource)
     }
+    fn paused(&self, queue: &str) -> Option<bool> {
+        self.db.paused(queue)
+    }
     fn fence_floor(&self, id: &str) -> Option<i64> {
         self.db.fence_floor(id)
     }
@@ -279,6 +282,8 @@ impl Store for Seed {
             ttl.seconds(),
         )?;
         Ok(fence.map(|fence| Lease {
+            queue: leasefence::DEFAULT_QUEUE.to_owned(),
+            kind: None,
             job_id: job_id.as_str().to_owned(),
             owner: owner.as_str().to_owned(),
             fence,
@@ -332,17 +337,27 @@ impl Store for Seed {
     ) -> leasefence::Result<bool> {
         leasefence::release(&self.path, job_id.as_str(), owner.as_str(), fence)
     }
-    fn enqueue_many(&self, jobs: &[NewJob]) -> leasefence::Result<Vec<bool>> {
-        self.queue.enqueue_many(jobs)
+    fn enqueue_jobs(&self, jobs: &[NewJob]) -> leasefence::Result<Vec<leasefence::Enqueued>> {
+        self.queue.enqueue_jobs(jobs)
     }
-    fn claim_batch(
+    fn claim_batch_in(
         &self,
+        queues: &leasefence::Queues,
         owner: Owner<'_>,
         now: Now,
         ttl: Ttl,
         n: BatchSize,
     ) -> leasefence::Result<Vec<Lease>> {
-        self.queue.claim_batch(owner, now, ttl, n)
+        self.queue.claim_batch_in(queues, owner, now, ttl, n)
+    }
+    fn pause(&self, queue: &leasefence::Queue) -> leasefence::Result<bool> {
+        self.queue.pause(queue)
+    }
+    fn resume(&self, queue: &leasefence::Queue) -> leasefence::Result<bool> {
+        self.queue.resume(queue)
+    }
+    fn queues(&self, now: Now) -> leasefence::Result<Vec<leasefence::QueueInfo>> {
+        self.queue.queues(now)
     }
     fn fail(
         &self,

@@ -149,7 +149,7 @@ fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
     let versions = db.query_i64(&format!(
         "SELECT version::bigint FROM {schema}.schema_migrations ORDER BY version"
     ));
-    assert_eq!(versions, [1, 2, 3]);
+    assert_eq!(versions, [1, 2, 3, 4]);
     // a restart changes nothing, above all no fence
     store
         .claim_fence(
@@ -244,6 +244,9 @@ fn claim_next_walks_the_ready_index_in_order_without_sorting() {
             .filter(|l| !l.trim_start().starts_with("--"))
             .collect::<Vec<_>>()
             .join(" ")
+            // The queues: NULL (every queue), or one queue, both walking the same index.
+            .replace("$4::text[]", "NULL::text[]")
+            .replace("$5::text[]", "ARRAY['default']::text[]")
             .replace("$1", "'w'")
             .replace("$2", "1")
             .replace("$3", "0")
@@ -668,6 +671,8 @@ fn a_nul_byte_in_any_text_argument_is_an_invalid_argument_and_changes_nothing() 
     assert_invalid(store.release(j, nul, fence), "owner");
     assert_invalid(store.complete(j, w, fence, now(1.0), "r\0"), "result");
     let lease = leasefence::Lease {
+        queue: leasefence::DEFAULT_QUEUE.to_owned(),
+        kind: None,
         job_id: "j".into(),
         owner: "w".into(),
         fence,

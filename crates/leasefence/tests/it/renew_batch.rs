@@ -91,6 +91,8 @@ renew_batch_case!(
         let a = db.leased("a", "w", 3, 100.0);
         db.leased("b", "w", 3, 100.5);
         let lease = |id: &str, until: f64| Lease {
+            queue: leasefence::DEFAULT_QUEUE.to_owned(),
+            kind: None,
             job_id: id.into(),
             owner: "w".into(),
             fence: 3,

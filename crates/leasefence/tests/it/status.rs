@@ -26,6 +26,8 @@ pub fn zoo(api: &dyn Api, s: &dyn Store) {
     for id in ["retrying", "dead"] {
         let fence = api.claim(id, "w", 0.0, 5.0).unwrap().unwrap();
         let lease = Lease {
+            queue: leasefence::DEFAULT_QUEUE.to_owned(),
+            kind: None,
             job_id: id.into(),
             owner: "w".into(),
             fence,
@@ -85,6 +87,8 @@ contract!(
             .unwrap()
             .unwrap();
         let first = Lease {
+            queue: leasefence::DEFAULT_QUEUE.to_owned(),
+            kind: None,
             job_id: "failed-then-expired".into(),
             owner: "w".into(),
             fence,

@@ -874,17 +874,27 @@ mod heartbeat {
         fn release(&self, id: JobId<'_>, o: Owner<'_>, f: i64) -> Result<bool, Error> {
             self.inner.release(id, o, f)
         }
-        fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>, Error> {
-            self.inner.enqueue_many(jobs)
+        fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<leasefence::Enqueued>, Error> {
+            self.inner.enqueue_jobs(jobs)
         }
-        fn claim_batch(
+        fn claim_batch_in(
             &self,
+            queues: &leasefence::Queues,
             o: Owner<'_>,
             now: Now,
             ttl: Ttl,
             n: leasefence::BatchSize,
         ) -> Result<Vec<Lease>, Error> {
-            self.inner.claim_batch(o, now, ttl, n)
+            self.inner.claim_batch_in(queues, o, now, ttl, n)
+        }
+        fn pause(&self, queue: &leasefence::Queue) -> Result<bool, Error> {
+            self.inner.pause(queue)
+        }
+        fn resume(&self, queue: &leasefence::Queue) -> Result<bool, Error> {
+            self.inner.resume(queue)
+        }
+        fn queues(&self, now: Now) -> Result<Vec<leasefence::QueueInfo>, Error> {
+            self.inner.queues(now)
         }
         fn fail(
             &self,
@@ -2481,3 +2491,5 @@ mod batches {
         }
     );
 }
+
+mod routing;

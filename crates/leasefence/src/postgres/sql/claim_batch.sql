@@ -1,9 +1,10 @@
 -- claim_batch: take the leases on the best n ready jobs. One statement, its own implicit
 -- transaction.
--- $1 owner, $2 new until (now + ttl), $3 now, $4 how many.
+-- $1 owner, $2 new until (now + ttl), $3 now, $4 how many, $5 the queues, or NULL for every
+-- queue.
 -- The best ready jobs — highest priority, then earliest not_before, then oldest — walking the
 -- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now),
--- attempts left. SKIP LOCKED: concurrent workers take different jobs instead of queueing on
+-- attempts left, in one of the queues and its queue not paused. SKIP LOCKED: concurrent workers take different jobs instead of queueing on
 -- the same rows; FOR UPDATE re-checks the WHERE on a row changed since the snapshot.
 -- First, `buried` finishes as dead every job whose last attempt's lease has expired (its budget
 -- is spent and no claim would take it; SQLite's bury.sql does the same in its own statement):
@@ -22,6 +23,8 @@ ready AS (
     SELECT id FROM jobs
      WHERE done = 0 AND until <= $3 AND not_before <= $3
        AND (max_attempts = 0 OR attempts < max_attempts)
+       AND ($5::text[] IS NULL OR queue = ANY($5::text[]))
+       AND queue NOT IN (SELECT name FROM queues WHERE paused)
      ORDER BY priority DESC, not_before, seq
      LIMIT $4
        FOR UPDATE SKIP LOCKED)
@@ -30,6 +33,6 @@ UPDATE jobs
   FROM ready
  WHERE jobs.id = ready.id
 RETURNING jobs.id, jobs.fence, jobs.until, jobs.payload, jobs.priority, jobs.max_attempts,
-          jobs.error, jobs.attempts, jobs.not_before, jobs.seq
+          jobs.error, jobs.attempts, jobs.queue, jobs.kind, jobs.not_before, jobs.seq
 -- RETURNING has no order: not_before and seq come back so that the caller hands the leases out
 -- best first (policy::best_first).

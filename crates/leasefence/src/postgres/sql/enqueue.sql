@@ -1,11 +1,24 @@
--- enqueue / enqueue_many: insert one job. Inside enqueue_many's transaction (enqueue is an
--- enqueue_many of one), after lock_ids.sql has locked the ids' buckets; once per job.
--- $1 id, $2 payload, $3 priority, $4 not_before, $5 max_attempts.
+-- enqueue / enqueue_jobs: insert one job. Inside enqueue_jobs' transaction (enqueue is an
+-- enqueue_jobs of one), after lock_ids.sql has locked the buckets of the ids and unique keys;
+-- once per job, followed by enqueue_match.sql when nothing was inserted.
+-- $1 id, $2 payload, $3 priority, $4 not_before, $5 max_attempts, $6 queue, $7 kind,
+-- $8 unique key, $9 uniqueness window in seconds (NULL: while unfinished only).
 -- Inserts only an unknown id; a known id keeps its row untouched (never an upsert). A purged
 -- id starts from its fence floor, so no fence number is ever handed out twice, and with no
 -- attempts spent: a new life gets its whole budget. enqueued_at: the database server's
--- clock, in Unix seconds (informational).
-INSERT INTO jobs (id, fence, payload, priority, not_before, max_attempts, enqueued_at)
-SELECT $1, f.floor, $2, $3, $4, $5::bigint, extract(epoch FROM clock_timestamp())::float8
-  FROM (SELECT coalesce((SELECT fence FROM fence_floor WHERE id = $1), 0) AS floor) AS f
-ON CONFLICT (id) DO NOTHING
+-- clock, in Unix seconds. ON CONFLICT DO NOTHING names no column: it also covers the
+-- jobs_unique index, so a unique key held by an unfinished job of the queue inserts nothing —
+-- the constraint decides, inside the insert, and waits for a concurrent insert of the same key
+-- to commit or roll back. The window of $9 is checked in the same statement; the key's lock,
+-- taken by lock_ids.sql in a statement before, makes its snapshot see every earlier enqueue of
+-- the key.
+INSERT INTO jobs (id, fence, payload, priority, not_before, max_attempts, enqueued_at, queue,
+                  kind, unique_key, unique_for)
+SELECT $1, f.floor, $2, $3, $4, $5::bigint, f.now, $6, $7, $8, $9::float8
+  FROM (SELECT coalesce((SELECT fence FROM fence_floor WHERE id = $1), 0) AS floor,
+               extract(epoch FROM clock_timestamp())::float8 AS now) AS f
+ WHERE $9::float8 IS NULL
+    OR NOT EXISTS (SELECT 1 FROM jobs AS o
+                    WHERE o.queue = $6 AND o.unique_key = $8
+                      AND o.enqueued_at > f.now - $9::float8)
+ON CONFLICT DO NOTHING

@@ -2,7 +2,7 @@
 -- $1 now, $2 id. The status CASE is the same as in list.sql and stats.sql (a test checks
 -- that they agree on every status).
 SELECT id, owner, until, fence, result, done, payload, priority, not_before, max_attempts,
-       error, finished_at, status, attempts, outcome, enqueued_at
+       error, finished_at, status, attempts, outcome, enqueued_at, queue, kind, unique_key
   FROM (SELECT *,
        CASE
            WHEN done <> 0 AND outcome = 'dead' THEN 'dead'

@@ -5,7 +5,7 @@
 -- The status CASE is the same as in stats.sql and inspect.sql (a test checks that they
 -- agree on every status); its names are parsed into the Status enum of types/job.rs.
 SELECT id, owner, until, fence, result, done, payload, priority, not_before, max_attempts,
-       error, finished_at, status, attempts, outcome, enqueued_at
+       error, finished_at, status, attempts, outcome, enqueued_at, queue, kind, unique_key
   FROM (SELECT *,
        CASE
            WHEN done <> 0 AND outcome = 'dead' THEN 'dead'

@@ -6,6 +6,9 @@
 -- fence is kept, so the next claim continues above every fence handed out: a holder of the
 -- old lease (a cancelled job's) can store nothing, as owner and until are cleared. The error
 -- of the last attempt is cleared with the budget: the job is `ready`, due now at the latest.
+-- A finished job whose unique key another unfinished job of its queue holds now is not
+-- retried (it would break the jobs_unique index), and of several finished ones with one key,
+-- only the oldest is.
 UPDATE jobs
    SET done = 0, outcome = NULL, finished_at = NULL, owner = NULL, until = 0, attempts = 0,
        error = NULL, not_before = least(not_before, $2::float8)
@@ -13,4 +16,10 @@ UPDATE jobs
    AND ((done = 1 AND outcome IN ('dead', 'cancelled'))
         OR (done = 0 AND max_attempts > 0 AND attempts >= max_attempts
             AND until <= $2::float8))
+   AND (unique_key IS NULL OR done = 0
+        OR NOT EXISTS (SELECT 1 FROM jobs AS o
+                        WHERE o.queue = jobs.queue AND o.unique_key = jobs.unique_key
+                          AND (o.done = 0
+                               OR (o.id = ANY($1::text[]) AND o.seq < jobs.seq
+                                   AND o.outcome IN ('dead', 'cancelled')))))
 RETURNING id

@@ -1,7 +1,14 @@
 -- retry_dead: retry.sql for every dead job (an operator verb, not fenced). One statement.
--- $1 now. Cancelled jobs are not included: retry them by id.
+-- $1 now. Cancelled jobs are not included: retry them by id. As in retry.sql, a job whose
+-- unique key another unfinished job holds is not retried, and of several with one key only
+-- the oldest is.
 UPDATE jobs
    SET done = 0, outcome = NULL, finished_at = NULL, owner = NULL, until = 0, attempts = 0,
        error = NULL, not_before = least(not_before, $1::float8)
- WHERE (done = 1 AND outcome = 'dead')
-    OR (done = 0 AND max_attempts > 0 AND attempts >= max_attempts AND until <= $1::float8)
+ WHERE ((done = 1 AND outcome = 'dead')
+    OR (done = 0 AND max_attempts > 0 AND attempts >= max_attempts AND until <= $1::float8))
+   AND (unique_key IS NULL OR done = 0
+        OR NOT EXISTS (SELECT 1 FROM jobs AS o
+                        WHERE o.queue = jobs.queue AND o.unique_key = jobs.unique_key
+                          AND (o.done = 0
+                               OR (o.seq < jobs.seq AND o.outcome = 'dead'))))

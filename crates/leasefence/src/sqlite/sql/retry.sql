@@ -6,7 +6,9 @@
 -- fence is kept, so the next claim continues above every fence handed out: a holder of the
 -- old lease (a cancelled job's) can store nothing, as owner and until are cleared. The error
 -- of the last attempt is cleared with the budget: the job is `ready`, due now at the latest.
-UPDATE jobs
+-- OR IGNORE: a job whose unique key another unfinished job of its queue holds now would break
+-- the jobs_unique index; it is skipped (not retried) instead of failing the call.
+UPDATE OR IGNORE jobs
    SET done = 0, outcome = NULL, finished_at = NULL, owner = NULL, until = 0, attempts = 0,
        error = NULL, not_before = min(not_before, ?2)
  WHERE id = ?1

@@ -96,17 +96,27 @@ impl Store for Broken {
             Fault::RenewRevives => self.inner.release(job_id, owner, fence),
         }
     }
-    fn enqueue_many(&self, jobs: &[NewJob]) -> leasefence::Result<Vec<bool>> {
-        self.inner.enqueue_many(jobs)
+    fn enqueue_jobs(&self, jobs: &[NewJob]) -> leasefence::Result<Vec<leasefence::Enqueued>> {
+        self.inner.enqueue_jobs(jobs)
     }
-    fn claim_batch(
+    fn claim_batch_in(
         &self,
+        queues: &leasefence::Queues,
         owner: Owner<'_>,
         now: Now,
         ttl: Ttl,
         n: BatchSize,
     ) -> leasefence::Result<Vec<Lease>> {
-        self.inner.claim_batch(owner, now, ttl, n)
+        self.inner.claim_batch_in(queues, owner, now, ttl, n)
+    }
+    fn pause(&self, queue: &leasefence::Queue) -> leasefence::Result<bool> {
+        self.inner.pause(queue)
+    }
+    fn resume(&self, queue: &leasefence::Queue) -> leasefence::Result<bool> {
+        self.inner.resume(queue)
+    }
+    fn queues(&self, now: Now) -> leasefence::Result<Vec<leasefence::QueueInfo>> {
+        self.inner.queues(now)
     }
     fn fail(
         &self,

@@ -283,6 +283,8 @@ fn lease(model: &Model, target: Target) -> BoxedStrategy<Lease> {
                 None => valid_owner.boxed(),
             };
             (owner, fence_like(fence, stale)).prop_map(move |(owner, fence)| Lease {
+                queue: leasefence::DEFAULT_QUEUE.to_owned(),
+                kind: None,
                 job_id: id.clone(),
                 owner,
                 fence,

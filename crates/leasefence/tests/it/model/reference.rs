@@ -120,6 +120,9 @@ impl Job {
 
     fn info(&self, now: f64) -> JobInfo {
         JobInfo {
+            queue: leasefence::DEFAULT_QUEUE.to_owned(),
+            kind: None,
+            unique_key: None,
             state: self.state(),
             status: self.status(now),
             payload: self.payload.clone(),
@@ -139,6 +142,8 @@ impl Job {
     /// The lease a claim of this job hands out (after the claim was applied).
     fn lease(&self) -> Lease {
         Lease {
+            queue: leasefence::DEFAULT_QUEUE.to_owned(),
+            kind: None,
             job_id: self.id.clone(),
             owner: self.owner.clone().unwrap_or_default(),
             fence: self.fence,
@@ -727,6 +732,9 @@ impl Model {
                             outcome: j.outcome.map(str::to_owned),
                             finished_at: j.finished_at,
                             attempts: i64::from(j.attempts),
+                            queue: leasefence::DEFAULT_QUEUE.to_owned(),
+                            kind: None,
+                            unique_key: None,
                         },
                     )
                 })

@@ -1,0 +1,3 @@
+-- resume: let a paused queue hand out jobs again (an operator verb, not fenced). Autocommit:
+-- one statement. ?1 queue. A queue that is not paused changes nothing (0 rows).
+UPDATE queues SET paused = 0 WHERE name = ?1 AND paused <> 0
