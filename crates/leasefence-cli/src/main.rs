@@ -24,6 +24,10 @@
 //! leasefence stats                                         # counts by status
 //! leasefence purge --older-than 86400                      # finished jobs; fences stay reserved
 //! leasefence cancel job-2
+//! leasefence enqueue mail-1 --queue emails --kind welcome --unique-key welcome:ada
+//! leasefence queue pause emails                             # hands out nothing until resumed
+//! leasefence queue list                                     # queues, paused flag, counts
+//! leasefence work --exec ./send.sh --queue emails=4 --queue reports=1
 //! leasefence work --exec 'cat | wc -c' --drain            # a command per job, until empty
 //! leasefence demo                                          # the story, then a stress run
 //! leasefence --db postgres://app@db.internal/jobs claim job-1 --owner a --ttl 30
@@ -119,8 +123,8 @@ struct Cli {
 enum Command {
     /// Create the `jobs` table (and the file) if absent; never resets a row.
     Init(cmd::init::Args),
-    /// Add a job (optionally with payload, priority, not-before, attempts budget); a known id is
-    /// refused and left untouched.
+    /// Add a job (optionally with queue, kind, payload, priority, not-before, attempts budget,
+    /// unique key); a known id or a unique key already held is refused, nothing changed.
     Enqueue(cmd::enqueue::Args),
     /// Show one job with every field: status, lease, attempts, priority, times, payload, error,
     /// result.
@@ -155,6 +159,9 @@ enum Command {
     Retry(cmd::retry::Args),
     /// Remove jobs by id, finished or not; their fences stay reserved (the fence floor).
     Delete(cmd::delete::Args),
+    /// Named queues: pause one (it hands out nothing, held leases stay valid), resume it, or
+    /// list every queue with its paused flag and counts by status.
+    Queue(cmd::queue::Args),
     /// Run a shell command per job (payload on stdin, stdout stored), with heartbeats, retries
     /// and fencing, until the queue is drained (`--drain`) or SIGTERM / Ctrl-C.
     Work(cmd::work::Args),
@@ -186,6 +193,7 @@ fn main() -> ExitCode {
         Command::Cancel(args) => cmd::cancel::run(&ctx, args),
         Command::Retry(args) => cmd::retry::run(&ctx, args),
         Command::Delete(args) => cmd::delete::run(&ctx, args),
+        Command::Queue(args) => cmd::queue::run(&ctx, args),
         Command::Work(args) => cmd::work::run(&ctx, args),
         Command::Demo(args) => cmd::demo::run(&ctx, args),
     };

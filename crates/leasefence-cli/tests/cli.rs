@@ -174,11 +174,14 @@ fn state_prints_the_stored_row_and_refuses_an_unknown_id() {
     run.ok();
     let fields: Vec<&str> = run.stdout.lines().map(str::trim_end).collect();
     // Every field; `enqueued` is this host's clock at `enqueue` (informational).
-    assert_eq!(fields.len(), 15, "{run:#?}");
-    assert!(fields[8].starts_with("  enqueued     1"), "{run:#?}");
+    assert_eq!(fields.len(), 18, "{run:#?}");
+    assert!(fields[11].starts_with("  enqueued     1"), "{run:#?}");
     let expected = [
         "j",
         "  status       done",
+        "  queue        default",
+        "  kind         -",
+        "  unique key   -",
         "  owner        a",
         "  fence        1",
         "  lease until  110",
@@ -195,7 +198,7 @@ fn state_prints_the_stored_row_and_refuses_an_unknown_id() {
     let without_enqueued: Vec<&str> = fields
         .iter()
         .enumerate()
-        .filter(|(i, _)| *i != 8)
+        .filter(|(i, _)| *i != 11)
         .map(|(_, f)| *f)
         .collect();
     assert_eq!(without_enqueued, expected, "{run:#?}");

@@ -204,8 +204,8 @@ fn list_times_are_epoch_seconds_with_epoch() {
     let run = s.lf(&["list", "--now", "130", "--epoch"]);
     let row = run.ok().table_row("j");
     assert_eq!(
-        row[..8],
-        ["j", "retrying", "-", "1", "-", "5", "160", "1/3"]
+        row[..9],
+        ["j", "retrying", "default", "-", "1", "-", "5", "160", "1/3"]
     );
 }
 

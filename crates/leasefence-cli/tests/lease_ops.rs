@@ -137,6 +137,7 @@ fn claim_batch_takes_the_best_ready_jobs_and_prints_each_lease() {
         json!({
             "op": "claim-batch", "ok": true, "job_id": "a", "owner": "w", "now": 100.0,
             "fence": 1, "until": 130.0, "priority": 5, "attempt": 1, "max_attempts": 0, "last_error": null,
+            "queue": "default", "kind": null,
             "payload": "hello", "payload_bytes": 5,
         })
     );

@@ -461,6 +461,7 @@ fn list_shows_every_status_as_a_table() {
         [
             "ID",
             "STATUS",
+            "QUEUE",
             "OWNER",
             "FENCE",
             "UNTIL",
@@ -471,28 +472,29 @@ fn list_shows_every_status_as_a_table() {
         ]
     );
     assert_eq!(run.stdout.lines().count(), 9, "{run:#?}");
-    // id status owner fence until priority not_before attempts [detail]
+    // id status queue owner fence until priority not_before attempts [detail]
     assert_eq!(
         run.table_row("r"),
-        ["r", "ready", "-", "0", "-", "0", "-", "0"]
+        ["r", "ready", "default", "-", "0", "-", "0", "-", "0"]
     );
     assert_eq!(
         run.table_row("s"),
-        ["s", "scheduled", "-", "0", "-", "0", "200", "0"]
+        ["s", "scheduled", "default", "-", "0", "-", "0", "200", "0"]
     );
     assert_eq!(
         run.table_row("l"),
-        ["l", "leased", "w1", "1", "140", "7", "-", "1"]
+        ["l", "leased", "default", "w1", "1", "140", "7", "-", "1"]
     );
     assert_eq!(
         run.table_row("e"),
-        ["e", "expired", "w2", "1", "95", "0", "-", "1"]
+        ["e", "expired", "default", "w2", "1", "95", "0", "-", "1"]
     );
     assert_eq!(
         run.table_row("f"),
         [
             "f",
             "retrying",
+            "default",
             "-",
             "1",
             "-",
@@ -508,18 +510,18 @@ fn list_shows_every_status_as_a_table() {
     assert_eq!(
         run.table_row("d"),
         [
-            "d", "dead", "-", "1", "-", "0", "150", "1/1", "error:", "fatal"
+            "d", "dead", "default", "-", "1", "-", "0", "150", "1/1", "error:", "fatal"
         ]
     );
     assert_eq!(
         run.table_row("c"),
         [
-            "c", "done", "w5", "1", "140", "0", "-", "1", "result:", "42"
+            "c", "done", "default", "w5", "1", "140", "0", "-", "1", "result:", "42"
         ]
     );
     assert_eq!(
         run.table_row("x"),
-        ["x", "cancelled", "-", "0", "-", "0", "-", "0"]
+        ["x", "cancelled", "default", "-", "0", "-", "0", "-", "0"]
     );
     // Oldest first.
     let order: Vec<&str> = run

@@ -36,9 +36,52 @@ pub fn seconds(positive: bool) -> impl Fn(&str) -> Result<f64, String> + Clone {
     }
 }
 
+/// A queue name (see `leasefence::Queue::new`), checked when the flag is parsed.
+pub fn queue_name(text: &str) -> Result<String, String> {
+    leasefence::Queue::new(text)
+        .map(|q| q.as_str().to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// `Q` or `Q=N` for `work --queue`: a queue name and, optionally, its number of concurrent jobs
+/// (1 to 256).
+pub fn queue_threads(text: &str) -> Result<(String, Option<u32>), String> {
+    let (name, threads) = match text.split_once('=') {
+        Some((name, n)) => (name, Some(count(1, 256)(n).map_err(|e| format!("N {e}"))?)),
+        None => (text, None),
+    };
+    Ok((queue_name(name)?, threads))
+}
+
+/// The queues `--queue` named: every queue when none was given.
+pub fn queues(names: &[String]) -> leasefence::Result<leasefence::Queues> {
+    if names.is_empty() {
+        Ok(leasefence::Queues::All)
+    } else {
+        leasefence::Queues::only(names.iter().cloned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_flags_are_checked_when_parsed() {
+        assert_eq!(queue_name("emails"), Ok("emails".to_owned()));
+        assert!(queue_name("a b").unwrap_err().contains("queue"));
+        assert_eq!(
+            queue_threads("emails=4"),
+            Ok(("emails".to_owned(), Some(4)))
+        );
+        assert_eq!(queue_threads("emails"), Ok(("emails".to_owned(), None)));
+        assert!(
+            queue_threads("emails=0")
+                .unwrap_err()
+                .starts_with("N must be")
+        );
+        assert!(queue_threads("=2").unwrap_err().contains("queue"));
+    }
 
     #[test]
     fn counts_name_their_range() {

@@ -7,6 +7,8 @@ use serde_json::json;
 
 use leasefence::{BatchSize, Fence, JobId, Now, Owner, Store as _, Ttl};
 
+use crate::cmd::args;
+
 use crate::cmd::{self, at_now, claim_batch, now_on};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
@@ -25,6 +27,15 @@ pub struct Args {
     /// not-before, then oldest, with attempts left. Prints its lease; exit 1 when none is ready.
     #[arg(long)]
     next: bool,
+    /// With `--next`: take only a job of this queue (repeat for several) [default: every
+    /// queue]. Paused queues hand out nothing.
+    #[arg(
+        long = "queue",
+        value_name = "Q",
+        requires = "next",
+        value_parser = crate::cmd::args::queue_name
+    )]
+    queues: Vec<String>,
     /// The worker taking the lease.
     #[arg(long)]
     owner: String,
@@ -88,13 +99,14 @@ fn next(ctx: &Ctx, args: &Args) -> anyhow::Result<Outcome> {
         owner, ttl, now, ..
     } = args;
     let (now, lease) = (|| {
+        let queues = args::queues(&args.queues)?;
         let who = Owner::new(owner)?;
         let ttl = Ttl::new(*ttl)?;
         if let Some(given) = now.map(Now::new).transpose()? {
             ttl.until(given)?;
         }
         at_now(ctx, *now, |store, now| {
-            store.claim_batch(who, now, ttl, BatchSize::ONE)
+            store.claim_batch_in(&queues, who, now, ttl, BatchSize::ONE)
         })
     })()
     .context("claim --next")?;
@@ -105,7 +117,8 @@ fn next(ctx: &Ctx, args: &Args) -> anyhow::Result<Outcome> {
             ctx.out.done(claim_batch::human(lease), record)
         }
         None => ctx.out.refused(
-            "no job is ready (every job is done, leased, scheduled for later, or out of attempts)",
+            "no job is ready (every job is done, leased, scheduled for later, out of attempts, or in \
+             a paused queue)",
             json!({ "op": "claim", "owner": owner, "now": now, "job_id": null, "ok": false }),
         ),
     })

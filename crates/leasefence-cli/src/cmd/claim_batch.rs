@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use leasefence::{Lease, Now, Owner, Store as _, Ttl};
 use serde_json::json;
 
-use crate::cmd::{at_now, queue};
+use crate::cmd::{at_now, shared};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -26,6 +26,14 @@ pub struct Args {
         value_parser = crate::cmd::args::count(1, u32::MAX)
     )]
     n: u32,
+    /// Take only jobs of this queue (repeat for several) [default: every queue]. Paused queues
+    /// hand out nothing.
+    #[arg(
+        long = "queue",
+        value_name = "Q",
+        value_parser = crate::cmd::args::queue_name
+    )]
+    queues: Vec<String>,
     /// The clock reading in seconds [default: the system clock, seconds since the Unix epoch;
     /// on PostgreSQL the database server's clock].
     #[arg(long, allow_negative_numbers = true)]
@@ -35,20 +43,30 @@ pub struct Args {
 /// Claims up to `--n` ready jobs, best first (highest priority, then earliest not-before, then
 /// oldest), and prints one line per lease (exit 0); when no job is ready, refused (exit 1).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
-    let Args { owner, ttl, n, now } = &args;
+    let Args {
+        owner,
+        ttl,
+        n,
+        now,
+        queues,
+    } = &args;
     let (now, leases) = (|| {
+        let queues = crate::cmd::args::queues(queues)?;
         let who = Owner::new(owner)?;
         let ttl = Ttl::new(*ttl)?;
         let n = leasefence::BatchSize::new(*n as usize)?;
         if let Some(given) = now.map(Now::new).transpose()? {
             ttl.until(given)?;
         }
-        at_now(ctx, *now, |store, now| store.claim_batch(who, now, ttl, n))
+        at_now(ctx, *now, |store, now| {
+            store.claim_batch_in(&queues, who, now, ttl, n)
+        })
     })()
     .context("claim-batch")?;
     if leases.is_empty() {
         return Ok(ctx.out.refused(
-            "no job is ready (every job is done, leased, scheduled for later, or out of attempts)",
+            "no job is ready (every job is done, leased, scheduled for later, out of attempts, or in \
+             a paused queue)",
             json!({ "op": "claim-batch", "job_id": null, "owner": owner, "now": now, "n": n }),
         ));
     }
@@ -72,9 +90,17 @@ pub(crate) fn human(lease: &Lease) -> String {
         None => "no payload".to_owned(),
     };
     let attempt = lease.attempt;
+    // The queue and kind only when they say something: the default queue, no kind.
+    let mut place = String::new();
+    if lease.queue != leasefence::DEFAULT_QUEUE {
+        place.push_str(&format!("queue {}, ", lease.queue));
+    }
+    if let Some(kind) = &lease.kind {
+        place.push_str(&format!("kind {kind}, "));
+    }
     format!(
         "claimed {job_id} as {owner}: fence {fence}, lease until {until}, attempt {attempt}, \
-         {payload}"
+         {place}{payload}"
     )
 }
 
@@ -87,12 +113,14 @@ pub(crate) fn record(lease: &Lease, now: f64) -> serde_json::Value {
         "now": now,
         "fence": lease.fence,
         "until": lease.until,
+        "queue": lease.queue,
+        "kind": lease.kind,
         "priority": lease.priority,
         "attempt": lease.attempt,
         "max_attempts": lease.max_attempts,
         "last_error": lease.last_error,
         "ok": true,
     });
-    queue::payload_fields(&mut record, lease.payload.as_deref());
+    shared::payload_fields(&mut record, lease.payload.as_deref());
     record
 }

@@ -1,14 +1,14 @@
-//! `leasefence enqueue ID [--payload TEXT | --payload-file PATH] [--priority P]
-//! [--not-before T] [--max-attempts N]`: add a job; or `enqueue --ids-from FILE` for many jobs
-//! in one transaction.
+//! `leasefence enqueue ID [--queue Q] [--kind K] [--payload TEXT | --payload-file PATH]
+//! [--priority P] [--not-before T] [--max-attempts N] [--unique-key KEY [--unique-for SECS]]`:
+//! add a job; or `enqueue --ids-from FILE` for many jobs in one transaction.
 
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use leasefence::{JobId, NewJob, Store as _};
+use leasefence::{Enqueued, JobId, NewJob, Store as _};
 use serde_json::json;
 
-use crate::cmd::queue;
+use crate::cmd::shared;
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -44,6 +44,30 @@ pub struct Args {
         value_parser = crate::cmd::args::count(0, u32::MAX)
     )]
     max_attempts: Option<u32>,
+    /// The queue the job joins [default: default]. Workers serve queues by name
+    /// (`work --queue Q`) and `queue pause Q` stops one from handing out jobs.
+    #[arg(long, value_name = "Q", value_parser = crate::cmd::args::queue_name)]
+    queue: Option<String>,
+    /// What kind of job this is: a worker with handlers per kind runs it with the one
+    /// registered for it, and fails it when it has none (`work --exec` gets it as
+    /// LEASEFENCE_KIND).
+    #[arg(long, value_name = "K")]
+    kind: Option<String>,
+    /// At most one unfinished job of the queue holds this key: while one does, the job is not
+    /// enqueued (exit 1, naming the job that holds it). Decided inside the insert, so it holds
+    /// for any number of concurrent enqueuers.
+    #[arg(long, value_name = "KEY")]
+    unique_key: Option<String>,
+    /// With --unique-key: also not enqueued while a job of the queue with the key was
+    /// enqueued less than SECS ago, finished or not.
+    #[arg(
+        long,
+        value_name = "SECS",
+        requires = "unique_key",
+        allow_negative_numbers = true,
+        value_parser = crate::cmd::args::seconds(true)
+    )]
+    unique_for: Option<f64>,
 }
 
 /// The payload: given inline or read from a file; at most one of the two.
@@ -66,6 +90,9 @@ impl Args {
             || self.priority.is_some()
             || self.not_before.is_some()
             || self.max_attempts.is_some()
+            || self.queue.is_some()
+            || self.kind.is_some()
+            || self.unique_key.is_some()
     }
 
     /// The job for `id` with the queue settings given.
@@ -83,12 +110,28 @@ impl Args {
         if let Some(max_attempts) = self.max_attempts {
             job = job.max_attempts(max_attempts);
         }
+        if let Some(queue) = &self.queue {
+            job = job.queue(queue.as_str())?;
+        }
+        if let Some(kind) = &self.kind {
+            job = job.kind(kind.as_str())?;
+        }
+        if let Some(key) = &self.unique_key {
+            job = job.unique_key(key.as_str())?;
+        }
+        if let Some(window) = self.unique_for {
+            job = job.unique_for(window)?;
+        }
         Ok(job)
     }
 
     /// The queue settings as JSON fields, for the records of a run with queue flags.
     fn settings(&self, payload: Option<&[u8]>) -> serde_json::Value {
         json!({
+            "queue": self.queue.as_deref().unwrap_or(leasefence::DEFAULT_QUEUE),
+            "kind": self.kind,
+            "unique_key": self.unique_key,
+            "unique_for": self.unique_for,
             "priority": self.priority.unwrap_or(0),
             "not_before": self.not_before.unwrap_or(0.0),
             "max_attempts": self.max_attempts.unwrap_or(0),
@@ -99,6 +142,18 @@ impl Args {
     /// The settings in words, for the readable line.
     fn describe(&self, payload: Option<&[u8]>) -> String {
         let mut parts = Vec::new();
+        if let Some(q) = &self.queue {
+            parts.push(format!("queue {q}"));
+        }
+        if let Some(k) = &self.kind {
+            parts.push(format!("kind {k}"));
+        }
+        if let Some(key) = &self.unique_key {
+            parts.push(match self.unique_for {
+                Some(window) => format!("unique key {key} for {window} s"),
+                None => format!("unique key {key}"),
+            });
+        }
         if let Some(p) = self.priority {
             parts.push(format!("priority {p}"));
         }
@@ -124,17 +179,17 @@ impl Args {
 /// others are inserted all the same).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     if let (Some(ids), Some(payload)) = (&args.ids_from, &args.payload.payload_file)
-        && queue::is_stdin(ids)
-        && queue::is_stdin(payload)
+        && shared::is_stdin(ids)
+        && shared::is_stdin(payload)
     {
-        return Err(queue::invalid(
+        return Err(shared::invalid(
             "--payload-file",
             "`-` (stdin) is already taken by `--ids-from -`",
         ));
     }
     let payload = match (&args.payload.payload, &args.payload.payload_file) {
         (Some(text), _) => Some(text.clone().into_bytes()),
-        (None, Some(path)) => Some(queue::read_bytes(path, "the payload")?),
+        (None, Some(path)) => Some(shared::read_bytes(path, "the payload")?),
         (None, None) => None,
     };
     match &args.ids_from {
@@ -150,18 +205,24 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
 }
 
 fn run_one(ctx: &Ctx, args: &Args, id: &str, payload: Option<&[u8]>) -> anyhow::Result<Outcome> {
-    let inserted = if args.has_queue_flags() {
+    let outcome = if args.has_queue_flags() {
         let job = args
             .job(id, payload)
             .with_context(|| format!("enqueue {id}"))?;
-        queue::open(ctx)
-            .and_then(|store| store.enqueue_many(&[job]))
-            .with_context(|| format!("enqueue {id}"))?[0]
+        shared::open(ctx)
+            .and_then(|store| store.enqueue_jobs(&[job]))
+            .with_context(|| format!("enqueue {id}"))?
+            .remove(0)
     } else {
         // The contract's operation, exactly as before the queue existed.
-        JobId::new(id)
-            .and_then(|job| queue::open(ctx)?.enqueue(job))
-            .with_context(|| format!("enqueue {id}"))?
+        let inserted = JobId::new(id)
+            .and_then(|job| shared::open(ctx)?.enqueue(job))
+            .with_context(|| format!("enqueue {id}"))?;
+        if inserted {
+            Enqueued::Inserted
+        } else {
+            Enqueued::Known
+        }
     };
     let mut record = json!({ "op": "enqueue", "job_id": id });
     let mut human = format!("enqueued {id}");
@@ -169,13 +230,28 @@ fn run_one(ctx: &Ctx, args: &Args, id: &str, payload: Option<&[u8]>) -> anyhow::
         merge(&mut record, args.settings(payload));
         human = format!("{human} ({})", args.describe(payload));
     }
-    Ok(if inserted {
-        ctx.out.done(human, record)
-    } else {
-        ctx.out.refused(
+    Ok(match outcome {
+        Enqueued::Inserted => ctx.out.done(human, record),
+        Enqueued::Duplicate { of } => {
+            let key = args.unique_key.as_deref().unwrap_or_default();
+            let queue = args.queue.as_deref().unwrap_or(leasefence::DEFAULT_QUEUE);
+            let reason = match args.unique_for {
+                Some(window) => format!(
+                    "{id} not enqueued: the job {of} holds the unique key {key:?} in the queue \
+                     {queue} (unfinished, or enqueued less than {window} s ago)"
+                ),
+                None => format!(
+                    "{id} not enqueued: the unfinished job {of} holds the unique key {key:?} in \
+                     the queue {queue}"
+                ),
+            };
+            record["duplicate_of"] = json!(of);
+            ctx.out.refused(reason, record)
+        }
+        _ => ctx.out.refused(
             format!("{id} is already known; its state is left untouched"),
             record,
-        )
+        ),
     })
 }
 
@@ -185,14 +261,14 @@ fn run_many(
     path: &std::path::Path,
     payload: Option<&[u8]>,
 ) -> anyhow::Result<Outcome> {
-    let source = if queue::is_stdin(path) {
+    let source = if shared::is_stdin(path) {
         "stdin".to_owned()
     } else {
         path.display().to_string()
     };
-    let bytes = queue::read_bytes(path, "the ids")?;
+    let bytes = shared::read_bytes(path, "the ids")?;
     let text = String::from_utf8(bytes)
-        .map_err(|_| queue::invalid("--ids-from", format!("{source} is not UTF-8 text")))?;
+        .map_err(|_| shared::invalid("--ids-from", format!("{source} is not UTF-8 text")))?;
     let ids: Vec<&str> = text
         .lines()
         .filter(|line| !line.trim().is_empty())
@@ -205,19 +281,31 @@ fn run_many(
                 .with_context(|| format!("enqueue {id:?} (line {} of {source})", n + 1))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let inserted = queue::open(ctx)
-        .and_then(|store| store.enqueue_many(&jobs))
+    let outcomes = shared::open(ctx)
+        .and_then(|store| store.enqueue_jobs(&jobs))
         .with_context(|| format!("enqueue the ids of {source}"))?;
     let known: Vec<&str> = ids
         .iter()
-        .zip(&inserted)
-        .filter(|(_, inserted)| !**inserted)
+        .zip(&outcomes)
+        .filter(|(_, outcome)| !outcome.is_inserted())
         .map(|(id, _)| *id)
+        .collect();
+    // Of those not inserted, the ones refused by the unique key, with the job that holds it.
+    let duplicates: serde_json::Map<String, serde_json::Value> = ids
+        .iter()
+        .zip(&outcomes)
+        .filter_map(|(id, outcome)| match outcome {
+            Enqueued::Duplicate { of } => Some(((*id).to_owned(), json!(of))),
+            _ => None,
+        })
         .collect();
     let count = ids.len() - known.len();
     let mut record = json!({
         "op": "enqueue", "ids_from": source, "inserted": count, "known": known,
     });
+    if !duplicates.is_empty() {
+        record["duplicate_of"] = serde_json::Value::Object(duplicates);
+    }
     let mut human = format!("enqueued {count} of {} jobs from {source}", ids.len());
     if args.has_queue_flags() {
         merge(&mut record, args.settings(payload));
@@ -233,12 +321,13 @@ fn run_many(
         } else {
             String::new()
         };
+        let why = if args.unique_key.is_some() {
+            "already known or holding the unique key elsewhere, not enqueued"
+        } else {
+            "already known, left untouched"
+        };
         ctx.out.refused(
-            format!(
-                "{} already known, left untouched: {}{more}",
-                known.len(),
-                shown.join(", ")
-            ),
+            format!("{} {why}: {}{more}", known.len(), shown.join(", ")),
             record,
         )
     })

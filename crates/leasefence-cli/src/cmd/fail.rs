@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use leasefence::{Failed, JobId, Lease, Now, Owner, Store as _};
 use serde_json::json;
 
-use crate::cmd::{at_now, queue};
+use crate::cmd::{at_now, shared};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -50,7 +50,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let context = || format!("fail {id}");
     let retry_at = match retry_at {
         Some(t) if !t.is_finite() => {
-            return Err(queue::invalid(
+            return Err(shared::invalid(
                 "--retry-at",
                 format!("must be a finite number, got {t}"),
             ))

@@ -9,7 +9,7 @@ use leasefence::{JobId, JobInfo, Status, Store as _};
 use serde_json::json;
 
 use crate::cmd::time::Times;
-use crate::cmd::{at_now, queue};
+use crate::cmd::{at_now, shared};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -115,6 +115,9 @@ pub(crate) fn record(job: &JobInfo, now: f64) -> serde_json::Value {
         "now": now,
         "job_id": s.id,
         "status": job.status.as_str(),
+        "queue": job.queue,
+        "kind": job.kind,
+        "unique_key": job.unique_key,
         "owner": s.owner,
         "fence": s.fence,
         "until": s.until,
@@ -129,15 +132,16 @@ pub(crate) fn record(job: &JobInfo, now: f64) -> serde_json::Value {
         "enqueued_at": job.enqueued_at,
         "finished_at": job.finished_at,
     });
-    queue::payload_fields(&mut record, job.payload.as_deref());
+    shared::payload_fields(&mut record, job.payload.as_deref());
     record
 }
 
 /// The readable table: a header and one aligned row per job; and whether any cell was cut.
 fn table(jobs: &[JobInfo], times: Times) -> (String, bool) {
-    const HEADER: [&str; 9] = [
+    const HEADER: [&str; 10] = [
         "ID",
         "STATUS",
+        "QUEUE",
         "OWNER",
         "FENCE",
         "UNTIL",
@@ -147,7 +151,7 @@ fn table(jobs: &[JobInfo], times: Times) -> (String, bool) {
         "ERROR/RESULT",
     ];
     let mut cut = false;
-    let rows: Vec<[String; 9]> = jobs
+    let rows: Vec<[String; 10]> = jobs
         .iter()
         .map(|job| {
             let (cells, cut_here) = row(job, times);
@@ -161,7 +165,7 @@ fn table(jobs: &[JobInfo], times: Times) -> (String, bool) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let line = |cells: &[String; 9]| {
+    let line = |cells: &[String; 10]| {
         let mut out = String::new();
         for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
             if i + 1 == cells.len() {
@@ -181,11 +185,11 @@ fn table(jobs: &[JobInfo], times: Times) -> (String, bool) {
 
 /// The cells of one job, and whether one was cut. The id is never cut: it is what `state`
 /// and `--after` take.
-fn row(job: &JobInfo, times: Times) -> ([String; 9], bool) {
+fn row(job: &JobInfo, times: Times) -> ([String; 10], bool) {
     let s = &job.state;
     let mut cut = false;
     let mut short = |text: &str, max: usize| {
-        let (text, was_cut) = queue::excerpt(text, max);
+        let (text, was_cut) = shared::excerpt(text, max);
         cut |= was_cut;
         text
     };
@@ -203,8 +207,9 @@ fn row(job: &JobInfo, times: Times) -> ([String; 9], bool) {
         .as_deref()
         .map_or_else(|| "-".to_owned(), |o| short(o, 30));
     let cells = [
-        queue::one_line(&s.id),
+        shared::one_line(&s.id),
         job.status.to_string(),
+        short(&job.queue, 30),
         owner,
         s.fence.to_string(),
         times.show(s.until),

@@ -17,6 +17,7 @@ pub mod queue;
 pub mod release;
 pub mod renew;
 pub mod retry;
+pub mod shared;
 pub mod state;
 pub mod stats;
 pub mod time;

@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use leasefence::{Now, Store as _};
 use serde_json::json;
 
-use crate::cmd::{now_on, queue};
+use crate::cmd::{now_on, shared};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -50,14 +50,14 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let mut store = None;
     let before = match (args.cutoff.finished_before, args.cutoff.older_than) {
         (Some(t), _) if !t.is_finite() => {
-            return Err(queue::invalid(
+            return Err(shared::invalid(
                 "--finished-before",
                 format!("must be a finite number, got {t}"),
             ));
         }
         (Some(t), _) => t,
         (None, Some(age)) if !(age.is_finite() && age >= 0.0) => {
-            return Err(queue::invalid(
+            return Err(shared::invalid(
                 "--older-than",
                 format!("must be a finite number of seconds, 0 or more, got {age}"),
             ));
@@ -67,11 +67,11 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
                 Now::new(given).context("purge")?;
             }
             // --older-than counts back on the clock the jobs' finish times were taken on.
-            let opened = store.insert(queue::open(ctx).context("purge")?);
+            let opened = store.insert(shared::open(ctx).context("purge")?);
             let now = now_on(opened, args.now).context("purge")?;
             let before = now - age;
             if !before.is_finite() {
-                return Err(queue::invalid(
+                return Err(shared::invalid(
                     "--older-than",
                     format!("--now minus --older-than overflows ({now} - {age})"),
                 ));
@@ -83,7 +83,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let purged = Now::new(before)
         .and_then(|before| match store {
             Some(store) => store.purge(before),
-            None => queue::open(ctx)?.purge(before),
+            None => shared::open(ctx)?.purge(before),
         })
         .context("purge")?;
     let jobs = if purged == 1 { "job" } else { "jobs" };
@@ -91,7 +91,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         format!(
             "purged {purged} finished {jobs} (finished before {}); their last fences stay \
              reserved, so a re-enqueued id never reuses one",
-            queue::time(before)
+            shared::time(before)
         ),
         json!({ "op": "purge", "finished_before": before, "purged": purged }),
     ))

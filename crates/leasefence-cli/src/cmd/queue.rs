@@ -1,120 +1,136 @@
-//! Helpers shared by the queue subcommands (`enqueue` with queue flags, `list`, `stats`,
-//! `purge`, `cancel`): opening the store, reading input, formatting times and text.
-
-use std::io::Read as _;
-use std::path::Path;
+//! `leasefence queue pause Q`, `queue resume Q`, `queue list [--now T]`: the operator's view of
+//! named queues. Pausing stops a queue from handing out jobs (`claim --next`, `claim-batch`,
+//! `work`); leases already held in it stay valid. Operator verbs, not fenced.
 
 use anyhow::Context as _;
-use leasefence::AnyStore;
-use serde_json::{Value, json};
+use leasefence::{Queue, Status, Store as _};
+use serde_json::json;
 
+use crate::cmd::{args, at_now, shared};
 use crate::ctx::Ctx;
+use crate::output::Outcome;
 
-/// Opens the existing, initialised database of `ctx`, exactly as the library's free functions
-/// do: nothing is created, and a file that is not SQLite or was never initialised is an error.
-/// On PostgreSQL the schema is created if absent, and leases are judged by the database's
-/// clock (the commands that take `--now` open theirs with [`Ctx::open`]).
-pub fn open(ctx: &Ctx) -> leasefence::Result<AnyStore> {
-    ctx.open(false)
+/// Arguments of `queue`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    verb: Verb,
 }
 
-/// Whether `path` means stdin (`-`).
-pub fn is_stdin(path: &Path) -> bool {
-    path.as_os_str() == "-"
+/// What `queue` does.
+#[derive(Debug, clap::Subcommand)]
+enum Verb {
+    /// Stop the queue Q from handing out jobs; leases already held in it stay valid (their
+    /// renew, complete, fail and release go on). A queue can be paused before it has jobs.
+    Pause(Named),
+    /// Let the paused queue Q hand out jobs again.
+    Resume(Named),
+    /// Every queue with jobs or a pause: whether it is paused, and its jobs by status.
+    List(ListArgs),
 }
 
-/// The bytes of `path`, or of stdin for `-`; `what` names the input in the error.
-pub fn read_bytes(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
-    if is_stdin(path) {
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .with_context(|| format!("reading {what} from stdin"))?;
-        Ok(bytes)
-    } else {
-        std::fs::read(path).with_context(|| format!("reading {what} from {}", path.display()))
+/// A queue by name.
+#[derive(Debug, clap::Args)]
+struct Named {
+    /// The queue's name.
+    #[arg(value_name = "Q", value_parser = args::queue_name)]
+    queue: String,
+}
+
+/// Arguments of `queue list`.
+#[derive(Debug, clap::Args)]
+struct ListArgs {
+    /// The clock reading the statuses are computed at, in seconds [default: the system clock,
+    /// seconds since the Unix epoch; on PostgreSQL the database server's clock].
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    now: Option<f64>,
+}
+
+/// Pause and resume: exit 0 whether or not the queue was already in that state (the output
+/// says which); list: exit 0.
+pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
+    match args.verb {
+        Verb::Pause(Named { queue }) => switch(ctx, &queue, true),
+        Verb::Resume(Named { queue }) => switch(ctx, &queue, false),
+        Verb::List(ListArgs { now }) => list(ctx, now),
     }
 }
 
-/// An error naming a command-line flag, in the library's wording for invalid arguments.
-pub fn invalid(flag: &str, reason: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::anyhow!("invalid argument `{flag}`: {reason}")
-}
-
-/// A clock reading for a table: whole seconds as integers, otherwise at most three decimals.
-pub fn time(t: f64) -> String {
-    if t.fract() == 0.0 && t.abs() < 1e15 {
-        format!("{t:.0}")
-    } else {
-        let s = format!("{t:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_owned()
-    }
-}
-
-/// `text` on one line: control characters (a newline, a tab) written as their escapes
-/// (`\n`), everything else as it is — quotes, backslashes and non-ASCII text unescaped.
-pub fn one_line(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// `text` on one line ([`one_line`]), cut to `max` characters ending in `…`; the flag tells
-/// whether it was cut, so that a table can say so.
-pub fn excerpt(text: &str, max: usize) -> (String, bool) {
-    let line = one_line(text);
-    if line.chars().count() <= max {
-        (line, false)
-    } else {
-        let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
-        cut.push('…');
-        (cut, true)
-    }
-}
-
-/// A payload in JSON: `"payload"` as text when it is UTF-8 (else `null` and `"payload_hex"`),
-/// and `"payload_bytes"` with its length; all `null` when there is none.
-pub fn payload_fields(record: &mut Value, payload: Option<&[u8]>) {
-    let (text, len) = match payload {
-        None => (Value::Null, Value::Null),
-        Some(bytes) => match std::str::from_utf8(bytes) {
-            Ok(text) => (json!(text), json!(bytes.len())),
-            Err(_) => {
-                let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-                record["payload_hex"] = json!(hex);
-                (Value::Null, json!(bytes.len()))
+fn switch(ctx: &Ctx, name: &str, pause: bool) -> anyhow::Result<Outcome> {
+    let op = if pause { "queue pause" } else { "queue resume" };
+    let queue = Queue::new(name).with_context(|| format!("{op} {name}"))?;
+    let changed = shared::open(ctx)
+        .and_then(|store| {
+            if pause {
+                store.pause(&queue)
+            } else {
+                store.resume(&queue)
             }
-        },
+        })
+        .with_context(|| format!("{op} {name}"))?;
+    let human = match (pause, changed) {
+        (true, true) => format!(
+            "paused the queue {name}: it hands out no job until `leasefence queue resume \
+             {name}`; leases already held in it stay valid"
+        ),
+        (true, false) => format!("the queue {name} was already paused"),
+        (false, true) => format!("resumed the queue {name}: its jobs are handed out again"),
+        (false, false) => format!("the queue {name} was not paused"),
     };
-    record["payload"] = text;
-    record["payload_bytes"] = len;
+    Ok(ctx.out.done(
+        human,
+        json!({ "op": op, "queue": name, "paused": pause, "changed": changed }),
+    ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_are_short_and_exact_enough() {
-        assert_eq!(time(0.0), "0");
-        assert_eq!(time(130.0), "130");
-        assert_eq!(time(130.5), "130.5");
-        assert_eq!(time(1_767_225_600.123_456), "1767225600.123");
-        assert_eq!(time(-2.25), "-2.25");
+fn list(ctx: &Ctx, now: Option<f64>) -> anyhow::Result<Outcome> {
+    let (now, queues) = at_now(ctx, now, |store, now| store.queues(now)).context("queue list")?;
+    if queues.is_empty() {
+        ctx.out.text("no queue has jobs or a pause");
+        return Ok(Outcome::Done);
     }
-
-    #[test]
-    fn excerpts_stay_on_one_line() {
-        assert_eq!(excerpt("a\nb", 10), ("a\\nb".to_owned(), false));
-        assert_eq!(excerpt("abcdef", 4), ("abc…".to_owned(), true));
-        assert_eq!(excerpt("abcd", 4), ("abcd".to_owned(), false));
-        // Shown as written, not as a quoted string.
-        assert_eq!(one_line(r#"{"a":"é\\"}"#), r#"{"a":"é\\"}"#);
+    let mut header = vec!["QUEUE".to_owned(), "PAUSED".to_owned()];
+    header.extend(Status::ALL.iter().map(|s| s.as_str().to_uppercase()));
+    let mut rows = vec![header];
+    for info in &queues {
+        let mut record = json!({
+            "op": "queue list", "ok": true, "now": now, "queue": info.name,
+            "paused": info.paused, "total": info.stats.total(),
+        });
+        let mut row = vec![
+            shared::one_line(&info.name),
+            if info.paused { "yes" } else { "no" }.to_owned(),
+        ];
+        for status in Status::ALL {
+            record[status.as_str()] = json!(info.stats.get(status));
+            row.push(info.stats.get(status).to_string());
+        }
+        ctx.out.json(record);
+        rows.push(row);
     }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let table = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (cell, w))| {
+                    if c < 2 {
+                        format!("{cell:<w$}")
+                    } else {
+                        format!("{cell:>w$}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    ctx.out.text(table);
+    Ok(Outcome::Done)
 }

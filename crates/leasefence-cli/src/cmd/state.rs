@@ -72,6 +72,9 @@ fn human(job: &JobInfo, times: Times) -> String {
     };
     let fields = [
         ("status", job.status.to_string()),
+        ("queue", job.queue.clone()),
+        ("kind", job.kind.clone().unwrap_or_else(dash)),
+        ("unique key", job.unique_key.clone().unwrap_or_else(dash)),
         ("owner", s.owner.clone().unwrap_or_else(dash)),
         ("fence", s.fence.to_string()),
         ("lease until", times.show(s.until)),

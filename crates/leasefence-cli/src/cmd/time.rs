@@ -5,7 +5,7 @@
 //! UTC only and no time-zone database: the calendar date comes from the day count by Howard
 //! Hinnant's `civil_from_days`, which is exact for the proleptic Gregorian calendar.
 
-use crate::cmd::queue;
+use crate::cmd::shared;
 
 /// How a command shows clock readings: humanly, relative to `now`, or as epoch seconds.
 #[derive(Debug, Clone, Copy)]
@@ -22,7 +22,7 @@ impl Times {
         if t == 0.0 {
             "-".to_owned()
         } else if self.epoch {
-            queue::time(t)
+            shared::time(t)
         } else {
             human(t, self.now)
         }
@@ -39,7 +39,7 @@ impl Times {
 pub fn human(t: f64, now: f64) -> String {
     match utc(t) {
         Some(date) => format!("{date} ({})", relative(t, now)),
-        None => queue::time(t),
+        None => shared::time(t),
     }
 }
 

@@ -1,8 +1,9 @@
-//! `leasefence work --exec CMD [--concurrency N] [--ttl T] [--drain]`: run a shell command per
-//! job, from any language.
+//! `leasefence work --exec CMD [--concurrency N] [--queue Q[=N]]… [--ttl T] [--drain]`: run a
+//! shell command per job, from any language.
 //!
 //! Each claimed job runs `sh -c CMD` with the payload on stdin and `LEASEFENCE_JOB_ID`,
-//! `LEASEFENCE_FENCE` and `LEASEFENCE_ATTEMPT` in the environment. While it runs, the lease is
+//! `LEASEFENCE_FENCE`, `LEASEFENCE_ATTEMPT`, `LEASEFENCE_QUEUE` and (for a job with a kind)
+//! `LEASEFENCE_KIND` in the environment. While it runs, the lease is
 //! renewed every third of the ttl. Exit status 0 stores its stdout as the result; any other
 //! exit is a failure, retried with exponential backoff (stderr's tail is the recorded error) or
 //! dead after the job's last attempt. When the lease is lost — the worker stalled past its ttl,
@@ -44,8 +45,13 @@ const STDERR_TAIL: usize = 2000;
 const AFTER_HELP: &str = "\
 Each job's command gets the payload on stdin and, in its environment, LEASEFENCE_JOB_ID (the \
 job id), LEASEFENCE_FENCE (the lease's fence: pass it to `leasefence admit` before writing to \
-an external resource) and LEASEFENCE_ATTEMPT (1 on the first run, counting the runs of the \
-job). Its stdout becomes the result when it exits 0.
+an external resource), LEASEFENCE_ATTEMPT (1 on the first run, counting the runs of the job), \
+LEASEFENCE_QUEUE (the job's queue) and, for a job with a kind, LEASEFENCE_KIND. Its stdout \
+becomes the result when it exits 0.
+
+Queues: without --queue the worker takes jobs of every queue, --concurrency at a time. Each \
+--queue Q serves only the queue Q, with jobs of its own: N at a time for --queue Q=N, else \
+--concurrency. A paused queue (`leasefence queue pause Q`) hands out nothing until resumed.
 
 With --json: one object per finished job, `op` \"work\", its `job_id` and `event` (completed, \
 retrying, dead, refused, cancelled, released, killed, store_error), `ok` true only for \
@@ -67,7 +73,8 @@ pub struct Args {
     /// stdout becomes the result.
     #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
     exec: String,
-    /// Number of jobs run at the same time (1 to 256).
+    /// Number of jobs run at the same time (1 to 256); with --queue, per queue that does not
+    /// give its own N.
     #[arg(
         long,
         default_value_t = 1,
@@ -76,6 +83,14 @@ pub struct Args {
         value_parser = args::count(1, 256)
     )]
     concurrency: u32,
+    /// Serve only the queue Q (repeat for several), each with N jobs at a time of its own
+    /// [default: every queue, --concurrency at a time].
+    #[arg(
+        long = "queue",
+        value_name = "Q[=N]",
+        value_parser = args::queue_threads
+    )]
+    queues: Vec<(String, Option<u32>)>,
     /// Lease duration in seconds; renewed every third of it while the command runs.
     #[arg(
         long,
@@ -172,7 +187,15 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
 
     // One store per worker thread (and one for the heartbeat).
     let open = ctx.opener()?;
-    let progress = Progress::new(args.concurrency)?;
+    let total: u32 = if args.queues.is_empty() {
+        args.concurrency
+    } else {
+        args.queues
+            .iter()
+            .map(|(_, n)| n.unwrap_or(args.concurrency))
+            .sum()
+    };
+    let progress = Progress::new(total)?;
     let tally = progress.clone();
     let mut builder = Worker::builder(open)
         .concurrency(args.concurrency as usize)
@@ -184,6 +207,9 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         .on_outcome(move |lease, outcome| tally.report(out, lease, outcome));
     if let Some(owner) = &args.owner {
         builder = builder.owner_prefix(owner.as_str());
+    }
+    for (queue, threads) in &args.queues {
+        builder = builder.queue(queue.as_str(), threads.unwrap_or(args.concurrency) as usize);
     }
     if let Some(limit) = args.timeout {
         builder = builder.timeout(limit);
@@ -413,9 +439,14 @@ fn run_command(
         .env("LEASEFENCE_JOB_ID", job.job_id())
         .env("LEASEFENCE_FENCE", job.fence().to_string())
         .env("LEASEFENCE_ATTEMPT", job.attempt().to_string())
+        .env("LEASEFENCE_QUEUE", job.queue())
+        .env_remove("LEASEFENCE_KIND")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(kind) = job.kind() {
+        command.env("LEASEFENCE_KIND", kind);
+    }
     #[cfg(unix)]
     {
         // Its own process group: killed as a whole, and not hit by the terminal's Ctrl-C (the

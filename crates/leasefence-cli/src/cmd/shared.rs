@@ -1,0 +1,120 @@
+//! Helpers shared by the queue subcommands (`enqueue` with queue flags, `list`, `stats`,
+//! `purge`, `cancel`): opening the store, reading input, formatting times and text.
+
+use std::io::Read as _;
+use std::path::Path;
+
+use anyhow::Context as _;
+use leasefence::AnyStore;
+use serde_json::{Value, json};
+
+use crate::ctx::Ctx;
+
+/// Opens the existing, initialised database of `ctx`, exactly as the library's free functions
+/// do: nothing is created, and a file that is not SQLite or was never initialised is an error.
+/// On PostgreSQL the schema is created if absent, and leases are judged by the database's
+/// clock (the commands that take `--now` open theirs with [`Ctx::open`]).
+pub fn open(ctx: &Ctx) -> leasefence::Result<AnyStore> {
+    ctx.open(false)
+}
+
+/// Whether `path` means stdin (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// The bytes of `path`, or of stdin for `-`; `what` names the input in the error.
+pub fn read_bytes(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
+    if is_stdin(path) {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("reading {what} from stdin"))?;
+        Ok(bytes)
+    } else {
+        std::fs::read(path).with_context(|| format!("reading {what} from {}", path.display()))
+    }
+}
+
+/// An error naming a command-line flag, in the library's wording for invalid arguments.
+pub fn invalid(flag: &str, reason: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!("invalid argument `{flag}`: {reason}")
+}
+
+/// A clock reading for a table: whole seconds as integers, otherwise at most three decimals.
+pub fn time(t: f64) -> String {
+    if t.fract() == 0.0 && t.abs() < 1e15 {
+        format!("{t:.0}")
+    } else {
+        let s = format!("{t:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}
+
+/// `text` on one line: control characters (a newline, a tab) written as their escapes
+/// (`\n`), everything else as it is — quotes, backslashes and non-ASCII text unescaped.
+pub fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `text` on one line ([`one_line`]), cut to `max` characters ending in `…`; the flag tells
+/// whether it was cut, so that a table can say so.
+pub fn excerpt(text: &str, max: usize) -> (String, bool) {
+    let line = one_line(text);
+    if line.chars().count() <= max {
+        (line, false)
+    } else {
+        let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+        (cut, true)
+    }
+}
+
+/// A payload in JSON: `"payload"` as text when it is UTF-8 (else `null` and `"payload_hex"`),
+/// and `"payload_bytes"` with its length; all `null` when there is none.
+pub fn payload_fields(record: &mut Value, payload: Option<&[u8]>) {
+    let (text, len) = match payload {
+        None => (Value::Null, Value::Null),
+        Some(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => (json!(text), json!(bytes.len())),
+            Err(_) => {
+                let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                record["payload_hex"] = json!(hex);
+                (Value::Null, json!(bytes.len()))
+            }
+        },
+    };
+    record["payload"] = text;
+    record["payload_bytes"] = len;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_short_and_exact_enough() {
+        assert_eq!(time(0.0), "0");
+        assert_eq!(time(130.0), "130");
+        assert_eq!(time(130.5), "130.5");
+        assert_eq!(time(1_767_225_600.123_456), "1767225600.123");
+        assert_eq!(time(-2.25), "-2.25");
+    }
+
+    #[test]
+    fn excerpts_stay_on_one_line() {
+        assert_eq!(excerpt("a\nb", 10), ("a\\nb".to_owned(), false));
+        assert_eq!(excerpt("abcdef", 4), ("abc…".to_owned(), true));
+        assert_eq!(excerpt("abcd", 4), ("abcd".to_owned(), false));
+        // Shown as written, not as a quoted string.
+        assert_eq!(one_line(r#"{"a":"é\\"}"#), r#"{"a":"é\\"}"#);
+    }
+}
