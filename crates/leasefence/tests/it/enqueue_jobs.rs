@@ -77,6 +77,8 @@ contract!(
         assert!(s.complete_lease(&lease, now(4.0), "ok").unwrap());
         // Completed: the key is free.
         assert_eq!(s.enqueue_jobs(&[keyed("second", "q", "k")]).unwrap(), [Enqueued::Inserted]);
+        // The duplicate names the unfinished holder, not the finished job with the same key.
+        assert_eq!(s.enqueue_jobs(&[keyed("x", "q", "k")]).unwrap(), [duplicate("second")]);
         // Cancelled: free again.
         assert!(s.cancel(JobId::new("second").unwrap(), now(5.0)).unwrap());
         assert_eq!(s.enqueue_jobs(&[keyed("third", "q", "k")]).unwrap(), [Enqueued::Inserted]);
