@@ -298,12 +298,21 @@ impl Store for PgStore {
             .collect::<Result<Vec<&str>>>()?;
         let mut conn = self.conn()?;
         let statement = conn.prepared(sql::RETRY).map_err(|e| self.err(e))?;
-        let retried: std::collections::BTreeSet<String> = conn
-            .query(&statement, &[&ids, &now.seconds()])
-            .map_err(|e| self.err(e))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        // One id at a time, in the order given: of several finished jobs with one unique key,
+        // the first retried holds it and the others stay as they are (as on SQLite).
+        let mut retried = std::collections::BTreeSet::new();
+        for id in &ids {
+            if !retried.contains(*id)
+                && tx
+                    .query_opt(&statement, &[id, &now.seconds()])
+                    .map_err(|e| self.err(e))?
+                    .is_some()
+            {
+                retried.insert(*id);
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
         Ok(ids.iter().map(|id| retried.contains(*id)).collect())
     }
 

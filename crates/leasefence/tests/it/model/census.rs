@@ -47,6 +47,14 @@ pub const REQUIRED: &[&str] = &[
     "invalid: n",
     "invalid: resource",
     "invalid: not_before",
+    "invalid: queue",
+    "invalid: queues",
+    "enqueue_jobs: a duplicate of the key's holder",
+    "claim_batch: from named queues",
+    "claim_batch: a paused queue's job left",
+    "pause: paused",
+    "pause: resumed",
+    "queues: listed",
     "time went backward",
     "restart",
     "status: ready",
@@ -129,6 +137,8 @@ fn situations(before: &Model, op: &Op, outcome: &Outcome) -> Vec<&'static str> {
             "n" => "invalid: n",
             "resource" => "invalid: resource",
             "not_before" => "invalid: not_before",
+            "queue" => "invalid: queue",
+            "queues" => "invalid: queues",
             _ => "invalid: another argument",
         });
         return found;
@@ -138,13 +148,31 @@ fn situations(before: &Model, op: &Op, outcome: &Outcome) -> Vec<&'static str> {
         (Op::Enqueue { id }, Outcome::Bool(true)) if before.fence_floor.contains_key(id) => {
             found.push("enqueue: a purged id again, from its floor")
         }
-        (Op::EnqueueMany { jobs }, Outcome::Bools(inserted))
-            if jobs
+        (Op::EnqueueMany { jobs }, Outcome::Enqueued(outcomes)) => {
+            let inserted = |(j, o): &(&super::ops::Spec, &leasefence::Enqueued)| {
+                **o == leasefence::Enqueued::Inserted && before.fence_floor.contains_key(&j.id)
+            };
+            let pairs: Vec<_> = jobs.iter().zip(outcomes).collect();
+            if pairs.iter().any(inserted) {
+                found.push("enqueue: a purged id again, from its floor");
+            }
+            if outcomes
                 .iter()
-                .zip(inserted)
-                .any(|(j, i)| *i && before.fence_floor.contains_key(&j.id)) =>
-        {
-            found.push("enqueue: a purged id again, from its floor")
+                .any(|o| matches!(o, leasefence::Enqueued::Duplicate { .. }))
+            {
+                found.push("enqueue_jobs: a duplicate of the key's holder");
+            }
+            let freed = |(j, o): &(&super::ops::Spec, &leasefence::Enqueued)| {
+                **o == leasefence::Enqueued::Inserted
+                    && j.unique_key.is_some()
+                    && before
+                        .jobs
+                        .iter()
+                        .any(|b| b.done && b.queue == j.queue && b.unique_key == j.unique_key)
+            };
+            if pairs.iter().any(freed) {
+                found.push("enqueue_jobs: a key freed by its finished holder, taken again");
+            }
         }
         (Op::Claim { id, .. }, Outcome::Fence(Some(_))) => {
             found.push("claim: handed out a fence");
@@ -197,11 +225,33 @@ fn situations(before: &Model, op: &Op, outcome: &Outcome) -> Vec<&'static str> {
                 "release: refused"
             })
         }
-        (Op::ClaimBatch { .. }, Outcome::Leases(leases)) => found.push(match leases.len() {
-            0 => "claim_batch: nothing ready",
-            1 => "claim_batch: one lease",
-            _ => "claim_batch: several leases",
+        (Op::ClaimBatch { queues, now, .. }, Outcome::Leases(leases)) => {
+            found.push(match leases.len() {
+                0 => "claim_batch: nothing ready",
+                1 => "claim_batch: one lease",
+                _ => "claim_batch: several leases",
+            });
+            if queues.is_some() && !leases.is_empty() {
+                found.push("claim_batch: from named queues");
+            }
+            let paused_ready = before.jobs.iter().any(|j| {
+                before.paused.get(&j.queue) == Some(&true)
+                    && !j.done
+                    && j.until <= *now
+                    && j.not_before <= *now
+            });
+            if paused_ready {
+                found.push("claim_batch: a paused queue's job left");
+            }
+        }
+        (Op::Pause { resume, .. }, Outcome::Bool(true)) => found.push(if *resume {
+            "pause: resumed"
+        } else {
+            "pause: paused"
         }),
+        (Op::Queues { .. }, Outcome::Queues(queues)) if !queues.is_empty() => {
+            found.push("queues: listed")
+        }
         (Op::Fail { .. }, Outcome::Failed(failed)) => found.push(match failed {
             Some(Failed::Retrying { .. }) => "fail: retrying",
             Some(Failed::Dead) => "fail: dead",

@@ -20,6 +20,8 @@ const OWNERS: [&str; 3] = ["A", "B", "C"];
 const RESOURCES: [&str; 2] = ["r", "s"];
 const RESULTS: [&str; 3] = ["r1", "r2", ""];
 const ERRORS: [&str; 2] = ["e1", "boom"];
+/// Two queues: the default one and another; `""` is drawn rarely, as an invalid name.
+pub const QUEUES: [&str; 2] = ["default", "q"];
 
 /// A job for `enqueue_many`, with its queue settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +31,10 @@ pub struct Spec {
     pub priority: i64,
     pub not_before: f64,
     pub max_attempts: u32,
+    pub queue: String,
+    pub kind: Option<String>,
+    /// One key is drawn, so that jobs often compete for it.
+    pub unique_key: Option<String>,
 }
 
 impl Spec {
@@ -40,6 +46,9 @@ impl Spec {
             priority: 0,
             not_before: 0.0,
             max_attempts: 0,
+            queue: leasefence::DEFAULT_QUEUE.to_owned(),
+            kind: None,
+            unique_key: None,
         }
     }
 }
@@ -81,13 +90,23 @@ pub enum Op {
         owner: String,
         fence: i64,
     },
-    /// `claim_next` when `next`, else `claim_batch` of `n`.
+    /// `claim_next` when `next`, else `claim_batch` of `n`; from every queue (`None`, the
+    /// methods without `_in`) or the named ones.
     ClaimBatch {
         owner: String,
         now: f64,
         ttl: f64,
         n: usize,
         next: bool,
+        queues: Option<Vec<String>>,
+    },
+    /// `pause`, or `resume` when `resume`.
+    Pause {
+        queue: String,
+        resume: bool,
+    },
+    Queues {
+        now: f64,
     },
     Fail {
         lease: Lease,
@@ -324,21 +343,53 @@ fn spec(now: BoxedStrategy<f64>) -> BoxedStrategy<Spec> {
         Just(Some(Vec::new())),
         Just(Some(vec![0x00, 0xff, b'p'])),
     ];
+    let kind = prop_oneof![2 => Just(None), 1 => Just(Some("k".to_owned()))];
+    let unique_key = prop_oneof![1 => Just(None), 1 => Just(Some("u".to_owned()))];
     (
         ids(),
         payload,
         select(vec![0i64, 0, 1, 2, -1]),
         not_before,
         select(vec![0u32, 0, 1, 2, 3]),
+        queue(),
+        kind,
+        unique_key,
     )
-        .prop_map(|(id, payload, priority, not_before, max_attempts)| Spec {
-            id,
-            payload,
-            priority,
-            not_before,
-            max_attempts,
-        })
+        .prop_map(
+            |(id, payload, priority, not_before, max_attempts, queue, kind, unique_key)| Spec {
+                id,
+                payload,
+                priority,
+                not_before,
+                max_attempts,
+                queue,
+                kind,
+                unique_key,
+            },
+        )
         .boxed()
+}
+
+/// A queue name: mostly the default one, rarely an invalid (empty) one.
+fn queue() -> BoxedStrategy<String> {
+    prop_oneof![
+        20 => Just(QUEUES[0].to_owned()),
+        12 => Just(QUEUES[1].to_owned()),
+        1 => Just(String::new()),
+    ]
+    .boxed()
+}
+
+/// The queues of a claim: every queue (the methods without `_in`), one, both, or rarely none
+/// (an invalid set).
+fn queue_set() -> BoxedStrategy<Option<Vec<String>>> {
+    prop_oneof![
+        6 => Just(None),
+        4 => queue().prop_map(|q| Some(vec![q])),
+        1 => Just(Some(QUEUES.iter().map(|q| (*q).to_owned()).collect())),
+        1 => Just(Some(Vec::new())),
+    ]
+    .boxed()
 }
 
 fn status() -> BoxedStrategy<Option<Status>> {
@@ -422,14 +473,18 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
         timed.clone(),
         prop_oneof![1 => Just(0usize), 20 => 1usize..=3, 4 => Just(5usize)],
         any::<bool>(),
+        queue_set(),
     )
-        .prop_map(|(owner, (now, ttl), n, next)| Op::ClaimBatch {
+        .prop_map(|(owner, (now, ttl), n, next, queues)| Op::ClaimBatch {
             owner,
             now,
             ttl,
             n,
             next,
+            queues,
         });
+    let pause = (queue(), any::<bool>()).prop_map(|(queue, resume)| Op::Pause { queue, resume });
+    let queues = now.clone().prop_map(|now| Op::Queues { now });
     let retry_at = prop_oneof![
         1 => Just(None),
         4 => now.clone().prop_filter("a finite retry time", |t| t.is_finite()).prop_map(Some),
@@ -514,6 +569,8 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
         2 => list,
         2 => stats,
         3 => admit,
+        3 => pause,
+        1 => queues,
         1 => Just(Op::Restart),
     ]
     .boxed()

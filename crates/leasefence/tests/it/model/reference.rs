@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use leasefence::{Backoff, Failed, JobInfo, JobState, Lease, Stats, Status};
+use leasefence::{Backoff, Enqueued, Failed, JobInfo, JobState, Lease, QueueInfo, Stats, Status};
 
 use super::ops::{Op, Spec};
 use crate::common::{QueueRow, Row, Stored};
@@ -33,6 +33,9 @@ pub struct Job {
     /// `completed`, `dead` or `cancelled` once finished.
     pub outcome: Option<&'static str>,
     pub finished_at: Option<f64>,
+    pub queue: String,
+    pub kind: Option<String>,
+    pub unique_key: Option<String>,
 }
 
 impl Job {
@@ -54,6 +57,9 @@ impl Job {
             error: None,
             outcome: None,
             finished_at: None,
+            queue: spec.queue.clone(),
+            kind: spec.kind.clone(),
+            unique_key: spec.unique_key.clone(),
         }
     }
 
@@ -120,9 +126,9 @@ impl Job {
 
     fn info(&self, now: f64) -> JobInfo {
         JobInfo {
-            queue: leasefence::DEFAULT_QUEUE.to_owned(),
-            kind: None,
-            unique_key: None,
+            queue: self.queue.clone(),
+            kind: self.kind.clone(),
+            unique_key: self.unique_key.clone(),
             state: self.state(),
             status: self.status(now),
             payload: self.payload.clone(),
@@ -142,8 +148,8 @@ impl Job {
     /// The lease a claim of this job hands out (after the claim was applied).
     fn lease(&self) -> Lease {
         Lease {
-            queue: leasefence::DEFAULT_QUEUE.to_owned(),
-            kind: None,
+            queue: self.queue.clone(),
+            kind: self.kind.clone(),
             job_id: self.id.clone(),
             owner: self.owner.clone().unwrap_or_default(),
             fence: self.fence,
@@ -164,6 +170,10 @@ pub enum Outcome {
     Invalid(&'static str),
     Bool(bool),
     Bools(Vec<bool>),
+    /// `enqueue_jobs`: per job inserted, known or a duplicate of the key's holder.
+    Enqueued(Vec<Enqueued>),
+    /// `queues`: every queue with jobs or a pause row, by name.
+    Queues(Vec<QueueInfo>),
     Fence(Option<i64>),
     State(Option<JobState>),
     Leases(Vec<Lease>),
@@ -195,6 +205,17 @@ pub struct Model {
     pub leases: Vec<Lease>,
     /// Every `(id, fence)` ever handed out (invariants only).
     pub issued: BTreeSet<(String, i64)>,
+    /// The rows of the `queues` table: a queue once paused keeps its row, with its flag.
+    pub paused: BTreeMap<String, bool>,
+}
+
+/// A queue name as `Queue::new` checks it (the names drawn are valid or empty).
+fn queue(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        Err("queue")
+    } else {
+        Ok(())
+    }
 }
 
 // The argument rules of CONTRACT.md ("Decisions where the note is silent"), in the order the
@@ -296,8 +317,9 @@ impl Model {
                     if !spec.not_before.is_finite() {
                         return Err("not_before");
                     }
+                    queue(&spec.queue)?;
                 }
-                Outcome::Bools(jobs.iter().map(|spec| self.enqueue(spec)).collect())
+                Outcome::Enqueued(jobs.iter().map(|spec| self.enqueue_job(spec)).collect())
             }
             Op::State { id } => {
                 job_id(id)?;
@@ -360,10 +382,19 @@ impl Model {
                 ttl: d,
                 n,
                 next,
+                queues,
             } => {
                 owner(who)?;
                 now(*t)?;
                 ttl(*d)?;
+                if let Some(names) = queues {
+                    for name in names {
+                        queue(name)?;
+                    }
+                    if names.is_empty() {
+                        return Err("queues");
+                    }
+                }
                 self.tick(*t);
                 // claim_next is claim_batch of one.
                 let n = if *next { 1 } else { *n };
@@ -371,7 +402,7 @@ impl Model {
                     return Err("n");
                 }
                 let until = until(*t, *d)?;
-                Outcome::Leases(self.claim_batch(who, *t, until, n))
+                Outcome::Leases(self.claim_batch(who, *t, until, n, queues.as_deref()))
             }
             Op::Fail {
                 lease,
@@ -475,21 +506,52 @@ impl Model {
                 self.tick(*t);
                 let mut stats = Stats::default();
                 for job in &self.jobs {
-                    match job.status(*t) {
-                        Status::Ready => stats.ready += 1,
-                        Status::Scheduled => stats.scheduled += 1,
-                        Status::Leased => stats.leased += 1,
-                        Status::Expired => stats.expired += 1,
-                        Status::Retrying => stats.retrying += 1,
-                        Status::Done => stats.done += 1,
-                        Status::Dead => stats.dead += 1,
-                        Status::Cancelled => stats.cancelled += 1,
-                        other => panic!("the model knows no status {other:?}"),
-                    }
+                    add(&mut stats, job.status(*t));
                 }
                 Outcome::Stats(stats)
             }
             Op::Restart => Outcome::Restarted,
+            Op::Pause {
+                queue: name,
+                resume,
+            } => {
+                queue(name)?;
+                let flag = self.paused.get(name).copied();
+                Outcome::Bool(if *resume {
+                    let was = flag == Some(true);
+                    if was {
+                        self.paused.insert(name.clone(), false);
+                    }
+                    was
+                } else {
+                    let was = flag == Some(true);
+                    self.paused.insert(name.clone(), true);
+                    !was
+                })
+            }
+            Op::Queues { now: t } => {
+                now(*t)?;
+                self.tick(*t);
+                let mut names: BTreeSet<&str> =
+                    self.jobs.iter().map(|j| j.queue.as_str()).collect();
+                names.extend(self.paused.keys().map(String::as_str));
+                Outcome::Queues(
+                    names
+                        .into_iter()
+                        .map(|name| {
+                            let mut stats = Stats::default();
+                            for job in self.jobs.iter().filter(|j| j.queue == name) {
+                                add(&mut stats, job.status(*t));
+                            }
+                            QueueInfo {
+                                name: name.to_owned(),
+                                paused: self.paused.get(name) == Some(&true),
+                                stats,
+                            }
+                        })
+                        .collect(),
+                )
+            }
             Op::Admit { resource, fence } => {
                 if resource.is_empty() {
                     return Err("resource");
@@ -502,12 +564,35 @@ impl Model {
     /// An unknown id is inserted with the default state, its fence starting at the floor of a
     /// purged id; a known id is left exactly as it is.
     fn enqueue(&mut self, spec: &Spec) -> bool {
+        self.enqueue_job(spec) == Enqueued::Inserted
+    }
+
+    /// `enqueue` with a unique key: a known id is `Known`; a key held by an unfinished job of
+    /// the same queue is a `Duplicate` of that job and inserts nothing.
+    fn enqueue_job(&mut self, spec: &Spec) -> Enqueued {
         if self.job(&spec.id).is_some() {
-            return false;
+            return Enqueued::Known;
+        }
+        if let Some(holder) = self.holder(&spec.queue, spec.unique_key.as_deref(), None) {
+            return Enqueued::Duplicate { of: holder };
         }
         let floor = self.fence_floor.get(&spec.id).copied().unwrap_or(0);
         self.jobs.push(Job::new(spec, floor));
-        true
+        Enqueued::Inserted
+    }
+
+    /// The unfinished job (other than `except`) that holds `key` in `queue`, if any.
+    fn holder(&self, queue: &str, key: Option<&str>, except: Option<&str>) -> Option<String> {
+        let key = key?;
+        self.jobs
+            .iter()
+            .find(|j| {
+                !j.done
+                    && j.queue == queue
+                    && j.unique_key.as_deref() == Some(key)
+                    && Some(j.id.as_str()) != except
+            })
+            .map(|j| j.id.clone())
     }
 
     /// Claimable: known, not done, lease expired (`until <= now`). Then owner, `until`, fence + 1.
@@ -568,7 +653,14 @@ impl Model {
     /// First buries every job whose last attempt's lease expired by `now` (dead, finished at
     /// its lease end); then the best `n` ready jobs — highest priority, earliest not-before,
     /// oldest — each claimed.
-    fn claim_batch(&mut self, who: &str, now: f64, until: f64, n: usize) -> Vec<Lease> {
+    fn claim_batch(
+        &mut self,
+        who: &str,
+        now: f64,
+        until: f64,
+        n: usize,
+        queues: Option<&[String]>,
+    ) -> Vec<Lease> {
         for job in &mut self.jobs {
             if !job.done && !job.attempts_left() && job.until <= now {
                 job.done = true;
@@ -578,8 +670,14 @@ impl Model {
                     .get_or_insert_with(|| "the lease of the last attempt expired".to_owned());
             }
         }
+        // Ready, in one of the queues, and its queue not paused.
         let mut order: Vec<usize> = (0..self.jobs.len())
-            .filter(|&i| self.jobs[i].ready(now))
+            .filter(|&i| {
+                let job = &self.jobs[i];
+                job.ready(now)
+                    && queues.is_none_or(|q| q.contains(&job.queue))
+                    && self.paused.get(&job.queue) != Some(&true)
+            })
             .collect();
         // Stable: among equals the enqueue order (the order of `jobs`) decides.
         order.sort_by(|&a, &b| {
@@ -653,6 +751,16 @@ impl Model {
     /// with a fresh budget, the error cleared, due by `now`, the fence kept. Anything else is
     /// left alone.
     fn retry(&mut self, id: &str, now: f64) -> bool {
+        // A finished job would take its unique key back: not while another unfinished job of
+        // its queue holds it.
+        if let Some(job) = self.job(id)
+            && job.done
+            && self
+                .holder(&job.queue, job.unique_key.as_deref(), Some(id))
+                .is_some()
+        {
+            return false;
+        }
         match self.job_mut(id) {
             Some(job)
                 if (job.done && matches!(job.outcome, Some("dead" | "cancelled")))
@@ -732,9 +840,9 @@ impl Model {
                             outcome: j.outcome.map(str::to_owned),
                             finished_at: j.finished_at,
                             attempts: i64::from(j.attempts),
-                            queue: leasefence::DEFAULT_QUEUE.to_owned(),
-                            kind: None,
-                            unique_key: None,
+                            queue: j.queue.clone(),
+                            kind: j.kind.clone(),
+                            unique_key: j.unique_key.clone(),
                         },
                     )
                 })
@@ -750,5 +858,20 @@ impl Model {
                 .map(|(k, v)| (k.clone(), *v))
                 .collect(),
         }
+    }
+}
+
+/// Counts one job of `status` in `stats`.
+fn add(stats: &mut Stats, status: Status) {
+    match status {
+        Status::Ready => stats.ready += 1,
+        Status::Scheduled => stats.scheduled += 1,
+        Status::Leased => stats.leased += 1,
+        Status::Expired => stats.expired += 1,
+        Status::Retrying => stats.retrying += 1,
+        Status::Done => stats.done += 1,
+        Status::Dead => stats.dead += 1,
+        Status::Cancelled => stats.cancelled += 1,
+        other => panic!("the model knows no status {other:?}"),
     }
 }

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use proptest::test_runner::{Config, TestCaseError, TestCaseResult, TestError, TestRunner};
 use proptest_state_machine::ReferenceStateMachine;
 
-use leasefence::{BatchSize, Error, JobId, NewJob, Now, Owner, Resource, Store, Ttl};
+use leasefence::{
+    BatchSize, Error, JobId, NewJob, Now, Owner, Queue, Queues, Resource, Store, Ttl,
+};
 
 use super::census::Census;
 use super::invariants;
@@ -28,7 +30,8 @@ pub struct Subject<'a> {
 }
 
 /// Empties every table the model covers, between cases.
-pub const RESET: &str = "DELETE FROM jobs; DELETE FROM fence_floor; DELETE FROM fence_gate";
+pub const RESET: &str =
+    "DELETE FROM jobs; DELETE FROM fence_floor; DELETE FROM fence_gate; DELETE FROM queues";
 
 /// One generated case: the initial model, the operations, and proptest-state-machine's counter
 /// of the operations that ran (it lets shrinking drop the ones after a failure at once).
@@ -45,13 +48,20 @@ fn call(store: &dyn Store, op: &Op) -> Result<Outcome, Error> {
                 let mut job = NewJob::new(spec.id.clone())?
                     .not_before(spec.not_before)?
                     .priority(spec.priority)
-                    .max_attempts(spec.max_attempts);
+                    .max_attempts(spec.max_attempts)
+                    .queue(spec.queue.clone())?;
                 if let Some(payload) = &spec.payload {
                     job = job.payload(payload.clone());
                 }
+                if let Some(kind) = &spec.kind {
+                    job = job.kind(kind.clone())?;
+                }
+                if let Some(key) = &spec.unique_key {
+                    job = job.unique_key(key.clone())?;
+                }
                 built.push(job);
             }
-            Outcome::Bools(store.enqueue_many(&built)?)
+            Outcome::Enqueued(store.enqueue_jobs(&built)?)
         }
         Op::State { id } => Outcome::State(store.state(JobId::new(id)?)?),
         Op::Claim {
@@ -100,14 +110,36 @@ fn call(store: &dyn Store, op: &Op) -> Result<Outcome, Error> {
             ttl,
             n,
             next,
+            queues,
         } => {
             let (owner, now, ttl) = (Owner::new(owner)?, Now::new(*now)?, Ttl::new(*ttl)?);
+            // Without queues, the methods that take every queue; with, the `_in` ones.
+            let Some(names) = queues else {
+                return Ok(Outcome::Leases(if *next {
+                    store.claim_next(owner, now, ttl)?.into_iter().collect()
+                } else {
+                    store.claim_batch(owner, now, ttl, BatchSize::new(*n)?)?
+                }));
+            };
+            let queues = Queues::only(names.iter().cloned())?;
             Outcome::Leases(if *next {
-                store.claim_next(owner, now, ttl)?.into_iter().collect()
+                store
+                    .claim_next_in(&queues, owner, now, ttl)?
+                    .into_iter()
+                    .collect()
             } else {
-                store.claim_batch(owner, now, ttl, BatchSize::new(*n)?)?
+                store.claim_batch_in(&queues, owner, now, ttl, BatchSize::new(*n)?)?
             })
         }
+        Op::Pause { queue, resume } => {
+            let queue = Queue::new(queue.clone())?;
+            Outcome::Bool(if *resume {
+                store.resume(&queue)?
+            } else {
+                store.pause(&queue)?
+            })
+        }
+        Op::Queues { now } => Outcome::Queues(store.queues(Now::new(*now)?)?),
         Op::Fail {
             lease,
             now,
