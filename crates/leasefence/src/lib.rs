@@ -119,7 +119,7 @@ pub use open::{AnyOptions, AnyStore, Target};
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use pg::{PgOptions, PgStore};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
-pub use store::Store;
+pub use store::{Store, Watch};
 pub use types::{
     Backoff, BatchSize, DEFAULT_QUEUE, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease,
     MAX_KEY_LEN, MAX_QUEUE_NAME, NewJob, Now, Owner, Queue, QueueInfo, Queues, Resource, Stats,

@@ -356,6 +356,10 @@ impl Store for AnyStore {
         delegate!(self, s => s.admit(resource, fence))
     }
 
+    fn watch(&self) -> Result<Option<Box<dyn crate::store::Watch>>> {
+        delegate!(self, s => s.watch())
+    }
+
     fn database_now(&self) -> Result<Option<Now>> {
         delegate!(self, s => s.database_now())
     }

@@ -6,6 +6,19 @@ use crate::types::{
     QueueInfo, Queues, Resource, Stats, Status, Ttl,
 };
 
+/// A way to learn, without polling the queue, that jobs may have become ready: what an idle
+/// [`Worker`](crate::Worker) waits on ([`Store::watch`]). A hint, never a promise: after a
+/// wake-up the caller still claims, and may find nothing.
+pub trait Watch: Send {
+    /// Blocks for at most `timeout` (real time) until the store may have new ready jobs —
+    /// something was enqueued, retried or resumed, or (SQLite) anything was committed by
+    /// another connection — and returns `true`; `false` when the time ran out first.
+    ///
+    /// # Errors
+    /// Connection or backend failures; the caller falls back to polling.
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<bool>;
+}
+
 /// The lease-and-fence contract, one method per operation.
 ///
 /// Every backend implements exactly these semantics; the contract suite in `tests/it` runs one
@@ -407,6 +420,31 @@ pub trait Store {
     /// # Errors
     /// Connection or backend failures while reading the database's clock.
     fn database_now(&self) -> Result<Option<Now>> {
+        Ok(None)
+    }
+
+    /// A [`Watch`] on this store, for waking an idle worker as soon as jobs may be ready,
+    /// or `None` (the default) when the store has none and callers poll. SQLite's opens a
+    /// read-only connection of its own and wakes on any other connection's commit to the file
+    /// (and at once for an enqueue from this process); PostgreSQL's opens a connection of its
+    /// own that `LISTEN`s for the `NOTIFY` of every enqueue, retry and resume in the schema.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use std::time::Duration;
+    /// use leasefence::{NewJob, SqliteStore, Store};
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// let mut watch = store.watch()?.expect("SQLite has a watch");
+    /// assert!(!watch.wait(Duration::from_millis(10))?); // nothing happened
+    /// store.enqueue_job(NewJob::new("j")?)?;
+    /// assert!(watch.wait(Duration::from_secs(5))?); // woken by the enqueue
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// When the watch's own connection cannot be opened.
+    fn watch(&self) -> Result<Option<Box<dyn Watch>>> {
         Ok(None)
     }
 

@@ -15,6 +15,7 @@ use r2d2::{ManageConnection as _, Pool, PooledConnection};
 mod errors;
 mod pool;
 mod store;
+mod watch;
 use errors::map_error;
 use pool::Manager;
 
@@ -140,6 +141,7 @@ impl PgOptions {
         })?;
         config.connect_timeout(self.connect_timeout);
         let target = describe(&config);
+        let listen_config = std::sync::Arc::new(config.clone());
         let manager = Manager {
             config,
             schema: schema.to_owned(),
@@ -163,6 +165,7 @@ impl PgOptions {
             schema: schema.to_owned(),
             target,
             database_clock: self.database_clock,
+            listen_config,
         };
         store.migrate(&mut first)?;
         Ok(store)
@@ -190,6 +193,8 @@ pub struct PgStore {
     schema: String,
     target: String,
     database_clock: bool,
+    /// How a watch connects (`Store::watch`); holds the password, so never shown by `Debug`.
+    listen_config: std::sync::Arc<Config>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -220,6 +225,11 @@ impl PgStore {
     /// The schema that holds this store's tables.
     pub fn schema(&self) -> &str {
         &self.schema
+    }
+
+    /// A watch on this store's schema, on a connection of its own (`Store::watch`).
+    fn open_watch(&self) -> Result<watch::PgWatch> {
+        watch::PgWatch::open(&self.listen_config, &self.schema, &self.target)
     }
 
     /// The database's clock: `extract(epoch from clock_timestamp())`, seconds since the Unix

@@ -155,6 +155,11 @@ impl Store for PgStore {
             };
             outcomes.push(outcome);
         }
+        if outcomes.iter().any(Enqueued::is_inserted) {
+            // Delivered to the watches when this transaction commits, not before.
+            tx.execute(sql::NOTIFY, &[&self.schema()])
+                .map_err(|e| self.err(e))?;
+        }
         tx.commit().map_err(|e| self.err(e))?;
         Ok(outcomes)
     }
@@ -312,6 +317,10 @@ impl Store for PgStore {
                 retried.insert(*id);
             }
         }
+        if !retried.is_empty() {
+            tx.execute(sql::NOTIFY, &[&self.schema()])
+                .map_err(|e| self.err(e))?;
+        }
         tx.commit().map_err(|e| self.err(e))?;
         Ok(ids.iter().map(|id| retried.contains(*id)).collect())
     }
@@ -323,6 +332,10 @@ impl Store for PgStore {
         let changed = conn
             .execute(&statement, &[&now.seconds()])
             .map_err(|e| self.err(e))?;
+        if changed > 0 {
+            conn.execute(sql::NOTIFY, &[&self.schema()])
+                .map_err(|e| self.err(e))?;
+        }
         Ok(changed)
     }
 
@@ -451,7 +464,15 @@ impl Store for PgStore {
     }
 
     fn resume(&self, queue: &Queue) -> Result<bool> {
-        self.write_one(sql::RESUME, &[&queue.as_str()])
+        let resumed = self.write_one(sql::RESUME, &[&queue.as_str()])?;
+        if resumed {
+            self.write_one(sql::NOTIFY, &[&self.schema()])?;
+        }
+        Ok(resumed)
+    }
+
+    fn watch(&self) -> Result<Option<Box<dyn crate::store::Watch>>> {
+        Ok(Some(Box::new(self.open_watch()?)))
     }
 
     fn queues(&self, now: Now) -> Result<Vec<QueueInfo>> {

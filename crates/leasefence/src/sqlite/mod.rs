@@ -7,6 +7,7 @@ use rusqlite::{Connection, OpenFlags, params};
 
 mod connection;
 mod store;
+mod watch;
 
 use crate::error::{BackendError, Error, Result};
 use crate::types::{Lease, Now};
@@ -147,6 +148,7 @@ impl SqliteOptions {
         let store = SqliteStore {
             conn,
             path: path.to_path_buf(),
+            notifier: watch::notifier(path),
         };
         store.configure(self)?;
         Ok(store)
@@ -177,6 +179,8 @@ impl SqliteOptions {
 pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
+    /// Wakes this process's watches of the file (see [`Store::watch`](crate::Store::watch)).
+    notifier: std::sync::Arc<watch::Notifier>,
 }
 
 impl std::fmt::Debug for SqliteStore {

@@ -16,7 +16,7 @@ impl Store for SqliteStore {
     fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
         let (none, no_text, no_window): (Option<&[u8]>, Option<&str>, Option<f64>) =
             (None, None, None);
-        self.write_one(
+        self.notify_after(self.write_one(
             sql::ENQUEUE,
             params![
                 job_id.as_str(),
@@ -29,7 +29,7 @@ impl Store for SqliteStore {
                 no_text,
                 no_window
             ],
-        )
+        ))
     }
 
     fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
@@ -159,6 +159,9 @@ impl Store for SqliteStore {
             }
         }
         tx.commit().map_err(|e| self.err(e))?;
+        if outcomes.iter().any(Enqueued::is_inserted) {
+            self.notifier.notify();
+        }
         Ok(outcomes)
     }
 
@@ -290,6 +293,9 @@ impl Store for SqliteStore {
             }
         }
         tx.commit().map_err(|e| self.err(e))?;
+        if !retried.is_empty() {
+            self.notifier.notify();
+        }
         Ok(job_ids
             .iter()
             .map(|id| retried.contains(id.as_str()))
@@ -304,6 +310,9 @@ impl Store for SqliteStore {
         let changed = stmt
             .execute(params![now.seconds()])
             .map_err(|e| self.err(e))?;
+        if changed > 0 {
+            self.notifier.notify();
+        }
         Ok(changed as u64)
     }
 
@@ -428,7 +437,14 @@ impl Store for SqliteStore {
     }
 
     fn resume(&self, queue: &Queue) -> Result<bool> {
-        self.write_one(sql::RESUME, params![queue.as_str()])
+        self.notify_after(self.write_one(sql::RESUME, params![queue.as_str()]))
+    }
+
+    fn watch(&self) -> Result<Option<Box<dyn crate::store::Watch>>> {
+        Ok(Some(Box::new(super::watch::SqliteWatch::open(
+            &self.path,
+            self.notifier.clone(),
+        )?)))
     }
 
     fn queues(&self, now: Now) -> Result<Vec<QueueInfo>> {
@@ -485,6 +501,14 @@ impl Store for SqliteStore {
 }
 
 impl SqliteStore {
+    /// Wakes this process's watches when `changed` says a write made jobs ready.
+    fn notify_after(&self, changed: Result<bool>) -> Result<bool> {
+        if let Ok(true) = changed {
+            self.notifier.notify();
+        }
+        changed
+    }
+
     /// A `list` cursor must name a job that exists: an unknown one would silently page from
     /// the start.
     fn cursor_exists(&self, after: JobId<'_>) -> Result<()> {

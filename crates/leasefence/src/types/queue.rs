@@ -152,6 +152,7 @@ impl Queues {
     }
 
     /// The names as a list, or `None` for every queue: how PostgreSQL receives them.
+    #[cfg(feature = "postgres")]
     pub(crate) fn list(&self) -> Option<Vec<&str>> {
         self.names()
             .map(|queues| queues.iter().map(Queue::as_str).collect())

@@ -472,8 +472,9 @@ impl Worker<crate::PgStore> {
     /// clock**: workers on hosts whose clocks disagree still agree on when a lease expires.
     /// Each thread opens its own [`PgStore`](crate::PgStore) (creating the schema if needed),
     /// and so does the heartbeat: each of those stores holds **one connection** (a pool of
-    /// size 1, as a store is used by one thread at a time), so a worker of `N` threads keeps
-    /// `N + 1` sessions open on the server.
+    /// size 1, as a store is used by one thread at a time). One more session `LISTEN`s for
+    /// enqueues (the store's [`Watch`](crate::Watch)), so a worker of `N` threads keeps
+    /// `N + 2` sessions open on the server.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), leasefence::Error> {
@@ -494,7 +495,7 @@ impl Worker<crate::PgStore> {
     /// As [`Worker::postgres`], with the stores opened by `options` (schema, timeouts) —
     /// always with [`database_clock`](crate::PgOptions::database_clock) on and a
     /// [`pool_size`](crate::PgOptions::pool_size) of 1: one connection per thread, plus one for
-    /// the heartbeat. For a worker that judges leases by its own clock instead, use
+    /// the heartbeat and one for the watch. For a worker that judges leases by its own clock instead, use
     /// [`Worker::builder`] with a store opened without it.
     pub fn postgres_with(
         url: impl Into<String>,

@@ -1,7 +1,7 @@
 //! [`CancelToken`]: the flag a worker sets when a job's lease is lost or shutdown gives up on it.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,8 @@ pub struct CancelToken {
 #[derive(Default)]
 struct TokenInner {
     cancelled: AtomicBool,
+    /// Bumped by `nudge`: wakes `wait_nudged` waiters without cancelling.
+    nudges: AtomicU64,
     lock: Mutex<()>,
     cv: Condvar,
 }
@@ -59,6 +61,48 @@ impl CancelToken {
         loop {
             if self.is_cancelled() {
                 return true;
+            }
+            let left = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_secs(3600),
+            };
+            if left.is_zero() {
+                return false;
+            }
+            guard = self
+                .inner
+                .cv
+                .wait_timeout(guard, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// How many nudges so far; pass it to [`wait_nudged`](Self::wait_nudged).
+    pub(crate) fn nudges(&self) -> u64 {
+        self.inner.nudges.load(Ordering::SeqCst)
+    }
+
+    /// Wakes the `wait_nudged` waiters without cancelling the token (the worker's wake-up:
+    /// jobs may be ready).
+    pub(crate) fn nudge(&self) {
+        let _guard = lock(&self.inner.lock);
+        self.inner.nudges.fetch_add(1, Ordering::SeqCst);
+        self.inner.cv.notify_all();
+    }
+
+    /// As [`wait_timeout`](Self::wait_timeout), but also returns (`false`) as soon as a nudge
+    /// came after `seen` — one taken by [`nudges`](Self::nudges) before the caller last looked
+    /// for work, so a nudge in between is not missed.
+    pub(crate) fn wait_nudged(&self, seen: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut guard = lock(&self.inner.lock);
+        loop {
+            if self.is_cancelled() {
+                return true;
+            }
+            if self.nudges() != seen {
+                return false;
             }
             let left = match deadline {
                 Some(d) => d.saturating_duration_since(Instant::now()),

@@ -133,6 +133,7 @@ impl<S: Store + Send + 'static> Worker<S> {
             ttl = shared.config.ttl.seconds(),
             "worker started"
         );
+        let watcher = watch(&shared, &beat_store);
         let threads: Vec<JoinHandle<()>> = stores
             .into_iter()
             .enumerate()
@@ -187,6 +188,12 @@ impl<S: Store + Send + 'static> Worker<S> {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+        if let Some(watcher) = watcher
+            && watcher.join().is_err()
+        {
+            bump(&shared.counters.errors);
+            tracing::error!("the worker's watch thread panicked");
+        }
         for thread in threads {
             if thread.is_finished() {
                 if thread.join().is_err() {
@@ -206,6 +213,41 @@ impl<S: Store + Send + 'static> Worker<S> {
     }
 }
 
+/// How long the watch thread waits per call, so that it notices a shutdown in time.
+const WATCH_SLICE: Duration = Duration::from_millis(100);
+
+/// Starts the thread that wakes idle worker threads as soon as the store's
+/// [`Watch`](crate::Watch) says jobs may be ready, so an enqueue does not wait out the poll
+/// interval. Without a watch (a store that has none, or one that cannot be opened) the
+/// threads just poll.
+fn watch<S: Store>(shared: &Arc<Shared<S>>, store: &S) -> Option<JoinHandle<()>> {
+    let mut watch = match store.watch() {
+        Ok(Some(watch)) => watch,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::warn!(error = %e, "no watch on the store: idle threads poll");
+            return None;
+        }
+    };
+    let stop = shared.stop.clone();
+    std::thread::Builder::new()
+        .name("leasefence-watch".into())
+        .spawn(move || {
+            while !stop.is_cancelled() {
+                match watch.wait(WATCH_SLICE) {
+                    Ok(true) => stop.nudge(),
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the store's watch failed: idle threads poll");
+                        return;
+                    }
+                }
+            }
+        })
+        .map_err(|e| tracing::warn!(error = %e, "no watch thread: idle threads poll"))
+        .ok()
+}
+
 /// One worker thread: claim, run, record, until asked to stop.
 fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
     let owner = format!("{}-{index}", shared.config.owner_prefix);
@@ -213,6 +255,8 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
     // How many jobs the next claim asks for: starts at one, follows the handlers' speed.
     let mut want = 1;
     while !shared.stop.is_cancelled() {
+        // Taken before looking for work: a wake-up that comes while the claim runs is not lost.
+        let seen = shared.stop.nudges();
         let now = match shared.now() {
             Ok(now) => now,
             Err(e) => return shared.fatal(e),
@@ -234,7 +278,9 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
             }
             Ok(_) => {
                 slot.idle.store(true, Ordering::SeqCst);
-                shared.stop.wait_timeout(shared.config.poll);
+                // Until the poll interval, or earlier when the store's watch says jobs may be
+                // ready (see `watch`).
+                shared.stop.wait_nudged(seen, shared.config.poll);
             }
             Err(e) if e.is_retryable() => {
                 slot.idle.store(false, Ordering::SeqCst);

@@ -52,4 +52,5 @@ mod seam;
 #[cfg(unix)]
 mod signals;
 mod story;
+mod watch;
 mod worker;

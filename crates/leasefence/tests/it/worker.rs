@@ -1190,7 +1190,7 @@ mod heartbeat {
         not(leasefence_pg),
         ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
     )]
-    fn on_postgres_each_thread_and_the_heartbeat_hold_one_connection() {
+    fn on_postgres_each_thread_the_heartbeat_and_the_watch_hold_one_connection() {
         let Some(db) = PgDb::new() else { return };
         let app = db.schema.clone();
         let url = if db.url.contains("://") {
@@ -1224,8 +1224,8 @@ mod heartbeat {
             format!("SELECT count(*) FROM pg_stat_activity WHERE application_name = '{app}'");
         assert_eq!(
             db.query_i64(&sessions),
-            [4],
-            "3 threads and the heartbeat, one session each"
+            [5],
+            "3 threads, the heartbeat and the watch, one session each"
         );
         release.cancel();
         assert!(ends_within(&run, PATIENCE), "{:?}", handle.stats());

@@ -1,5 +1,6 @@
-//! Queues and kinds in the worker: each named queue has threads of its own, a paused queue is
-//! not served, and a job runs only the handler registered for its kind.
+//! Queues, kinds and wake-up in the worker: each named queue has threads of its own, a paused
+//! queue is not served, a job runs only the handler registered for its kind, and an idle worker
+//! is woken by the store's watch instead of waiting out its poll interval.
 
 use super::*;
 use leasefence::Queue;
@@ -203,3 +204,34 @@ fn bad_queue_and_kind_settings_are_refused_by_name() {
     );
     assert!(build(sqlite_worker(&db, &clock, "w").queue("a", 1).kind("k", ok)).is_ok());
 }
+
+worker_case!(
+    fn an_idle_worker_takes_a_new_job_without_waiting_out_its_poll_interval(t) {
+        let db = t.db();
+        let store = t.open();
+        store.enqueue_many(&[job("first")]).unwrap();
+        let log = Log::default();
+        // A poll interval far longer than the case's patience: only the watch can wake it.
+        let w = worker(t, &ManualClock::new(0.0), "idle")
+            .poll_interval(Duration::from_secs(3600))
+            .build(recording("ran", &log))
+            .unwrap();
+        let (handle, run) = spawn(w);
+        // Each job is enqueued once the one before is stored: by then the thread has gone back
+        // to an empty queue and waits (its next claim follows its commit within microseconds).
+        let mut previous = "first".to_owned();
+        for n in 1..=3 {
+            wait_until(&format!("{previous} was run"), || {
+                db.row(&previous).is_some_and(|r| r.done == 1)
+            });
+            previous = format!("late-{n}");
+            store.enqueue_many(&[job(&previous)]).unwrap();
+        }
+        wait_until("the last job was run", || {
+            db.row(&previous).is_some_and(|r| r.done == 1)
+        });
+        assert_eq!(db.row("late-3").unwrap().result.as_deref(), Some("ran late-3"));
+        let stats = stop(&handle, run);
+        assert_eq!((stats.claimed, stats.completed), (4, 4));
+    }
+);

@@ -1,0 +1,128 @@
+//! Instant wake-up on SQLite: a watch that returns as soon as another connection commits to the
+//! same file (`PRAGMA data_version`, polled every 2 ms on a read-only connection of its own),
+//! and at once when a store of this process enqueued (an in-process notifier per file).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::{Error, Result};
+use crate::store::Watch;
+
+/// How often the watch reads `PRAGMA data_version` to notice other processes' commits.
+const POLL: Duration = Duration::from_millis(2);
+
+/// The in-process notifier of one database file: a generation counter and its condvar.
+#[derive(Default)]
+pub(super) struct Notifier {
+    generation: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Notifier {
+    /// Tells every watch of this file in this process that jobs may be ready.
+    pub(super) fn notify(&self) {
+        let mut generation = self
+            .generation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *generation = generation.wrapping_add(1);
+        self.cv.notify_all();
+    }
+
+    fn generation(&self) -> u64 {
+        *self
+            .generation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits up to `timeout` for a generation other than `seen`; returns whether one came.
+    fn wait_past(&self, seen: u64, timeout: Duration) -> bool {
+        let guard = self
+            .generation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) = self
+            .cv
+            .wait_timeout_while(guard, timeout, |g| *g == seen)
+            .unwrap_or_else(PoisonError::into_inner);
+        *guard != seen
+    }
+}
+
+/// The notifier of the file at `path` (canonicalised, so every spelling of one file shares it).
+pub(super) fn notifier(path: &Path) -> Arc<Notifier> {
+    static NOTIFIERS: OnceLock<Mutex<HashMap<PathBuf, Weak<Notifier>>>> = OnceLock::new();
+    let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut map = NOTIFIERS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(existing) = map.get(&key).and_then(Weak::upgrade) {
+        return existing;
+    }
+    map.retain(|_, weak| weak.strong_count() > 0);
+    let fresh = Arc::new(Notifier::default());
+    map.insert(key, Arc::downgrade(&fresh));
+    fresh
+}
+
+/// A [`Watch`] on one SQLite file.
+pub(super) struct SqliteWatch {
+    conn: Connection,
+    data_version: i64,
+    notifier: Arc<Notifier>,
+    seen: u64,
+}
+
+impl SqliteWatch {
+    pub(super) fn open(path: &Path, notifier: Arc<Notifier>) -> Result<Self> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| Error::CannotOpen {
+            path: path.to_path_buf(),
+            source: crate::error::BackendError::new(e),
+        })?;
+        let mut watch = SqliteWatch {
+            conn,
+            data_version: 0,
+            seen: notifier.generation(),
+            notifier,
+        };
+        watch.data_version = watch.read_version()?;
+        Ok(watch)
+    }
+
+    fn read_version(&self) -> Result<i64> {
+        self.conn
+            .pragma_query_value(None, "data_version", |r| r.get(0))
+            .map_err(|e| Error::Backend(crate::error::BackendError::new(e)))
+    }
+}
+
+impl Watch for SqliteWatch {
+    fn wait(&mut self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let version = self.read_version()?;
+            if version != self.data_version {
+                self.data_version = version;
+                self.seen = self.notifier.generation();
+                return Ok(true);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            if self.notifier.wait_past(self.seen, left.min(POLL)) {
+                self.seen = self.notifier.generation();
+                // The committing connection is done by the time it notifies.
+                self.data_version = self.read_version()?;
+                return Ok(true);
+            }
+        }
+    }
+}
