@@ -71,7 +71,8 @@ fn main() -> Result<(), leasefence::Error> {
             &enqueuer,
             Worker::postgres_with(url.clone(), options),
         );
-        let mut client: leasefence::postgres::Client = url.parse::<leasefence::postgres::Config>()
+        let mut client: leasefence::postgres::Client = url
+            .parse::<leasefence::postgres::Config>()
             .expect("a connection string")
             .connect(leasefence::postgres::NoTls)
             .expect("a connection to drop the schema");

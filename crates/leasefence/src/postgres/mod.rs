@@ -12,6 +12,7 @@ use std::time::Duration;
 use postgres::Config;
 use r2d2::{ManageConnection as _, Pool, PooledConnection};
 
+mod enqueue;
 mod errors;
 mod pool;
 mod store;

@@ -9,10 +9,6 @@ use crate::types::{
     QueueInfo, Queues, Resource, Stats, Status, Ttl,
 };
 
-/// How many times an enqueue refused by a unique key is tried again when the job that held the
-/// key was deleted before it could be named.
-const VANISHED_RETRIES: usize = 3;
-
 impl Store for PgStore {
     fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
         let inserted = self.enqueue_many(&[NewJob::new(job_id.as_str())?])?;
@@ -105,61 +101,7 @@ impl Store for PgStore {
         let insert = conn.prepared(sql::ENQUEUE).map_err(|e| self.err(e))?;
         let matching = conn.prepared(sql::ENQUEUE_MATCH).map_err(|e| self.err(e))?;
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
-        // The ids' locks (see lock_ids.sql) and, in the same buckets, the unique keys': the
-        // window of unique_for is checked by a statement that must see every earlier enqueue of
-        // its key.
-        let unique: Vec<String> = jobs
-            .iter()
-            .filter_map(|job| {
-                job.unique_key_value()
-                    .map(|k| format!("\u{1f}unique\u{1f}{}\u{1f}{k}", job.queue_name()))
-            })
-            .collect();
-        let mut locked: Vec<&str> = jobs.iter().map(NewJob::id).collect();
-        locked.extend(unique.iter().map(String::as_str));
-        self.lock_ids(&mut tx, &locked)?;
-        let mut outcomes = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let queue = job.queue_name().as_str();
-            let mut tries = 0;
-            let outcome = loop {
-                let changed = tx
-                    .execute(
-                        &insert,
-                        &[
-                            &job.id(),
-                            &job.payload_bytes(),
-                            &job.priority_value(),
-                            &job.not_before_value(),
-                            &i64::from(job.max_attempts_value()),
-                            &queue,
-                            &job.kind_name(),
-                            &job.unique_key_value(),
-                            &job.unique_for_value(),
-                        ],
-                    )
-                    .map_err(|e| self.err(e))?;
-                if changed == 1 {
-                    break Enqueued::Inserted;
-                }
-                let row = tx
-                    .query_opt(&matching, &[&job.id(), &queue, &job.unique_key_value()])
-                    .map_err(|e| self.err(e))?;
-                match row {
-                    Some(row) if row.get::<_, bool>(1) => break Enqueued::Known,
-                    Some(row) => break Enqueued::Duplicate { of: row.get(0) },
-                    // The job that held the key was deleted in between: insert again.
-                    None if tries < VANISHED_RETRIES => tries += 1,
-                    None => return Err(crate::Error::Busy),
-                }
-            };
-            outcomes.push(outcome);
-        }
-        if outcomes.iter().any(Enqueued::is_inserted) {
-            // Delivered to the watches when this transaction commits, not before.
-            tx.execute(sql::NOTIFY, &[&self.schema()])
-                .map_err(|e| self.err(e))?;
-        }
+        let outcomes = self.enqueue_on(&mut tx, jobs, &insert, &matching)?;
         tx.commit().map_err(|e| self.err(e))?;
         Ok(outcomes)
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, params};
 
 mod connection;
+mod enqueue;
 mod store;
 mod watch;
 

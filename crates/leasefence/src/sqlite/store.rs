@@ -116,48 +116,7 @@ impl Store for SqliteStore {
 
     fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let mut outcomes = Vec::with_capacity(jobs.len());
-        {
-            let mut insert = self
-                .conn
-                .prepare_cached(sql::ENQUEUE)
-                .map_err(|e| self.err(e))?;
-            let mut matching = self
-                .conn
-                .prepare_cached(sql::ENQUEUE_MATCH)
-                .map_err(|e| self.err(e))?;
-            for job in jobs {
-                let queue = job.queue_name().as_str();
-                let changed = insert
-                    .execute(params![
-                        job.id(),
-                        job.payload_bytes(),
-                        job.priority_value(),
-                        job.not_before_value(),
-                        job.max_attempts_value(),
-                        queue,
-                        job.kind_name(),
-                        job.unique_key_value(),
-                        job.unique_for_value(),
-                    ])
-                    .map_err(|e| self.err(e))?;
-                if changed == 1 {
-                    outcomes.push(Enqueued::Inserted);
-                    continue;
-                }
-                // Under the same write lock: the row the insert met is still there.
-                let (id, known): (String, bool) = matching
-                    .query_row(params![job.id(), queue, job.unique_key_value()], |r| {
-                        Ok((r.get(0)?, r.get(1)?))
-                    })
-                    .map_err(|e| self.err(e))?;
-                outcomes.push(if known {
-                    Enqueued::Known
-                } else {
-                    Enqueued::Duplicate { of: id }
-                });
-            }
-        }
+        let outcomes = super::enqueue::enqueue_on(&self.conn, jobs, &|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))?;
         if outcomes.iter().any(Enqueued::is_inserted) {
             self.notifier.notify();

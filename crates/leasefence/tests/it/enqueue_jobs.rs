@@ -247,3 +247,106 @@ fn bad_queue_kind_and_unique_settings_are_refused_by_name() {
     assert_invalid(leasefence::Queues::only(Vec::<String>::new()), "queues");
     assert_invalid(leasefence::Queues::only(["ok", ""]), "queue");
 }
+
+#[test]
+fn on_sqlite_enqueue_in_commits_and_rolls_back_with_the_callers_transaction() {
+    use leasefence::rusqlite::{Connection, TransactionBehavior};
+    let db = Db::new();
+    let store = open(&db);
+    store.enqueue_jobs(&[keyed("held", "mail", "k")]).unwrap();
+    let mut conn = Connection::open(&db.path).unwrap();
+    conn.execute_batch("CREATE TABLE orders (id TEXT PRIMARY KEY)")
+        .unwrap();
+
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .unwrap();
+    tx.execute("INSERT INTO orders VALUES ('o-1')", []).unwrap();
+    assert_eq!(
+        leasefence::SqliteStore::enqueue_in(
+            &tx,
+            &[
+                job("r-1").queue("mail").unwrap(),
+                keyed("dup", "mail", "k"),
+                job("held")
+            ]
+        )
+        .unwrap(),
+        [Enqueued::Inserted, duplicate("held"), Enqueued::Known]
+    );
+    drop(tx); // rolled back
+    assert_eq!(db.row("r-1"), None);
+    assert_eq!(
+        sqlite3(&db.path, "SELECT count(*) FROM orders;").trim(),
+        "0"
+    );
+
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .unwrap();
+    tx.execute("INSERT INTO orders VALUES ('o-1')", []).unwrap();
+    leasefence::SqliteStore::enqueue_in(&tx, &[job("r-1").queue("mail").unwrap()]).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(db.queue_row("r-1").queue, "mail");
+    assert_eq!(
+        sqlite3(&db.path, "SELECT count(*) FROM orders;").trim(),
+        "1"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_enqueue_in_commits_and_rolls_back_with_the_callers_transaction() {
+    use leasefence::postgres::{Config, NoTls};
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    store.enqueue_jobs(&[keyed("held", "mail", "k")]).unwrap();
+    let mut client = db.url.parse::<Config>().unwrap().connect(NoTls).unwrap();
+    let orders = format!("{}.orders", db.schema);
+    client
+        .batch_execute(&format!("CREATE TABLE {orders} (id TEXT PRIMARY KEY)"))
+        .unwrap();
+    let path = |tx: &mut leasefence::postgres::Transaction<'_>| -> String {
+        tx.query_one("SHOW search_path", &[]).unwrap().get(0)
+    };
+
+    let mut tx = client.transaction().unwrap();
+    let before = path(&mut tx);
+    tx.execute(&format!("INSERT INTO {orders} VALUES ('o-1')"), &[])
+        .unwrap();
+    assert_eq!(
+        store
+            .enqueue_in(
+                &mut tx,
+                &[
+                    job("r-1").queue("mail").unwrap(),
+                    keyed("dup", "mail", "k"),
+                    job("held")
+                ]
+            )
+            .unwrap(),
+        [Enqueued::Inserted, duplicate("held"), Enqueued::Known]
+    );
+    assert_eq!(
+        path(&mut tx),
+        before,
+        "the caller's search_path is set back"
+    );
+    // Not visible to anyone else before the commit.
+    assert_eq!(db.row("r-1"), None);
+    tx.rollback().unwrap();
+    assert_eq!(db.row("r-1"), None);
+
+    let mut tx = client.transaction().unwrap();
+    tx.execute(&format!("INSERT INTO {orders} VALUES ('o-1')"), &[])
+        .unwrap();
+    store
+        .enqueue_in(&mut tx, &[job("r-1").queue("mail").unwrap()])
+        .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(db.queue_row("r-1").queue, "mail");
+    assert_eq!(db.query_i64(&format!("SELECT count(*) FROM {orders}")), [1]);
+}

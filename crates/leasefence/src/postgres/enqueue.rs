@@ -1,0 +1,132 @@
+//! Enqueueing on PostgreSQL: the inserts of `enqueue_jobs`, in the store's own transaction or
+//! in the caller's ([`PgStore::enqueue_in`]).
+
+use postgres::ToStatement;
+
+use super::{PgStore, key, sql};
+use crate::error::{Error, Result};
+use crate::types::{Enqueued, NewJob};
+
+/// How many times an enqueue refused by a unique key is tried again when the job that held the
+/// key was deleted before it could be named.
+const VANISHED_RETRIES: usize = 3;
+
+impl PgStore {
+    /// Inserts `jobs` in `tx`: the locks of their ids and unique keys (`lock_ids.sql`), then
+    /// `enqueue.sql` per job and `enqueue_match.sql` to tell why one inserted nothing, then
+    /// `notify.sql` (delivered when `tx` commits) if any was inserted.
+    pub(super) fn enqueue_on(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        jobs: &[NewJob],
+        insert: &(impl ToStatement + ?Sized),
+        matching: &(impl ToStatement + ?Sized),
+    ) -> Result<Vec<Enqueued>> {
+        // The ids' locks (see lock_ids.sql) and, in the same buckets, the unique keys': the
+        // window of unique_for is checked by a statement that must see every earlier enqueue of
+        // its key.
+        let unique: Vec<String> = jobs
+            .iter()
+            .filter_map(|job| {
+                job.unique_key_value()
+                    .map(|k| format!("\u{1f}unique\u{1f}{}\u{1f}{k}", job.queue_name()))
+            })
+            .collect();
+        let mut locked: Vec<&str> = jobs.iter().map(NewJob::id).collect();
+        locked.extend(unique.iter().map(String::as_str));
+        self.lock_ids(tx, &locked)?;
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let queue = job.queue_name().as_str();
+            let mut tries = 0;
+            let outcome = loop {
+                let changed = tx
+                    .execute(
+                        insert,
+                        &[
+                            &job.id(),
+                            &job.payload_bytes(),
+                            &job.priority_value(),
+                            &job.not_before_value(),
+                            &i64::from(job.max_attempts_value()),
+                            &queue,
+                            &job.kind_name(),
+                            &job.unique_key_value(),
+                            &job.unique_for_value(),
+                        ],
+                    )
+                    .map_err(|e| self.err(e))?;
+                if changed == 1 {
+                    break Enqueued::Inserted;
+                }
+                let row = tx
+                    .query_opt(matching, &[&job.id(), &queue, &job.unique_key_value()])
+                    .map_err(|e| self.err(e))?;
+                match row {
+                    Some(row) if row.get::<_, bool>(1) => break Enqueued::Known,
+                    Some(row) => break Enqueued::Duplicate { of: row.get(0) },
+                    // The job that held the key was deleted in between: insert again.
+                    None if tries < VANISHED_RETRIES => tries += 1,
+                    None => return Err(Error::Busy),
+                }
+            };
+            outcomes.push(outcome);
+        }
+        if outcomes.iter().any(Enqueued::is_inserted) {
+            // Delivered to the watches when this transaction commits, not before.
+            tx.execute(sql::NOTIFY, &[&self.schema()])
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(outcomes)
+    }
+
+    /// Enqueues `jobs` inside **the caller's own transaction**, on the caller's connection to
+    /// the store's database: the jobs exist if and only if the caller's other writes in `tx`
+    /// commit — River's transactional enqueue. Each job is judged exactly as
+    /// [`Store::enqueue_jobs`](crate::Store::enqueue_jobs) judges it (a known id untouched, a
+    /// held unique key a duplicate), under the same per-id and per-key locks, and idle workers
+    /// are woken when `tx` commits (not before, and not at all if it rolls back).
+    ///
+    /// The store's schema is put first on `tx`'s `search_path` for these statements only, and
+    /// the caller's `search_path` is set back before this returns. Use `READ COMMITTED` (the
+    /// default) for `tx`: the fence floor of an id purged concurrently must be visible to the
+    /// insert, which a `REPEATABLE READ` snapshot taken earlier would hide.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use leasefence::postgres::{Client, NoTls};
+    /// use leasefence::{NewJob, PgStore};
+    ///
+    /// let store = PgStore::open("postgres://postgres@127.0.0.1/test")?;
+    /// let mut client = Client::connect("postgres://postgres@127.0.0.1/test", NoTls)?;
+    /// let mut tx = client.transaction()?;
+    /// tx.execute("INSERT INTO orders (id) VALUES ('o-1')", &[])?;
+    /// store.enqueue_in(&mut tx, &[NewJob::new("receipt-o-1")?.queue("emails")?])?;
+    /// tx.commit()?; // the order and its job, together
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an id the backend cannot store; busy, connection or
+    /// backend failures. The caller's transaction is left open either way (after an error
+    /// PostgreSQL refuses further statements in it until it is rolled back).
+    pub fn enqueue_in(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        jobs: &[NewJob],
+    ) -> Result<Vec<Enqueued>> {
+        for job in jobs {
+            key("job_id", job.id())?;
+        }
+        let previous: String = tx
+            .query_one(sql::SEARCH_PATH_PUSH, &[&self.schema()])
+            .map_err(|e| self.err(e))?
+            .get(0);
+        let outcomes = self.enqueue_on(tx, jobs, sql::ENQUEUE, sql::ENQUEUE_MATCH);
+        // Set back even after an error, when the transaction still takes statements.
+        let restored = tx.execute(sql::SEARCH_PATH_POP, &[&previous]);
+        let outcomes = outcomes?;
+        restored.map_err(|e| self.err(e))?;
+        Ok(outcomes)
+    }
+}
