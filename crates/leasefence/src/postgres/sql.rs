@@ -1,8 +1,10 @@
 //! The statements, one file each in `sql/`, with the same names as the SQLite backend's for
 //! the same operation; each file is exactly the SQL that runs (nothing is spliced or
 //! rewritten), and its header says in which transaction. `database_now.sql`, `lock_ids.sql`,
-//! `purgeable.sql`, `session.sql` and `migrate*.sql` are PostgreSQL's own (its clock; the
-//! per-id locks of enqueue, purge and delete; the session settings; the migration bookkeeping).
+//! `purgeable.sql`, `session.sql`, `listen.sql`, `notify.sql`, `search_path_*.sql` and
+//! `migrate*.sql` are PostgreSQL's own (its clock; the per-id locks of enqueue, purge and
+//! delete; the session settings; the wake-up of idle workers; `enqueue_in` on the caller's
+//! connection; the migration bookkeeping).
 
 pub(super) const ENQUEUE: &str = include_str!("sql/enqueue.sql");
 pub(super) const STATE: &str = include_str!("sql/state.sql");
