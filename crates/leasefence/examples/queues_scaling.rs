@@ -80,7 +80,9 @@ fn main() -> leasefence::Result<()> {
         .map_or(100_000, |a| a.parse().expect("JOBS is an integer"))
         .max(CYCLES * 200);
     let dir = tempfile::tempdir().expect("tempdir");
-    println!("claim_next → complete, {CYCLES} cycles over {size} jobs, median of {ROUNDS} rounds, synchronous=OFF");
+    println!(
+        "claim_next → complete, {CYCLES} cycles over {size} jobs, median of {ROUNDS} rounds, synchronous=OFF"
+    );
     let cases = [
         ("1 queue, every queue", 1, Queues::All),
         ("100 queues, every queue", 100, Queues::All),

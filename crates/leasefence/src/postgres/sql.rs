@@ -16,6 +16,7 @@ pub(super) const COMPLETE_BATCH: &str = include_str!("sql/complete_batch.sql");
 pub(super) const RELEASE: &str = include_str!("sql/release.sql");
 pub(super) const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
 pub(super) const CLAIM_BATCH: &str = include_str!("sql/claim_batch.sql");
+pub(super) const CLAIM_BATCH_IN: &str = include_str!("sql/claim_batch_in.sql");
 pub(super) const FAIL: &str = include_str!("sql/fail.sql");
 pub(super) const CANCEL: &str = include_str!("sql/cancel.sql");
 pub(super) const PURGEABLE: &str = include_str!("sql/purgeable.sql");

@@ -113,7 +113,13 @@ impl Store for PgStore {
         now: Now,
         ttl: Ttl,
     ) -> Result<Option<Lease>> {
-        self.claim_one(queues, owner, now, ttl)
+        if queues.names().is_some() {
+            // Named queues: claim_batch_in.sql of one (each queue's own index walk).
+            return Ok(self
+                .claim_batch_in(queues, owner, now, ttl, BatchSize::ONE)?
+                .pop());
+        }
+        self.claim_one(owner, now, ttl)
     }
 
     fn claim_batch_in(
@@ -124,29 +130,32 @@ impl Store for PgStore {
         ttl: Ttl,
         n: BatchSize,
     ) -> Result<Vec<Lease>> {
-        if n == BatchSize::ONE {
-            return Ok(self
-                .claim_one(queues, owner, now, ttl)?
-                .into_iter()
-                .collect());
+        if n == BatchSize::ONE && queues.names().is_none() {
+            return Ok(self.claim_one(owner, now, ttl)?.into_iter().collect());
         }
         let now = self.clock(now)?;
         let until = ttl.until(now)?;
         text("owner", owner.as_str())?;
         let mut conn = self.conn()?;
-        let statement = conn.prepared(sql::CLAIM_BATCH).map_err(|e| self.err(e))?;
-        let rows = conn
-            .query(
-                &statement,
-                &[
-                    &owner.as_str(),
-                    &until,
-                    &now.seconds(),
-                    &n.limit(),
-                    &queues.list(),
-                ],
-            )
-            .map_err(|e| self.err(e))?;
+        let rows = match queues.list() {
+            None => {
+                let statement = conn.prepared(sql::CLAIM_BATCH).map_err(|e| self.err(e))?;
+                conn.query(
+                    &statement,
+                    &[&owner.as_str(), &until, &now.seconds(), &n.limit()],
+                )
+            }
+            Some(names) => {
+                let statement = conn
+                    .prepared(sql::CLAIM_BATCH_IN)
+                    .map_err(|e| self.err(e))?;
+                conn.query(
+                    &statement,
+                    &[&owner.as_str(), &until, &now.seconds(), &n.limit(), &names],
+                )
+            }
+        }
+        .map_err(|e| self.err(e))?;
         let claimed = rows
             .iter()
             .map(|r| Claimed {
@@ -488,25 +497,17 @@ impl Store for PgStore {
 }
 
 impl PgStore {
-    /// `claim_next.sql`: the best ready job, in one statement. Both `claim_next` and
-    /// `claim_batch` of one run it; neither calls the other.
-    fn claim_one(
-        &self,
-        queues: &Queues,
-        owner: Owner<'_>,
-        now: Now,
-        ttl: Ttl,
-    ) -> Result<Option<Lease>> {
+    /// `claim_next.sql`: the best ready job of every queue, in one statement. Both
+    /// `claim_next_in` and `claim_batch_in` of one run it for every queue; neither calls the
+    /// other (for named queues both run `claim_batch_in.sql`).
+    fn claim_one(&self, owner: Owner<'_>, now: Now, ttl: Ttl) -> Result<Option<Lease>> {
         let now = self.clock(now)?;
         let until = ttl.until(now)?;
         text("owner", owner.as_str())?;
         let mut conn = self.conn()?;
         let statement = conn.prepared(sql::CLAIM_NEXT).map_err(|e| self.err(e))?;
         let row = conn
-            .query_opt(
-                &statement,
-                &[&owner.as_str(), &until, &now.seconds(), &queues.list()],
-            )
+            .query_opt(&statement, &[&owner.as_str(), &until, &now.seconds()])
             .map_err(|e| self.err(e))?;
         Ok(row.map(|r| claimed_lease(&r, owner)))
     }

@@ -11,6 +11,7 @@ pub(super) const COMPLETE: &str = include_str!("sql/complete.sql");
 pub(super) const RELEASE: &str = include_str!("sql/release.sql");
 pub(super) const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
 pub(super) const CLAIM_BATCH: &str = include_str!("sql/claim_batch.sql");
+pub(super) const CLAIM_NEXT_IN: &str = include_str!("sql/claim_next_in.sql");
 pub(super) const BURY: &str = include_str!("sql/bury.sql");
 pub(super) const FAIL: &str = include_str!("sql/fail.sql");
 pub(super) const CANCEL: &str = include_str!("sql/cancel.sql");

@@ -153,21 +153,31 @@ impl Store for SqliteStore {
         let now = now.seconds();
         let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
         self.bury(now)?;
+        if let Some(names) = queues.json() {
+            // Named queues: their best job, n times, in this one transaction (one commit);
+            // each run takes the next best, so the leases come out best first.
+            let mut leases = Vec::new();
+            while leases.len() < n.get() {
+                match self.claim_next_in_tx(&names, owner, until, now)? {
+                    Some(lease) => leases.push(lease),
+                    None => break,
+                }
+            }
+            tx.commit().map_err(|e| self.err(e))?;
+            return Ok(leases);
+        }
         let claimed = {
             let mut stmt = self
                 .conn
                 .prepare_cached(sql::CLAIM_BATCH)
                 .map_err(|e| self.err(e))?;
-            stmt.query_map(
-                params![owner.as_str(), until, now, n.limit(), queues.json()],
-                |r| {
-                    Ok(Claimed {
-                        lease: claimed_lease(r, owner)?,
-                        not_before: r.get(10)?,
-                        seq: r.get(11)?,
-                    })
-                },
-            )
+            stmt.query_map(params![owner.as_str(), until, now, n.limit()], |r| {
+                Ok(Claimed {
+                    lease: claimed_lease(r, owner)?,
+                    not_before: r.get(10)?,
+                    seq: r.get(11)?,
+                })
+            })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| self.err(e))?
         };
@@ -493,19 +503,43 @@ impl SqliteStore {
         let now = now.seconds();
         let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
         self.bury(now)?;
-        let lease = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::CLAIM_NEXT)
-                .map_err(|e| self.err(e))?;
-            stmt.query_row(params![owner.as_str(), until, now, queues.json()], |r| {
-                claimed_lease(r, owner)
-            })
-            .optional()
-            .map_err(|e| self.err(e))?
+        let lease = match queues.json() {
+            Some(names) => self.claim_next_in_tx(&names, owner, until, now)?,
+            None => {
+                let mut stmt = self
+                    .conn
+                    .prepare_cached(sql::CLAIM_NEXT)
+                    .map_err(|e| self.err(e))?;
+                stmt.query_row(params![owner.as_str(), until, now], |r| {
+                    claimed_lease(r, owner)
+                })
+                .optional()
+                .map_err(|e| self.err(e))?
+            }
         };
         tx.commit().map_err(|e| self.err(e))?;
         Ok(lease)
+    }
+
+    /// `claim_next_in.sql`: the best ready job of the named queues (`names`, a JSON array),
+    /// inside the caller's `BEGIN IMMEDIATE`, after `bury.sql`.
+    fn claim_next_in_tx(
+        &self,
+        names: &str,
+        owner: Owner<'_>,
+        until: f64,
+        now: f64,
+    ) -> Result<Option<Lease>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql::CLAIM_NEXT_IN)
+            .map_err(|e| self.err(e))?;
+        let lease = stmt
+            .query_row(params![owner.as_str(), until, now, names], |r| {
+                claimed_lease(r, owner)
+            })
+            .optional();
+        lease.map_err(|e| self.err(e))
     }
 
     /// `bury.sql`: finishes as dead the jobs whose last attempt's lease expired by `now`.

@@ -219,32 +219,42 @@ contract!(
 #[test]
 fn walks_the_ready_index_instead_of_scanning_the_table() {
     let db = Db::new();
-    // `queues` is the parameter that names the queues: one queue, or NULL for every queue.
-    let bind = |sql: &str, queues: &str, names: &str| {
+    let bind = |sql: &str| {
         sql.lines()
             .filter(|l| !l.starts_with("--"))
             .collect::<Vec<_>>()
             .join(" ")
-            .replace(queues, names)
             .replace("?1", "'w'")
             .replace("?2", "1")
             .replace("?3", "0")
             .replace("?4", "1")
     };
-    // claim_batch's statement and claim_next's scalar-subquery one, as the store runs them.
-    let batch = include_str!("../../src/sqlite/sql/claim_batch.sql");
-    let one = include_str!("../../src/sqlite/sql/claim_next.sql");
-    let statements = [
-        bind(batch, "?5", "NULL"),
-        bind(batch, "?5", r#"'["default"]'"#),
-        bind(one, "?4", "NULL"),
-        bind(one, "?4", r#"'["emails","default"]'"#),
-    ];
-    for statement in statements {
-        let plan = sqlite3(&db.path, &format!("EXPLAIN QUERY PLAN {statement}"));
+    let plan = |statement: String| sqlite3(&db.path, &format!("EXPLAIN QUERY PLAN {statement}"));
+    // Every queue: claim_batch's statement and claim_next's scalar-subquery one, as the store
+    // runs them, walk jobs_ready in order.
+    for sql in [
+        include_str!("../../src/sqlite/sql/claim_batch.sql"),
+        include_str!("../../src/sqlite/sql/claim_next.sql"),
+    ] {
+        let plan = plan(bind(sql));
         assert!(plan.contains("USING INDEX jobs_ready"), "{plan}");
         assert!(!plan.contains("USE TEMP B-TREE FOR ORDER BY"), "{plan}");
     }
+    // Named queues: one walk of each queue's part of jobs_queue_ready, in order (no sort of
+    // its jobs); only the queues' few candidates are sorted.
+    let named = include_str!("../../src/sqlite/sql/claim_next_in.sql")
+        .replace("?4", r#"'["emails","default"]'"#);
+    let plan = plan(bind(&named));
+    assert!(
+        plan.contains("SEARCH c USING INDEX jobs_queue_ready (queue=?)"),
+        "{plan}"
+    );
+    assert!(!plan.contains("SCAN c"), "{plan}");
+    assert_eq!(
+        plan.matches("USE TEMP B-TREE FOR ORDER BY").count(),
+        1,
+        "{plan}"
+    );
 }
 
 contract!(

@@ -33,6 +33,8 @@ contract!(
             []
         );
         assert_eq!(s.claim_next_in(&only_a, owner("w"), now(1.0), ttl(10.0)).unwrap(), None);
+        // Nor does a batch from every queue.
+        assert_eq!(s.claim_batch(owner("w"), now(1.0), ttl(10.0), bs(5)).unwrap(), []);
         assert_eq!(db.rows(), before);
         // The lease held in the paused queue is renewed and completed as before.
         let mut lease = held.clone();

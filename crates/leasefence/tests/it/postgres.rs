@@ -244,9 +244,7 @@ fn claim_next_walks_the_ready_index_in_order_without_sorting() {
             .filter(|l| !l.trim_start().starts_with("--"))
             .collect::<Vec<_>>()
             .join(" ")
-            // The queues: NULL (every queue), or one queue, both walking the same index.
-            .replace("$4::text[]", "NULL::text[]")
-            .replace("$5::text[]", "ARRAY['default']::text[]")
+            .replace("$5::text[]", "ARRAY['emails', 'default']::text[]")
             .replace("$1", "'w'")
             .replace("$2", "1")
             .replace("$3", "0")
@@ -260,6 +258,12 @@ fn claim_next_walks_the_ready_index_in_order_without_sorting() {
         assert!(plan.contains("jobs_ready"), "{plan}");
         assert!(!plan.contains("Sort"), "{plan}");
     }
+    // Named queues: each queue's own walk of jobs_queue_ready.
+    let plan = db.explain(&bind(include_str!(
+        "../../src/postgres/sql/claim_batch_in.sql"
+    )));
+    assert!(plan.contains("jobs_queue_ready"), "{plan}");
+    assert!(!plan.contains("jobs_ready "), "{plan}");
 }
 
 #[test]

@@ -1,10 +1,10 @@
 -- claim_batch: take the leases on the best n ready jobs. One statement, its own implicit
 -- transaction.
--- $1 owner, $2 new until (now + ttl), $3 now, $4 how many, $5 the queues, or NULL for every
--- queue.
+-- $1 owner, $2 new until (now + ttl), $3 now, $4 how many. Named queues: claim_batch_in.sql.
 -- The best ready jobs — highest priority, then earliest not_before, then oldest — walking the
 -- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now),
--- attempts left, in one of the queues and its queue not paused. SKIP LOCKED: concurrent workers take different jobs instead of queueing on
+-- attempts left, and its queue not paused. SKIP LOCKED: concurrent workers take different
+-- jobs instead of queueing on
 -- the same rows; FOR UPDATE re-checks the WHERE on a row changed since the snapshot.
 -- First, `buried` finishes as dead every job whose last attempt's lease has expired (its budget
 -- is spent and no claim would take it; SQLite's bury.sql does the same in its own statement):
@@ -23,7 +23,6 @@ ready AS (
     SELECT id FROM jobs
      WHERE done = 0 AND until <= $3 AND not_before <= $3
        AND (max_attempts = 0 OR attempts < max_attempts)
-       AND ($5::text[] IS NULL OR queue = ANY($5::text[]))
        AND queue NOT IN (SELECT name FROM queues WHERE paused)
      ORDER BY priority DESC, not_before, seq
      LIMIT $4

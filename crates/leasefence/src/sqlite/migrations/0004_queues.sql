@@ -14,6 +14,10 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique ON jobs (queue, unique_key)
 -- The jobs with a unique key by enqueue time: the window of unique_for is looked up here.
 CREATE INDEX IF NOT EXISTS jobs_unique_recent ON jobs (queue, unique_key, enqueued_at)
  WHERE unique_key IS NOT NULL;
+-- claim_next_in walks one queue's ready jobs in claim order here, so that serving one queue
+-- of many costs what serving a single queue does.
+CREATE INDEX IF NOT EXISTS jobs_queue_ready ON jobs (queue, priority DESC, not_before)
+ WHERE done = 0;
 -- The queues an operator paused (a queue needs no row to exist: one is made when it is first
 -- paused). A paused queue hands out nothing: leases already held stay valid.
 CREATE TABLE IF NOT EXISTS queues (

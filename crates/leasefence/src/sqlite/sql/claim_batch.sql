@@ -1,19 +1,17 @@
--- claim_batch: take the leases on the best n ready jobs of the given queues. Runs inside
--- BEGIN IMMEDIATE, after bury.sql.
--- ?1 owner, ?2 new until (now + ttl), ?3 now, ?4 how many, ?5 the queues as a JSON array of
--- names, or NULL for every queue.
+-- claim_batch: take the leases on the best n ready jobs of every queue. Runs inside BEGIN
+-- IMMEDIATE, after bury.sql.
+-- ?1 owner, ?2 new until (now + ttl), ?3 now, ?4 how many.
 -- The best ready jobs — highest priority, then earliest not_before, then oldest — walking the
 -- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now),
--- in one of the queues, and its queue not paused (the paused ones are few: read once).
--- A job with no attempts left is never among them: bury.sql, just before in the same
--- transaction, finished every expired one. RETURNING has no order: not_before and rowid come
--- back so that the caller hands the leases out best first (policy::best_first).
+-- and its queue not paused (the paused ones are few: read once). A job with no attempts left
+-- is never among them: bury.sql, just before in the same transaction, finished every expired
+-- one. RETURNING has no order: not_before and rowid come back so that the caller hands the
+-- leases out best first (policy::best_first). Named queues: claim_next_in.sql, once per job.
 UPDATE jobs
    SET owner = ?1, until = ?2, fence = fence + 1, attempts = attempts + 1
  WHERE rowid IN (
         SELECT rowid FROM jobs
          WHERE done = 0 AND until <= ?3 AND not_before <= ?3
-           AND (?5 IS NULL OR queue IN (SELECT value FROM json_each(?5)))
            AND queue NOT IN (SELECT name FROM queues WHERE paused <> 0)
          ORDER BY priority DESC, not_before, rowid
          LIMIT ?4)

@@ -1,20 +1,18 @@
--- claim_next: take the lease on the best ready job of the given queues. Inside BEGIN
--- IMMEDIATE, after bury.sql (the lock is taken before anything is read).
--- ?1 owner, ?2 new until (now + ttl), ?3 now, ?4 the queues as a JSON array of names, or NULL
--- for every queue.
+-- claim_next: take the lease on the best ready job of every queue. Inside BEGIN IMMEDIATE,
+-- after bury.sql (the lock is taken before anything is read).
+-- ?1 owner, ?2 new until (now + ttl), ?3 now.
 -- The best ready job — highest priority, then earliest not_before, then oldest — walking the
 -- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now),
--- in one of the queues, and its queue not paused (the paused ones are few: read once).
--- A job with no attempts left is never among them: bury.sql, just before in the same
--- transaction, finished every expired one. A scalar subquery (`rowid = (…)`): unlike
--- `rowid IN (…)` it needs no ephemeral table for its one result. claim_batch.sql is the same
--- choice for many jobs.
+-- and its queue not paused (the paused ones are few: read once). A job with no attempts left
+-- is never among them: bury.sql, just before in the same transaction, finished every expired
+-- one. A scalar subquery (`rowid = (…)`): unlike `rowid IN (…)` it needs no ephemeral table
+-- for its one result. claim_batch.sql is the same choice for many jobs; claim_next_in.sql
+-- for named queues.
 UPDATE jobs
    SET owner = ?1, until = ?2, fence = fence + 1, attempts = attempts + 1
  WHERE rowid = (
         SELECT rowid FROM jobs
          WHERE done = 0 AND until <= ?3 AND not_before <= ?3
-           AND (?4 IS NULL OR queue IN (SELECT value FROM json_each(?4)))
            AND queue NOT IN (SELECT name FROM queues WHERE paused <> 0)
          ORDER BY priority DESC, not_before, rowid
          LIMIT 1)
