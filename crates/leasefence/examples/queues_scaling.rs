@@ -5,7 +5,10 @@
 //! cargo run --release -p leasefence --example queues_scaling [-- JOBS]
 //! ```
 //!
-//! `JOBS` (default 100,000) jobs are built with `synchronous = OFF`; then 2,000
+//! With `LEASEFENCE_TEST_PG` set (and `--features postgres`) the claim part runs on PostgreSQL
+//! too, in a schema of its own that is dropped afterwards.
+//!
+//! `JOBS` (default 400,000) jobs are built with `synchronous = OFF`; then 2,000
 //! claim_next → complete cycles are timed on a kept store, also at `OFF` (the query cost, not
 //! the disk's fsync), median of 3 rounds: from every queue, and from one named queue of the
 //! hundred (the shape of a worker serving its own queue). Inserts: 5,000 single `enqueue_job`s,
@@ -69,6 +72,65 @@ fn inserts_per_second(
     Ok(INSERTS as f64 / start.elapsed().as_secs_f64())
 }
 
+/// The claim part on PostgreSQL: the same three shapes, each in a fresh schema.
+#[cfg(feature = "postgres")]
+fn postgres(url: &str, size: usize) -> leasefence::Result<()> {
+    use leasefence::postgres::{Config, NoTls};
+    println!("PostgreSQL: claim_next → complete, {CYCLES} cycles over {size} jobs, median of {ROUNDS} rounds");
+    let mut admin = url
+        .parse::<Config>()
+        .expect("a connection string")
+        .connect(NoTls)
+        .expect("a connection for the schemas");
+    let cases = [
+        ("1 queue, every queue", 1, Queues::All),
+        ("100 queues, every queue", 100, Queues::All),
+        ("100 queues, one named", 100, Queues::only(["q007"])?),
+    ];
+    let mut base = None;
+    for (name, queues, claim_from) in &cases {
+        let mut rounds = vec![];
+        for round in 0..ROUNDS {
+            let schema = format!("lf_queues_{}_{queues}_{round}", std::process::id());
+            let store = leasefence::PgOptions::new().schema(&schema).open(url)?;
+            let mut next = 0;
+            while next < size {
+                let end = (next + 20_000).min(size);
+                let batch: Vec<NewJob> = (next..end)
+                    .map(|i| NewJob::new(format!("job-{i:08}"))?.queue(format!("q{:03}", i % queues)))
+                    .collect::<leasefence::Result<_>>()?;
+                store.enqueue_many(&batch)?;
+                next = end;
+            }
+            admin
+                .batch_execute(&format!("ANALYZE {schema}.jobs"))
+                .expect("analyze");
+            let owner = Owner::new("bench")?;
+            let mut t = 10.0;
+            let start = Instant::now();
+            for _ in 0..CYCLES {
+                t += 0.001;
+                let lease = store
+                    .claim_next_in(claim_from, owner, Now::new(t)?, Ttl::new(60.0)?)?
+                    .expect("a ready job");
+                assert!(store.complete_lease(&lease, Now::new(t)?, "ok")?);
+            }
+            rounds.push(CYCLES as f64 / start.elapsed().as_secs_f64());
+            drop(store);
+            admin
+                .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+                .expect("drop the schema");
+        }
+        let rate = median(rounds);
+        let base_rate = *base.get_or_insert(rate);
+        println!(
+            "{name:>26}: {rate:>8.0} cycles/s  cost ×{:.2} of 1 queue",
+            base_rate / rate
+        );
+    }
+    Ok(())
+}
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
@@ -77,7 +139,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
 fn main() -> leasefence::Result<()> {
     let size: usize = std::env::args()
         .nth(1)
-        .map_or(100_000, |a| a.parse().expect("JOBS is an integer"))
+        .map_or(400_000, |a| a.parse().expect("JOBS is an integer"))
         .max(CYCLES * 200);
     let dir = tempfile::tempdir().expect("tempdir");
     println!(
@@ -123,6 +185,10 @@ fn main() -> leasefence::Result<()> {
             format!("{sync:?}"),
             plain / unique
         );
+    }
+    #[cfg(feature = "postgres")]
+    if let Ok(url) = std::env::var("LEASEFENCE_TEST_PG") {
+        postgres(&url, size)?;
     }
     Ok(())
 }
