@@ -76,7 +76,9 @@ fn inserts_per_second(
 #[cfg(feature = "postgres")]
 fn postgres(url: &str, size: usize) -> leasefence::Result<()> {
     use leasefence::postgres::{Config, NoTls};
-    println!("PostgreSQL: claim_next → complete, {CYCLES} cycles over {size} jobs, median of {ROUNDS} rounds");
+    println!(
+        "PostgreSQL: claim_next → complete, {CYCLES} cycles over {size} jobs, median of {ROUNDS} rounds"
+    );
     let mut admin = url
         .parse::<Config>()
         .expect("a connection string")
@@ -97,7 +99,9 @@ fn postgres(url: &str, size: usize) -> leasefence::Result<()> {
             while next < size {
                 let end = (next + 20_000).min(size);
                 let batch: Vec<NewJob> = (next..end)
-                    .map(|i| NewJob::new(format!("job-{i:08}"))?.queue(format!("q{:03}", i % queues)))
+                    .map(|i| {
+                        NewJob::new(format!("job-{i:08}"))?.queue(format!("q{:03}", i % queues))
+                    })
                     .collect::<leasefence::Result<_>>()?;
                 store.enqueue_many(&batch)?;
                 next = end;
