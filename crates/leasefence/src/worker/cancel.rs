@@ -56,26 +56,7 @@ impl CancelToken {
     /// Blocks until the token is cancelled or `timeout` has passed (real time); returns whether
     /// it was cancelled. A handler can use this in place of `sleep` to stop early.
     pub fn wait_timeout(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now().checked_add(timeout);
-        let mut guard = lock(&self.inner.lock);
-        loop {
-            if self.is_cancelled() {
-                return true;
-            }
-            let left = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()),
-                None => Duration::from_secs(3600),
-            };
-            if left.is_zero() {
-                return false;
-            }
-            guard = self
-                .inner
-                .cv
-                .wait_timeout(guard, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
+        self.wait_for(None, timeout)
     }
 
     /// How many nudges so far; pass it to [`wait_nudged`](Self::wait_nudged).
@@ -95,13 +76,19 @@ impl CancelToken {
     /// came after `seen` — one taken by [`nudges`](Self::nudges) before the caller last looked
     /// for work, so a nudge in between is not missed.
     pub(crate) fn wait_nudged(&self, seen: u64, timeout: Duration) -> bool {
+        self.wait_for(Some(seen), timeout)
+    }
+
+    /// Blocks until the token is cancelled (`true`), `timeout` has passed, or — with
+    /// `nudged_since` — a nudge came after that count (`false` for both).
+    fn wait_for(&self, nudged_since: Option<u64>, timeout: Duration) -> bool {
         let deadline = Instant::now().checked_add(timeout);
         let mut guard = lock(&self.inner.lock);
         loop {
             if self.is_cancelled() {
                 return true;
             }
-            if self.nudges() != seen {
+            if nudged_since.is_some_and(|seen| self.nudges() != seen) {
                 return false;
             }
             let left = match deadline {
