@@ -3,17 +3,10 @@
 //! `work --queue Q[=N]`, with exit statuses, output and the stored rows read back through an
 //! independent rusqlite connection.
 
-use std::path::PathBuf;
-
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
-use tempfile::TempDir;
+use rusqlite::OptionalExtension;
 
 mod support;
-use support::Run;
-
-struct Sandbox {
-    dir: TempDir,
-}
+use support::Sandbox;
 
 /// `(queue, kind, unique_key, fence, done, result)` of a stored job.
 type Stored = (
@@ -25,30 +18,13 @@ type Stored = (
     Option<String>,
 );
 
-impl Sandbox {
-    fn new() -> Self {
-        let s = Sandbox {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        s.lf(&["init"]).ok();
-        s
-    }
+/// The stored rows, read through the sandbox's own read-only connection.
+trait Read {
+    fn job(&self, id: &str) -> Option<Stored>;
+    fn paused(&self, queue: &str) -> Option<bool>;
+}
 
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("jobs.db")
-    }
-
-    fn lf(&self, args: &[&str]) -> Run {
-        let db = self.db();
-        let mut all = vec!["--db", db.to_str().unwrap()];
-        all.extend_from_slice(args);
-        Run::of(self.dir.path(), &all, None, &[])
-    }
-
-    fn conn(&self) -> Connection {
-        Connection::open_with_flags(self.db(), OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap()
-    }
-
+impl Read for Sandbox {
     fn job(&self, id: &str) -> Option<Stored> {
         self.conn()
             .query_row(

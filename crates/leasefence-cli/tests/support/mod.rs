@@ -136,3 +136,38 @@ impl Run {
             .unwrap_or_else(|| panic!("no row {id:?}; {self:#?}"))
     }
 }
+
+/// A temporary working directory with an initialised SQLite database, `jobs.db`, for the
+/// test files that need nothing more.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    /// A fresh directory and `leasefence init` in it.
+    pub fn new() -> Self {
+        let s = Sandbox {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        s.lf(&["init"]).ok();
+        s
+    }
+
+    pub fn db(&self) -> std::path::PathBuf {
+        self.dir.path().join("jobs.db")
+    }
+
+    /// `leasefence --db <sandbox db> ARGS`.
+    pub fn lf(&self, args: &[&str]) -> Run {
+        let db = self.db();
+        let mut all = vec!["--db", db.to_str().unwrap()];
+        all.extend_from_slice(args);
+        Run::of(self.dir.path(), &all, None, &[])
+    }
+
+    /// A read-only connection of the test's own, independent of the binary's.
+    pub fn conn(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open_with_flags(self.db(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap()
+    }
+}
