@@ -129,6 +129,9 @@ enum Command {
     /// Show one job with every field: status, lease, attempts, priority, times, payload, error,
     /// result.
     State(cmd::state::Args),
+    /// Show a job's attempt ledger: every claim with its fence, owner, times and outcome, and
+    /// the late writes the fence refused.
+    History(cmd::history::Args),
     /// Take the lease on a claimable job and print the new fence.
     Claim(cmd::claim::Args),
     /// Extend a live lease held under the current fence.
@@ -180,6 +183,7 @@ fn main() -> ExitCode {
         Command::Init(args) => cmd::init::run(&ctx, args),
         Command::Enqueue(args) => cmd::enqueue::run(&ctx, args),
         Command::State(args) => cmd::state::run(&ctx, args),
+        Command::History(args) => cmd::history::run(&ctx, args),
         Command::Claim(args) => cmd::claim::run(&ctx, args),
         Command::Renew(args) => cmd::renew::run(&ctx, args),
         Command::Complete(args) => cmd::complete::run(&ctx, args),

@@ -174,8 +174,8 @@ fn state_prints_the_stored_row_and_refuses_an_unknown_id() {
     run.ok();
     let fields: Vec<&str> = run.stdout.lines().map(str::trim_end).collect();
     // Every field; `enqueued` is this host's clock at `enqueue` (informational).
-    assert_eq!(fields.len(), 18, "{run:#?}");
-    assert!(fields[11].starts_with("  enqueued     1"), "{run:#?}");
+    assert_eq!(fields.len(), 19, "{run:#?}");
+    assert!(fields[12].starts_with("  enqueued     1"), "{run:#?}");
     let expected = [
         "j",
         "  status       done",
@@ -186,6 +186,7 @@ fn state_prints_the_stored_row_and_refuses_an_unknown_id() {
         "  fence        1",
         "  lease until  110",
         "  attempts     1 (no limit)",
+        "  ledger       1 attempt (1 completed), no write refused",
         "  priority     0",
         "  not before   -",
         "  finished     105",
@@ -198,7 +199,7 @@ fn state_prints_the_stored_row_and_refuses_an_unknown_id() {
     let without_enqueued: Vec<&str> = fields
         .iter()
         .enumerate()
-        .filter(|(i, _)| *i != 11)
+        .filter(|(i, _)| *i != 12)
         .map(|(_, f)| *f)
         .collect();
     assert_eq!(without_enqueued, expected, "{run:#?}");

@@ -313,6 +313,12 @@ fn a_command_past_its_time_limit_is_killed_and_its_attempt_fails() {
     );
     assert!(out.contains("killed hangs (fence 1): timed out"), "{out}");
     assert!(out.contains("1 dead, 1 timed out"), "{out}");
+    // The ledger tells the time limit from an ordinary failure.
+    let history = s.ok(&["history", "hangs"]);
+    assert!(
+        history.contains("hangs: 1 attempt (1 timed out), no write refused"),
+        "{history}"
+    );
     s.command(&["work", "--exec", "true", "--timeout", "0"])
         .output()
         .map(|o| assert_eq!(o.status.code(), Some(2), "--timeout 0 is refused"))

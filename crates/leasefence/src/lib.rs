@@ -121,9 +121,9 @@ pub use pg::{PgOptions, PgStore};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::{Store, Watch};
 pub use types::{
-    Backoff, BatchSize, DEFAULT_QUEUE, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease,
-    MAX_KEY_LEN, MAX_QUEUE_NAME, NewJob, Now, Owner, Queue, QueueInfo, Queues, Resource, Stats,
-    Status, Ttl,
+    Attempt, AttemptOutcome, Backoff, BatchSize, DEFAULT_QUEUE, Enqueued, Failed, Fence, History,
+    JobId, JobInfo, JobState, Lease, MAX_KEY_LEN, MAX_QUEUE_NAME, NewJob, Now, Owner, Queue,
+    QueueInfo, Queues, Refusal, Resource, Stats, Status, Ttl, WriteOp,
 };
 pub use worker::{
     CancelToken, Clock, HandlerError, JobContext, JobOutcome, ManualClock, ShutdownHandle,

@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::sqlite::{SqliteOptions, SqliteStore};
 use crate::store::Store;
 use crate::types::{
-    BatchSize, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Queue,
-    QueueInfo, Queues, Resource, Stats, Status, Ttl,
+    BatchSize, Enqueued, Failed, Fence, History, JobId, JobInfo, JobState, Lease, NewJob, Now,
+    Owner, Queue, QueueInfo, Queues, Resource, Stats, Status, Ttl,
 };
 #[cfg(feature = "postgres")]
 use crate::{PgOptions, PgStore};
@@ -346,6 +346,10 @@ impl Store for AnyStore {
 
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {
         delegate!(self, s => s.inspect(job_id, now))
+    }
+
+    fn history(&self, job_id: JobId<'_>) -> Result<Option<History>> {
+        delegate!(self, s => s.history(job_id))
     }
 
     fn stats(&self, now: Now) -> Result<Stats> {

@@ -2,8 +2,8 @@
 
 use crate::error::Result;
 use crate::types::{
-    BatchSize, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Queue,
-    QueueInfo, Queues, Resource, Stats, Status, Ttl,
+    BatchSize, Enqueued, Failed, Fence, History, JobId, JobInfo, JobState, Lease, NewJob, Now,
+    Owner, Queue, QueueInfo, Queues, Resource, Stats, Status, Ttl,
 };
 
 /// A way to learn, without polling the queue, that jobs may have become ready: what an idle
@@ -371,6 +371,37 @@ pub trait Store {
     /// # Errors
     /// Busy or backend failures.
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>>;
+
+    /// The job's attempt ledger, or `None` for an unknown id: every claim (its fence, owner,
+    /// when it was claimed and ended, its [outcome](crate::AttemptOutcome) and error) and the
+    /// refused writes counted per fence. The store writes it in the same transaction as each
+    /// claim, completion, failure, release, cancel and expiry it records, so it cannot miss
+    /// one; it is kept across `retry` and removed with its job by `delete` and `purge`. A read
+    /// (one snapshot): it changes nothing.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{AttemptOutcome, JobId, NewJob, Now, Owner, SqliteStore, Store, Ttl, WriteOp};
+    ///
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// store.enqueue_many(&[NewJob::new("report")?])?;
+    /// let (a, b) = (Owner::new("a")?, Owner::new("b")?);
+    /// let stale = store.claim_next(a, Now::new(0.0)?, Ttl::new(10.0)?)?.unwrap();
+    /// let fresh = store.claim_next(b, Now::new(20.0)?, Ttl::new(10.0)?)?.unwrap();
+    /// assert!(!store.complete_lease(&stale, Now::new(21.0)?, "late")?); // refused
+    /// assert!(store.complete_lease(&fresh, Now::new(22.0)?, "done")?);
+    ///
+    /// let history = store.history(JobId::new("report")?)?.unwrap();
+    /// let outcomes: Vec<_> = history.attempts.iter().map(|a| (a.fence, a.outcome)).collect();
+    /// assert_eq!(outcomes, [(1, Some(AttemptOutcome::Lost)), (2, Some(AttemptOutcome::Completed))]);
+    /// assert_eq!((history.refusals[0].fence, history.refusals[0].op), (1, WriteOp::Complete));
+    /// assert_eq!(history.refused_under(1), 1);
+    /// # Ok::<(), leasefence::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Busy or backend failures.
+    fn history(&self, job_id: JobId<'_>) -> Result<Option<History>>;
 
     /// Pauses `queue`: from now on claims ([`Store::claim_next_in`], [`Store::claim_batch_in`]
     /// and the worker's) hand out none of its jobs; leases already held in it stay valid, and

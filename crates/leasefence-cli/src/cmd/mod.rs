@@ -10,6 +10,7 @@ pub mod delete;
 pub mod demo;
 pub mod enqueue;
 pub mod fail;
+pub mod history;
 pub mod init;
 pub mod list;
 pub mod purge;

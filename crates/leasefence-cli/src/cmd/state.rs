@@ -3,10 +3,10 @@
 use anyhow::Context as _;
 use serde_json::json;
 
-use leasefence::{JobId, JobInfo, Store as _};
+use leasefence::{History, JobId, JobInfo, Store as _};
 
 use crate::cmd::time::Times;
-use crate::cmd::{at_now, list};
+use crate::cmd::{at_now, history, list};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -34,8 +34,12 @@ pub struct Args {
 /// Prints every field of the job (exit 0); an unknown id is refused (exit 1).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let id = &args.id;
-    let (now, job) = JobId::new(id)
-        .and_then(|job| at_now(ctx, args.now, |store, now| store.inspect(job, now)))
+    let (now, (job, history)) = JobId::new(id)
+        .and_then(|job| {
+            at_now(ctx, args.now, |store, now| {
+                Ok((store.inspect(job, now)?, store.history(job)?))
+            })
+        })
         .with_context(|| format!("state {id}"))?;
     let Some(job) = job else {
         return Ok(ctx.out.refused(
@@ -45,15 +49,18 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     };
     let mut record = list::record(&job, now);
     record["op"] = json!("state");
+    // Deleted between the two reads: the job is shown without a ledger.
+    let history = history.unwrap_or_default();
+    record["ledger"] = history::counts(&history);
     let times = Times {
         now,
         epoch: args.epoch,
     };
-    Ok(ctx.out.done(human(&job, times), record))
+    Ok(ctx.out.done(human(&job, &history, times), record))
 }
 
 /// The readable form: the id, then one `name  value` line per field; the long texts last, whole.
-fn human(job: &JobInfo, times: Times) -> String {
+fn human(job: &JobInfo, history: &History, times: Times) -> String {
     let s = &job.state;
     let dash = || "-".to_owned();
     let attempts = match job.max_attempts {
@@ -79,6 +86,7 @@ fn human(job: &JobInfo, times: Times) -> String {
         ("fence", s.fence.to_string()),
         ("lease until", times.show(s.until)),
         ("attempts", attempts),
+        ("ledger", history::summary(history)),
         ("priority", job.priority.to_string()),
         ("not before", times.show(job.not_before)),
         ("enqueued", times.show_opt(job.enqueued_at)),

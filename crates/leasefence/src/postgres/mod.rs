@@ -14,6 +14,7 @@ use r2d2::{ManageConnection as _, Pool, PooledConnection};
 
 mod enqueue;
 mod errors;
+mod ledger;
 mod pool;
 mod store;
 mod watch;
@@ -25,11 +26,12 @@ use crate::types::{Fence, JobId, Lease, Now, Owner, Ttl};
 
 /// The schema, one numbered migration per step, recorded in `schema_migrations` of the store's
 /// schema. Every migration is idempotent.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
     include_str!("migrations/0003_attempts.sql"),
     include_str!("migrations/0004_queues.sql"),
+    include_str!("migrations/0005_ledger.sql"),
 ];
 
 mod sql;
@@ -305,6 +307,8 @@ impl PgStore {
             )
             .map_err(|e| self.err(e))?;
         if changed != 1 {
+            // Refused: complete.sql counted it in the ledger; nothing of the caller's is written.
+            tx.commit().map_err(|e| self.err(e))?;
             return Ok(None);
         }
         let value = write(&mut tx)?;

@@ -44,3 +44,6 @@ pub(super) const JOB_COLUMNS: &str = include_str!("sql/job_columns.sql");
 pub(super) const MIGRATE_SCHEMA: &str = include_str!("sql/migrate_schema.sql");
 pub(super) const MIGRATIONS_APPLIED: &str = include_str!("sql/migrations_applied.sql");
 pub(super) const MIGRATION_RECORD: &str = include_str!("sql/migration_record.sql");
+pub(super) const LOSE: &str = include_str!("sql/lose.sql");
+pub(super) const HISTORY_ATTEMPTS: &str = include_str!("sql/history_attempts.sql");
+pub(super) const HISTORY_REFUSALS: &str = include_str!("sql/history_refusals.sql");

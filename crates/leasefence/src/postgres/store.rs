@@ -5,8 +5,8 @@ use crate::error::Result;
 use crate::policy::{self, Claimed};
 use crate::store::Store;
 use crate::types::{
-    BatchSize, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Queue,
-    QueueInfo, Queues, Resource, Stats, Status, Ttl,
+    BatchSize, Enqueued, Failed, Fence, History, JobId, JobInfo, JobState, Lease, NewJob, Now,
+    Owner, Queue, QueueInfo, Queues, Resource, Stats, Status, Ttl,
 };
 
 impl Store for PgStore {
@@ -254,11 +254,15 @@ impl Store for PgStore {
             .collect::<Result<Vec<&str>>>()?;
         let mut conn = self.conn()?;
         let statement = conn.prepared(sql::RETRY).map_err(|e| self.err(e))?;
+        let lose = conn.prepared(sql::LOSE).map_err(|e| self.err(e))?;
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
         // One id at a time, in the order given: of several finished jobs with one unique key,
         // the first retried holds it and the others stay as they are (as on SQLite).
         let mut retried = std::collections::BTreeSet::new();
         for id in &ids {
+            // The ledger first: an expired last attempt ends as lost, not as a release.
+            tx.execute(&lose, &[&now.seconds(), &Some(*id)])
+                .map_err(|e| self.err(e))?;
             if !retried.contains(*id)
                 && tx
                     .query_opt(&statement, &[id, &now.seconds()])
@@ -280,13 +284,19 @@ impl Store for PgStore {
         let now = self.clock(now)?;
         let mut conn = self.conn()?;
         let statement = conn.prepared(sql::RETRY_DEAD).map_err(|e| self.err(e))?;
-        let changed = conn
+        let lose = conn.prepared(sql::LOSE).map_err(|e| self.err(e))?;
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        // The ledger first: an expired last attempt ends as lost, not as a release.
+        tx.execute(&lose, &[&now.seconds(), &None::<&str>])
+            .map_err(|e| self.err(e))?;
+        let changed = tx
             .execute(&statement, &[&now.seconds()])
             .map_err(|e| self.err(e))?;
         if changed > 0 {
-            conn.execute(sql::NOTIFY, &[&self.schema()])
+            tx.execute(sql::NOTIFY, &[&self.schema()])
                 .map_err(|e| self.err(e))?;
         }
+        tx.commit().map_err(|e| self.err(e))?;
         Ok(changed)
     }
 
@@ -363,6 +373,10 @@ impl Store for PgStore {
             )
             .map_err(|e| self.err(e))?;
         rows.iter().map(job_info).collect()
+    }
+
+    fn history(&self, job_id: JobId<'_>) -> Result<Option<History>> {
+        self.read_history(key("job_id", job_id.as_str())?)
     }
 
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {

@@ -7,6 +7,8 @@ use rusqlite::{Connection, OpenFlags, params};
 
 mod connection;
 mod enqueue;
+mod ledger;
+mod rows;
 mod store;
 mod watch;
 
@@ -16,11 +18,12 @@ use connection::{Immediate, map_error, wait_when_busy};
 
 /// The schema, one numbered migration per step; `PRAGMA user_version` records how far a file
 /// has come. Every migration is idempotent.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
     include_str!("migrations/0003_attempts.sql"),
     include_str!("migrations/0004_queues.sql"),
+    include_str!("migrations/0005_ledger.sql"),
 ];
 
 mod sql;
@@ -275,6 +278,9 @@ impl SqliteStore {
                 .map_err(|e| self.err(e))?
         };
         if changed != 1 {
+            // Refused: counted in the ledger, and nothing of the caller's is written.
+            self.refuse(&lease.job_id, lease.fence, crate::WriteOp::Complete)?;
+            tx.commit().map_err(|e| self.err(e))?;
             return Ok(None);
         }
         let value = write(&self.conn)?;
@@ -399,12 +405,44 @@ impl SqliteStore {
     }
 }
 
-/// The statements of a SQL file, without comments-only fragments.
-fn statements(sql: &str) -> impl Iterator<Item = &str> {
-    sql.split(';').map(str::trim).filter(|s| {
+/// The statements of a SQL file, without comments-only fragments. A statement ends at a `;`
+/// outside a `--` comment and a quoted string, except inside a `CREATE TRIGGER`, whose body's
+/// statements end with its `END;`.
+fn statements(sql: &str) -> Vec<&str> {
+    let code = |s: &str| -> String {
         s.lines()
-            .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--"))
-    })
+            .map(|l| l.split("--").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_ascii_uppercase()
+    };
+    let mut ends = Vec::new();
+    let (mut comment, mut quoted) = (false, false);
+    let bytes = sql.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'\n' => comment = false,
+            b'-' if !quoted && bytes.get(i + 1) == Some(&b'-') => comment = true,
+            b'\'' if !comment => quoted = !quoted,
+            b';' if !comment && !quoted => ends.push(i),
+            _ => {}
+        }
+    }
+    ends.push(sql.len());
+    let mut statements = Vec::new();
+    let mut start = 0;
+    for end in ends {
+        let piece = sql[start..end].trim();
+        let text = code(piece);
+        if text.contains("CREATE TRIGGER") && !text.trim_end().ends_with("END") {
+            continue; // inside a trigger's body: the statement goes on
+        }
+        if !text.trim().is_empty() {
+            statements.push(piece);
+        }
+        start = (end + 1).min(sql.len());
+    }
+    statements
 }
 
 /// The column an `ALTER TABLE jobs ADD COLUMN name …` statement adds.

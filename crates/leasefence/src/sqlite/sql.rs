@@ -1,6 +1,8 @@
 //! The statements, one file each in `sql/`, named after the operation that runs them; each
 //! file is exactly the SQL that runs (nothing is spliced or rewritten), and its header says in
-//! which transaction.
+//! which transaction. `refuse.sql` is SQLite's own: PostgreSQL counts a refused write in the
+//! fenced statement itself (its `refused` step), SQLite in a statement after it, inside the same
+//! `BEGIN IMMEDIATE`.
 
 pub(super) const ENQUEUE: &str = include_str!("sql/enqueue.sql");
 pub(super) const STATE: &str = include_str!("sql/state.sql");
@@ -28,3 +30,7 @@ pub(super) const ENQUEUE_MATCH: &str = include_str!("sql/enqueue_match.sql");
 pub(super) const PAUSE: &str = include_str!("sql/pause.sql");
 pub(super) const RESUME: &str = include_str!("sql/resume.sql");
 pub(super) const QUEUES: &str = include_str!("sql/queues.sql");
+pub(super) const REFUSE: &str = include_str!("sql/refuse.sql");
+pub(super) const LOSE: &str = include_str!("sql/lose.sql");
+pub(super) const HISTORY_ATTEMPTS: &str = include_str!("sql/history_attempts.sql");
+pub(super) const HISTORY_REFUSALS: &str = include_str!("sql/history_refusals.sql");

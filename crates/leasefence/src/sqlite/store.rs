@@ -3,13 +3,14 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::connection::Immediate;
+use super::rows::{claimed_lease, job_info, status_column};
 use super::{SqliteStore, sql};
 use crate::error::Result;
 use crate::policy::{self, Claimed};
 use crate::store::Store;
 use crate::types::{
-    BatchSize, DEFAULT_QUEUE, Enqueued, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob,
-    Now, Owner, Queue, QueueInfo, Queues, Resource, Stats, Status, Ttl,
+    BatchSize, DEFAULT_QUEUE, Enqueued, Failed, Fence, History, JobId, JobInfo, JobState, Lease,
+    NewJob, Now, Owner, Queue, QueueInfo, Queues, Resource, Stats, Status, Ttl, WriteOp,
 };
 
 impl Store for SqliteStore {
@@ -86,7 +87,10 @@ impl Store for SqliteStore {
     ) -> Result<bool> {
         let until = ttl.until(now)?;
         let now = now.seconds();
-        self.write_one(
+        self.write_fenced(
+            WriteOp::Renew,
+            job_id,
+            fence,
             sql::RENEW,
             params![job_id.as_str(), owner.as_str(), fence, now, until],
         )
@@ -101,14 +105,20 @@ impl Store for SqliteStore {
         result: &str,
     ) -> Result<bool> {
         let now = now.seconds();
-        self.write_one(
+        self.write_fenced(
+            WriteOp::Complete,
+            job_id,
+            fence,
             sql::COMPLETE,
             params![job_id.as_str(), owner.as_str(), fence, now, result],
         )
     }
 
     fn release(&self, job_id: JobId<'_>, owner: Owner<'_>, fence: Fence) -> Result<bool> {
-        self.write_one(
+        self.write_fenced(
+            WriteOp::Release,
+            job_id,
+            fence,
             sql::RELEASE,
             params![job_id.as_str(), owner.as_str(), fence],
         )
@@ -201,6 +211,9 @@ impl Store for SqliteStore {
                 let changed = stmt
                     .execute(params![lease.job_id, lease.owner, lease.fence, now, result])
                     .map_err(|e| self.err(e))?;
+                if changed != 1 {
+                    self.refuse(&lease.job_id, lease.fence, WriteOp::Complete)?;
+                }
                 stored.push(changed == 1);
             }
         }
@@ -217,17 +230,18 @@ impl Store for SqliteStore {
     ) -> Result<Option<Failed>> {
         let retry_at = policy::retry_at(retry_at, lease, now);
         let (now, at) = (now.seconds(), retry_at.seconds());
-        let mut stmt = self
-            .conn
-            .prepare_cached(sql::FAIL)
-            .map_err(|e| self.err(e))?;
-        let dead: Option<bool> = stmt
-            .query_row(
+        let dead = self.fenced(WriteOp::Fail, &lease.job_id, lease.fence, || {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::FAIL)
+                .map_err(|e| self.err(e))?;
+            stmt.query_row(
                 params![lease.job_id, lease.owner, lease.fence, now, error, at],
-                |r| r.get(0),
+                |r| r.get::<_, bool>(0),
             )
             .optional()
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.err(e))
+        })?;
         Ok(dead.map(|dead| {
             if dead {
                 Failed::Dead
@@ -251,6 +265,8 @@ impl Store for SqliteStore {
                 .prepare_cached(sql::RETRY)
                 .map_err(|e| self.err(e))?;
             for id in job_ids {
+                // The ledger first: an expired last attempt ends as lost, not as a release.
+                self.lose(now, Some(id.as_str()))?;
                 if !retried.contains(id.as_str())
                     && stmt
                         .execute(params![id.as_str(), now])
@@ -272,13 +288,18 @@ impl Store for SqliteStore {
     }
 
     fn retry_dead(&self, now: Now) -> Result<u64> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(sql::RETRY_DEAD)
-            .map_err(|e| self.err(e))?;
-        let changed = stmt
-            .execute(params![now.seconds()])
-            .map_err(|e| self.err(e))?;
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        // The ledger first: an expired last attempt ends as lost, not as a release.
+        self.lose(now.seconds(), None)?;
+        let changed = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::RETRY_DEAD)
+                .map_err(|e| self.err(e))?;
+            stmt.execute(params![now.seconds()])
+                .map_err(|e| self.err(e))?
+        };
+        tx.commit().map_err(|e| self.err(e))?;
         if changed > 0 {
             self.notifier.notify();
         }
@@ -373,6 +394,10 @@ impl Store for SqliteStore {
         .map_err(|e| self.err(e))
     }
 
+    fn history(&self, job_id: JobId<'_>) -> Result<Option<History>> {
+        self.read_history(job_id)
+    }
+
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {
         let mut stmt = self
             .conn
@@ -461,6 +486,9 @@ impl Store for SqliteStore {
                 let changed = stmt
                     .execute(params![lease.job_id, lease.owner, lease.fence, now, until])
                     .map_err(|e| self.err(e))?;
+                if changed != 1 {
+                    self.refuse(&lease.job_id, lease.fence, WriteOp::Renew)?;
+                }
                 renewed.push(changed == 1);
             }
         }
@@ -470,6 +498,21 @@ impl Store for SqliteStore {
 }
 
 impl SqliteStore {
+    /// [`SqliteStore::fenced`] for a statement that changes one row or none.
+    fn write_fenced(
+        &self,
+        op: WriteOp,
+        job_id: JobId<'_>,
+        fence: Fence,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<bool> {
+        let written = self.fenced(op, job_id.as_str(), fence, || {
+            Ok(self.write_one(sql, params)?.then_some(()))
+        })?;
+        Ok(written.is_some())
+    }
+
     /// Wakes this process's watches when `changed` says a write made jobs ready.
     fn notify_after(&self, changed: Result<bool>) -> Result<bool> {
         if let Ok(true) = changed {
@@ -552,56 +595,4 @@ impl SqliteStore {
         stmt.execute(params![now]).map_err(|e| self.err(e))?;
         Ok(())
     }
-}
-
-/// The lease of one row returned by the claim statements.
-fn claimed_lease(r: &rusqlite::Row<'_>, owner: Owner<'_>) -> rusqlite::Result<Lease> {
-    Ok(Lease {
-        job_id: r.get(0)?,
-        owner: owner.as_str().to_owned(),
-        fence: r.get(1)?,
-        until: r.get(2)?,
-        payload: r.get(3)?,
-        priority: r.get(4)?,
-        max_attempts: r.get(5)?,
-        last_error: r.get(6)?,
-        attempt: r.get(7)?,
-        queue: r.get(8)?,
-        kind: r.get(9)?,
-    })
-}
-
-/// One row of `list.sql` or `inspect.sql`.
-fn job_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
-    Ok(JobInfo {
-        state: JobState {
-            id: r.get(0)?,
-            owner: r.get(1)?,
-            until: r.get(2)?,
-            fence: r.get(3)?,
-            result: r.get(4)?,
-            done: r.get::<_, i64>(5)? != 0,
-        },
-        payload: r.get(6)?,
-        priority: r.get(7)?,
-        not_before: r.get(8)?,
-        max_attempts: r.get(9)?,
-        error: r.get(10)?,
-        finished_at: r.get(11)?,
-        status: status_column(r, 12)?,
-        attempts: r.get(13)?,
-        outcome: r.get(14)?,
-        enqueued_at: r.get(15)?,
-        queue: r.get(16)?,
-        kind: r.get(17)?,
-        unique_key: r.get(18)?,
-    })
-}
-
-/// Reads a status name written by `list.sql`, `inspect.sql` or `stats.sql`.
-fn status_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Status> {
-    let name: String = row.get(index)?;
-    Status::parse(&name).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
-    })
 }

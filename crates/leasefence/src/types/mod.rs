@@ -7,17 +7,21 @@
 //!   [`BatchSize`]).
 //! - [`job`]: what the store hands back ([`JobState`], [`Lease`], [`JobInfo`], [`Status`],
 //!   [`Stats`], [`Failed`]) and what it takes in ([`NewJob`]).
+//! - [`ledger`]: the attempt ledger ([`History`], [`Attempt`], [`AttemptOutcome`],
+//!   [`Refusal`], [`WriteOp`]).
 //! - [`queue`]: named queues ([`Queue`], [`Queues`], [`QueueInfo`]).
 //! - [`backoff`]: when a failed job runs again ([`Backoff`]).
 
 pub(crate) mod args;
 pub(crate) mod backoff;
 pub(crate) mod job;
+pub(crate) mod ledger;
 pub(crate) mod queue;
 
 pub use args::{BatchSize, JobId, Now, Owner, Resource, Ttl};
 pub use backoff::Backoff;
 pub use job::{Enqueued, Failed, JobInfo, JobState, Lease, MAX_KEY_LEN, NewJob, Stats, Status};
+pub use ledger::{Attempt, AttemptOutcome, History, Refusal, WriteOp};
 pub use queue::{DEFAULT_QUEUE, MAX_QUEUE_NAME, Queue, QueueInfo, Queues};
 
 /// A fencing token: the generation number handed out by `claim`. It grows by one on every

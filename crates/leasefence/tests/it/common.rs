@@ -198,6 +198,10 @@ pub trait Probe {
     /// rowid, PostgreSQL's `seq`), every fence floor and every fence-gate entry (by key). The
     /// model-based tests compare this with the model after every step.
     fn stored(&self) -> Stored;
+    /// The attempt ledger of `id`, by fence.
+    fn attempts(&self, id: &str) -> Vec<AttemptRow>;
+    /// The refused writes counted for `id`: `(fence, op, count)` by fence, then op.
+    fn refusals(&self, id: &str) -> Vec<(i64, String, i64)>;
 
     /// A job leased by `owner` under `fence` until `until`, arranged directly in the store.
     fn leased(&self, id: &str, owner: &str, fence: i64, until: f64) -> Row {
@@ -291,6 +295,38 @@ impl Probe for Db {
     fn stored(&self) -> Stored {
         sqlite_stored(&self.raw())
     }
+    fn attempts(&self, id: &str) -> Vec<AttemptRow> {
+        let conn = self.raw();
+        let mut stmt = conn
+            .prepare(
+                "SELECT fence, owner, outcome, error, claimed_at IS NOT NULL, \
+                        ended_at IS NOT NULL FROM attempts WHERE job_id = ?1 ORDER BY fence",
+            )
+            .unwrap();
+        stmt.query_map([id], |r| {
+            Ok(AttemptRow {
+                fence: r.get(0)?,
+                owner: r.get(1)?,
+                outcome: r.get(2)?,
+                error: r.get(3)?,
+                claimed: r.get(4)?,
+                ended: r.get(5)?,
+            })
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+    }
+    fn refusals(&self, id: &str) -> Vec<(i64, String, i64)> {
+        let conn = self.raw();
+        let mut stmt = conn
+            .prepare("SELECT fence, op, count FROM refusals WHERE job_id = ?1 ORDER BY fence, op")
+            .unwrap();
+        stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
 }
 
 /// `Probe::stored` through the given connection to an SQLite file.
@@ -355,6 +391,26 @@ pub struct Stored {
     pub fence_floor: Vec<(String, i64)>,
     /// `(resource, fence)` of every fence-gate entry, by resource.
     pub fence_gate: Vec<(String, i64)>,
+}
+
+/// One row of the attempt ledger, read independently.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRow {
+    pub fence: i64,
+    pub owner: String,
+    /// How it ended (`None`: open).
+    pub outcome: Option<String>,
+    pub error: Option<String>,
+    /// Whether it has a claim time and an end time.
+    pub claimed: bool,
+    pub ended: bool,
+}
+
+impl AttemptRow {
+    /// `(fence, owner, outcome)`, for compact assertions.
+    pub fn brief(&self) -> (i64, &str, Option<&str>) {
+        (self.fence, self.owner.as_str(), self.outcome.as_deref())
+    }
 }
 
 /// The queue columns of one row, read independently.
@@ -634,6 +690,40 @@ impl Probe for PgDb {
             .query_opt("SELECT fence FROM fence_floor WHERE id = $1", &[&id])
             .expect("fence floor")
             .map(|r| r.get(0))
+    }
+    fn attempts(&self, id: &str) -> Vec<AttemptRow> {
+        self.raw
+            .lock()
+            .unwrap()
+            .query(
+                "SELECT fence, owner, outcome, error, claimed_at IS NOT NULL, \
+                        ended_at IS NOT NULL FROM attempts WHERE job_id = $1 ORDER BY fence",
+                &[&id],
+            )
+            .expect("attempts")
+            .iter()
+            .map(|r| AttemptRow {
+                fence: r.get(0),
+                owner: r.get(1),
+                outcome: r.get(2),
+                error: r.get(3),
+                claimed: r.get(4),
+                ended: r.get(5),
+            })
+            .collect()
+    }
+    fn refusals(&self, id: &str) -> Vec<(i64, String, i64)> {
+        self.raw
+            .lock()
+            .unwrap()
+            .query(
+                "SELECT fence, op, count FROM refusals WHERE job_id = $1 ORDER BY fence, op",
+                &[&id],
+            )
+            .expect("refusals")
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
     }
     fn stored(&self) -> Stored {
         let mut raw = self.raw.lock().unwrap();

@@ -253,8 +253,17 @@ fn a_six_column_database_is_upgraded_without_touching_a_row() {
     // any operation upgrades it, even one that only reads; the six columns stay as they were
     assert_eq!(leasefence::state(&db.path, "a").unwrap().unwrap().fence, 7);
     assert_eq!(db.rows(), before);
-    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "4");
+    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "5");
     assert_eq!(db.queue_row("a").priority, 0);
+    // The lease held across the upgrade has an open attempt in the ledger, claimed at an
+    // unknown time; the finished job has none.
+    let held = Probe::attempts(&db, "a");
+    assert_eq!(
+        held.iter().map(|a| a.brief()).collect::<Vec<_>>(),
+        [(7, "w", None)]
+    );
+    assert!(!held[0].claimed && !held[0].ended);
+    assert_eq!(Probe::attempts(&db, "b"), []);
     // a job finished before the upgrade gets its lease end as finish time, an upper bound
     assert_eq!(db.queue_row("b").finished_at, Some(3.0));
     assert_eq!(db.queue_row("a").finished_at, None);
@@ -292,7 +301,7 @@ fn an_up_to_date_file_is_opened_and_read_while_another_connection_holds_the_writ
         Some(Row::fresh("j").as_state())
     );
     blocker.execute_batch("ROLLBACK").unwrap();
-    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "4");
+    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "5");
 }
 
 /// A version-2 file (the queue schema, whose fence counted the attempts) gets the attempts
@@ -311,7 +320,7 @@ fn a_version_2_file_gets_its_attempts_counted_from_the_fence() {
     let before = db.rows();
     let s = open(&db);
     assert_eq!(db.rows(), before, "the six columns are untouched");
-    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "4");
+    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "5");
     let attempts: Vec<i64> = ["spent", "one-left", "unlimited"]
         .iter()
         .map(|id| db.queue_row(id).attempts)
@@ -413,7 +422,7 @@ fn on_postgresql_opening_again_never_resets_a_row_above_all_a_fence() {
     db.exec("DELETE FROM schema_migrations");
     drop(db.store());
     assert_eq!(db.stored(), before);
-    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [4]);
+    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [5]);
     // The old fence stays stale; the next claim continues the sequence.
     let s = db.store();
     assert!(
@@ -473,7 +482,7 @@ fn on_postgresql_a_hand_made_six_column_table_is_adopted_without_losing_a_row() 
     // The fence-7 lease is live until 50, then continues at 8.
     assert_eq!(claim_by_name(&s, "a", "x", 49.0, 10.0).unwrap(), None);
     assert_eq!(claim_by_name(&s, "a", "x", 50.0, 10.0).unwrap(), Some(8));
-    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [4]);
+    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [5]);
 }
 
 /// Opens a store on a hand-made `jobs` table lacking `missing` and checks that it is refused

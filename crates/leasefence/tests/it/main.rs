@@ -32,6 +32,7 @@ mod enqueue_jobs;
 mod enqueue_many;
 mod fail;
 mod inspect;
+mod ledger;
 mod list;
 mod pause;
 mod purge;

@@ -158,6 +158,12 @@ impl Probe for KeptProbe<'_> {
     fn paused(&self, queue: &str) -> Option<bool> {
         self.db.paused(queue)
     }
+    fn attempts(&self, id: &str) -> Vec<crate::common::AttemptRow> {
+        self.db.attempts(id)
+    }
+    fn refusals(&self, id: &str) -> Vec<(i64, String, i64)> {
+        self.db.refusals(id)
+    }
     fn fence_floor(&self, id: &str) -> Option<i64> {
         self.db.fence_floor(id)
     }
@@ -382,6 +388,9 @@ impl Store for Seed {
         limit: usize,
     ) -> leasefence::Result<Vec<JobInfo>> {
         self.queue.list(now, status, after, limit)
+    }
+    fn history(&self, job_id: JobId<'_>) -> leasefence::Result<Option<leasefence::History>> {
+        self.queue.history(job_id)
     }
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> leasefence::Result<Option<JobInfo>> {
         self.queue.inspect(job_id, now)

@@ -922,6 +922,9 @@ mod heartbeat {
         ) -> Result<Vec<leasefence::JobInfo>, Error> {
             self.inner.list(now, s, after, limit)
         }
+        fn history(&self, id: JobId<'_>) -> Result<Option<leasefence::History>, Error> {
+            self.inner.history(id)
+        }
         fn inspect(&self, id: JobId<'_>, now: Now) -> Result<Option<leasefence::JobInfo>, Error> {
             self.inner.inspect(id, now)
         }

@@ -142,6 +142,9 @@ impl Store for Broken {
     ) -> leasefence::Result<Vec<JobInfo>> {
         self.inner.list(now, status, after, limit)
     }
+    fn history(&self, job_id: JobId<'_>) -> leasefence::Result<Option<leasefence::History>> {
+        self.inner.history(job_id)
+    }
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> leasefence::Result<Option<JobInfo>> {
         self.inner.inspect(job_id, now)
     }
