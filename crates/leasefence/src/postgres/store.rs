@@ -179,17 +179,24 @@ impl Store for PgStore {
         // Judged one after another, a repeated (id, owner, fence) can never be stored: the
         // first one stored it, or it was refused. Send each once; the repeats are refused.
         // (Different owners or fences of one id are all sent: at most one matches the row.)
-        let mut seen = std::collections::HashSet::new();
+        // How often each one came (`times`): the ledger counts every repeat as refused.
+        let mut seen = std::collections::HashMap::new();
         let mut sent = Vec::with_capacity(completions.len());
         let (mut ids, mut owners, mut fences, mut results) = (vec![], vec![], vec![], vec![]);
+        let mut times: Vec<i64> = vec![];
         for (k, (lease, result)) in completions.iter().enumerate() {
-            if seen.insert((&lease.job_id, &lease.owner, lease.fence)) {
-                sent.push(k);
-                ids.push(lease.job_id.as_str());
-                owners.push(lease.owner.as_str());
-                fences.push(lease.fence);
-                results.push(*result);
-            }
+            let at = *seen
+                .entry((&lease.job_id, &lease.owner, lease.fence))
+                .or_insert_with(|| {
+                    sent.push(k);
+                    ids.push(lease.job_id.as_str());
+                    owners.push(lease.owner.as_str());
+                    fences.push(lease.fence);
+                    results.push(*result);
+                    times.push(0);
+                    times.len() - 1
+                });
+            times[at] += 1;
         }
         let now = self.clock(now)?.seconds();
         let mut conn = self.conn()?;
@@ -197,7 +204,10 @@ impl Store for PgStore {
             .prepared(sql::COMPLETE_BATCH)
             .map_err(|e| self.err(e))?;
         let rows = conn
-            .query(&statement, &[&ids, &owners, &fences, &now, &results])
+            .query(
+                &statement,
+                &[&ids, &owners, &fences, &now, &results, &times],
+            )
             .map_err(|e| self.err(e))?;
         let mut stored = vec![false; completions.len()];
         for row in rows {
@@ -477,9 +487,11 @@ impl Store for PgStore {
         // Judged one after another, a repeated (id, owner, fence) gets the first one's answer:
         // renewed to the same `until` again, or refused again. Send each once (one UPDATE
         // changes a row at most once) and give the repeats the answer of the one sent.
+        // How often each one came (`times`): a refused one is counted in the ledger each time.
         let mut first = std::collections::HashMap::new();
         let mut sent_as = Vec::with_capacity(leases.len());
         let (mut ids, mut owners, mut fences) = (vec![], vec![], vec![]);
+        let mut times: Vec<i64> = vec![];
         for lease in leases {
             let position = *first
                 .entry((&lease.job_id, &lease.owner, lease.fence))
@@ -487,8 +499,10 @@ impl Store for PgStore {
                     ids.push(lease.job_id.as_str());
                     owners.push(lease.owner.as_str());
                     fences.push(lease.fence);
+                    times.push(0);
                     ids.len()
                 });
+            times[position - 1] += 1;
             sent_as.push(position);
         }
         let now = self.clock(now)?;
@@ -498,7 +512,7 @@ impl Store for PgStore {
         let rows = conn
             .query(
                 &statement,
-                &[&ids, &owners, &fences, &now.seconds(), &until],
+                &[&ids, &owners, &fences, &now.seconds(), &until, &times],
             )
             .map_err(|e| self.err(e))?;
         // WITH ORDINALITY counts from 1, as `sent_as` does.

@@ -370,10 +370,30 @@ pub fn sqlite_stored(conn: &Connection) -> Stored {
             .collect::<Result<_, _>>()
             .unwrap()
     };
+    let ledger = conn
+        .prepare_cached(
+            "SELECT job_id, fence, owner, outcome, error FROM attempts ORDER BY job_id, fence",
+        )
+        .unwrap()
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let refusals = conn
+        .prepare_cached("SELECT job_id, fence, op, count FROM refusals ORDER BY job_id, fence, op")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
     Stored {
         jobs,
         fence_floor: pairs("SELECT id, fence FROM fence_floor ORDER BY id"),
         fence_gate: pairs("SELECT resource, fence FROM fence_gate ORDER BY resource"),
+        ledger,
+        refusals,
     }
 }
 
@@ -391,6 +411,10 @@ pub struct Stored {
     pub fence_floor: Vec<(String, i64)>,
     /// `(resource, fence)` of every fence-gate entry, by resource.
     pub fence_gate: Vec<(String, i64)>,
+    /// The attempt ledger: `(job id, fence, owner, outcome, error)` by job id, then fence.
+    pub ledger: Vec<(String, i64, String, Option<String>, Option<String>)>,
+    /// The refused writes: `(job id, fence, op, count)` by job id, fence, op.
+    pub refusals: Vec<(String, i64, String, i64)>,
 }
 
 /// One row of the attempt ledger, read independently.
@@ -769,12 +793,35 @@ impl Probe for PgDb {
                 .map(|r| (r.get(0), r.get(1)))
                 .collect()
         };
+        let fence_floor = pairs("SELECT id, fence FROM fence_floor ORDER BY id COLLATE \"C\"");
+        let fence_gate =
+            pairs("SELECT resource, fence FROM fence_gate ORDER BY resource COLLATE \"C\"");
+        let ledger = raw
+            .query(
+                "SELECT job_id, fence, owner, outcome, error FROM attempts \
+                 ORDER BY job_id COLLATE \"C\", fence",
+                &[],
+            )
+            .expect("stored ledger")
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+            .collect();
+        let refusals = raw
+            .query(
+                "SELECT job_id, fence, op, count FROM refusals \
+                 ORDER BY job_id COLLATE \"C\", fence, op COLLATE \"C\"",
+                &[],
+            )
+            .expect("stored refusals")
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect();
         Stored {
             jobs,
-            fence_floor: pairs("SELECT id, fence FROM fence_floor ORDER BY id COLLATE \"C\""),
-            fence_gate: pairs(
-                "SELECT resource, fence FROM fence_gate ORDER BY resource COLLATE \"C\"",
-            ),
+            fence_floor,
+            fence_gate,
+            ledger,
+            refusals,
         }
     }
 }

@@ -300,3 +300,26 @@ fn api_claim(s: &dyn Store, name: &str, t: f64) -> leasefence::Lease {
         .unwrap()
         .unwrap_or_else(|| panic!("{name} is claimable at {t}"))
 }
+
+contract!(
+    fn a_batch_that_repeats_a_lease_counts_each_refused_repeat(api, db, s) {
+        s.enqueue_many(&[job("j"), job("k")]).unwrap();
+        let j = api_claim(s, "j", 0.0);
+        let k = api_claim(s, "k", 0.0);
+        // Judged one after another: the first stores, the repeat finds the job done.
+        assert_eq!(
+            s.complete_batch(&[(&j, "a"), (&j, "b")], now(1.0)).unwrap(),
+            [true, false]
+        );
+        assert_eq!(db.refusals("j"), [(1, "complete".into(), 1)]);
+        // A stale lease passed three times is refused three times.
+        let stale = lease_of("k", "w", 0, 10.0);
+        assert_eq!(
+            s.renew_batch(&[&stale, &k, &stale, &stale], now(1.0), ttl(10.0)).unwrap(),
+            [false, true, false, false]
+        );
+        assert_eq!(db.refusals("k"), [(0, "renew".into(), 3)]);
+        history(db, s, "j");
+        history(db, s, "k");
+    }
+);

@@ -5,7 +5,7 @@
 -- write path keeps it (claims, complete, fail, release, cancel, the bury of an expired last
 -- attempt, complete_with) and none can skip it. outcome is NULL while the attempt is open:
 -- completed, failed, timed out (a failure the worker's time limit wrote: its error starts with
--- `timed out after`), released, lost (its lease expired, found when the job was claimed again,
+-- `timed out after `, case and all), released, lost (its lease expired, found when the job was claimed again,
 -- buried or retried) or cancelled. Kept across retry; removed with its job by delete and purge.
 CREATE TABLE IF NOT EXISTS attempts (
     job_id     TEXT NOT NULL,
@@ -56,7 +56,7 @@ BEGIN
                WHEN NEW.done = 1 AND NEW.outcome IN ('completed', 'cancelled') THEN NEW.outcome
                WHEN NEW.owner IS NOT NULL THEN 'lost'
                WHEN NEW.attempts < OLD.attempts THEN 'released'
-               WHEN NEW.error LIKE 'timed out after %' THEN 'timed out'
+               WHEN substr(NEW.error, 1, 16) = 'timed out after ' THEN 'timed out'
                ELSE 'failed'
            END,
            error = CASE

@@ -44,10 +44,30 @@ pub fn check(before: &Model, after: &Model, op: &Op, outcome: &Outcome) -> Resul
             | Outcome::Renewed(false, _)
             | Outcome::Count(0)
     ) || matches!(outcome, Outcome::Bools(b) if !b.contains(&true));
-    if refused && after.stored() != before.stored() {
-        return Err(format!(
-            "a refused call ({outcome:?}) changed the stored state"
-        ));
+    // The ledger is the exception: a refused fenced write is counted there (the counts only
+    // grow), and a refused retry still ends an expired last attempt as lost.
+    if refused {
+        let (b, a) = (before.stored(), after.stored());
+        let ended_as_lost = b.ledger.len() == a.ledger.len()
+            && b.ledger.iter().zip(&a.ledger).all(|(b, a)| {
+                b == a
+                    || (b.3.is_none()
+                        && a.3.as_deref() == Some("lost")
+                        && (&b.0, b.1, &b.2, &b.4) == (&a.0, a.1, &a.2, &a.4))
+            });
+        let counted = b.refusals.iter().all(|(id, fence, op, n)| {
+            a.refusals
+                .iter()
+                .any(|(i, f, o, m)| (i, f, o) == (id, fence, op) && m >= n)
+        });
+        if (&b.jobs, &b.fence_floor, &b.fence_gate) != (&a.jobs, &a.fence_floor, &a.fence_gate)
+            || !ended_as_lost
+            || !counted
+        {
+            return Err(format!(
+                "a refused call ({outcome:?}) changed the stored state"
+            ));
+        }
     }
     // A claim that found nothing ready changes nothing either, except that it buries the
     // jobs whose last attempt's lease had expired (finished as dead at their lease end).
@@ -137,9 +157,14 @@ pub fn check(before: &Model, after: &Model, op: &Op, outcome: &Outcome) -> Resul
         Op::RetryDead { .. } => true,
         _ => false,
     };
+    // (Its ledger keeps counting the writes refused since.)
+    let sans_refusals = |j: &super::reference::Job| super::reference::Job {
+        refused: Default::default(),
+        ..j.clone()
+    };
     for done in before.jobs.iter().filter(|j| j.done) {
         if let Some(now) = after.job(&done.id)
-            && now != done
+            && sans_refusals(now) != sans_refusals(done)
             && !(retried(&done.id) && done.outcome != Some("completed") && !now.done)
         {
             return Err(format!(

@@ -19,7 +19,12 @@ const IDS: [&str; 4] = ["a", "b", "c", "d"];
 const OWNERS: [&str; 3] = ["A", "B", "C"];
 const RESOURCES: [&str; 2] = ["r", "s"];
 const RESULTS: [&str; 3] = ["r1", "r2", ""];
-const ERRORS: [&str; 2] = ["e1", "boom"];
+/// The third is what the worker's time limit writes: the ledger records it as `timed out`.
+const ERRORS: [&str; 3] = [
+    "e1",
+    "boom",
+    "timed out after 1 s (the worker's time limit)",
+];
 /// Two queues: the default one and another; `""` is drawn rarely, as an invalid name.
 pub const QUEUES: [&str; 2] = ["default", "q"];
 

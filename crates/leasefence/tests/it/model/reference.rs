@@ -36,9 +36,46 @@ pub struct Job {
     pub queue: String,
     pub kind: Option<String>,
     pub unique_key: Option<String>,
+    /// The attempt ledger: one per claim, oldest first.
+    pub ledger: Vec<Attempt>,
+    /// The refused fenced writes, by (fence, operation).
+    pub refused: BTreeMap<(i64, &'static str), i64>,
+}
+
+/// One claim in the ledger: its fence and owner, how it ended (`None`: open) and its error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    pub fence: i64,
+    pub owner: String,
+    pub outcome: Option<&'static str>,
+    pub error: Option<String>,
 }
 
 impl Job {
+    /// A claim: the attempt still open (its lease expired unwritten) is lost, a new one opens.
+    fn opened(&mut self, who: &str) {
+        self.ended("lost", None);
+        self.ledger.push(Attempt {
+            fence: self.fence,
+            owner: who.to_owned(),
+            outcome: None,
+            error: None,
+        });
+    }
+
+    /// Ends the open attempt, if any, as `outcome`.
+    fn ended(&mut self, outcome: &'static str, error: Option<String>) {
+        if let Some(open) = self.ledger.iter_mut().find(|a| a.outcome.is_none()) {
+            open.outcome = Some(outcome);
+            open.error = error;
+        }
+    }
+
+    /// Counts a refused write of `op` under `fence`.
+    fn refuse(&mut self, fence: i64, op: &'static str) {
+        *self.refused.entry((fence, op)).or_insert(0) += 1;
+    }
+
     /// A freshly enqueued job: no owner, `until = 0`, not done; its fence starts at the floor.
     fn new(spec: &Spec, floor: i64) -> Job {
         Job {
@@ -60,6 +97,8 @@ impl Job {
             queue: spec.queue.clone(),
             kind: spec.kind.clone(),
             unique_key: spec.unique_key.clone(),
+            ledger: Vec::new(),
+            refused: BTreeMap::new(),
         }
     }
 
@@ -605,6 +644,7 @@ impl Model {
         job.until = until;
         job.fence += 1;
         job.attempts = job.attempts.saturating_add(1);
+        job.opened(who);
         let lease = job.lease();
         let fence = lease.fence;
         self.handed_out(lease);
@@ -618,7 +658,11 @@ impl Model {
                 job.until = until;
                 true
             }
-            _ => false,
+            Some(job) => {
+                job.refuse(fence, "renew");
+                false
+            }
+            None => false,
         }
     }
 
@@ -630,9 +674,14 @@ impl Model {
                 job.done = true;
                 job.outcome = Some("completed");
                 job.finished_at = Some(now);
+                job.ended("completed", None);
                 true
             }
-            _ => false,
+            Some(job) => {
+                job.refuse(fence, "complete");
+                false
+            }
+            None => false,
         }
     }
 
@@ -644,9 +693,14 @@ impl Model {
                 job.owner = None;
                 job.until = 0.0;
                 job.attempts = job.attempts.saturating_sub(1);
+                job.ended("released", None);
                 true
             }
-            _ => false,
+            Some(job) => {
+                job.refuse(fence, "release");
+                false
+            }
+            None => false,
         }
     }
 
@@ -668,6 +722,8 @@ impl Model {
                 job.finished_at = Some(job.until);
                 job.error
                     .get_or_insert_with(|| "the lease of the last attempt expired".to_owned());
+                // Its last lease expired unwritten.
+                job.ended("lost", None);
             }
         }
         // Ready, in one of the queues, and its queue not paused.
@@ -694,6 +750,7 @@ impl Model {
             job.until = until;
             job.fence += 1;
             job.attempts = job.attempts.saturating_add(1);
+            job.opened(who);
             let lease = job.lease();
             leases.push(lease.clone());
             self.handed_out(lease);
@@ -713,6 +770,7 @@ impl Model {
     ) -> Option<Failed> {
         let job = self.job_mut(&lease.job_id)?;
         if !job.current(&lease.owner, lease.fence, now) {
+            job.refuse(lease.fence, "fail");
             return None;
         }
         let at = retry_at.unwrap_or_else(|| {
@@ -727,6 +785,13 @@ impl Model {
         job.done = dead;
         job.outcome = dead.then_some("dead");
         job.finished_at = dead.then_some(now);
+        // The worker's time limit writes this error: the ledger tells it from a failure.
+        let how = if error.starts_with("timed out after ") {
+            "timed out"
+        } else {
+            "failed"
+        };
+        job.ended(how, Some(error.to_owned()));
         Some(if dead {
             Failed::Dead
         } else {
@@ -741,6 +806,7 @@ impl Model {
                 job.done = true;
                 job.outcome = Some("cancelled");
                 job.finished_at = Some(now);
+                job.ended("cancelled", None);
                 true
             }
             _ => false,
@@ -751,6 +817,12 @@ impl Model {
     /// with a fresh budget, the error cleared, due by `now`, the fence kept. Anything else is
     /// left alone.
     fn retry(&mut self, id: &str, now: f64) -> bool {
+        // An expired last attempt ends as lost first, whether or not the retry happens.
+        if let Some(job) = self.job_mut(id)
+            && job.spent_and_expired(now)
+        {
+            job.ended("lost", None);
+        }
         // A finished job would take its unique key back: not while another unfinished job of
         // its queue holds it.
         if let Some(job) = self.job(id)
@@ -857,6 +929,38 @@ impl Model {
                 .iter()
                 .map(|(k, v)| (k.clone(), *v))
                 .collect(),
+            ledger: {
+                let mut rows: Vec<_> = self
+                    .jobs
+                    .iter()
+                    .flat_map(|j| {
+                        j.ledger.iter().map(|a| {
+                            (
+                                j.id.clone(),
+                                a.fence,
+                                a.owner.clone(),
+                                a.outcome.map(str::to_owned),
+                                a.error.clone(),
+                            )
+                        })
+                    })
+                    .collect();
+                rows.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+                rows
+            },
+            refusals: {
+                let mut rows: Vec<_> = self
+                    .jobs
+                    .iter()
+                    .flat_map(|j| {
+                        j.refused
+                            .iter()
+                            .map(|(&(fence, op), &n)| (j.id.clone(), fence, op.to_owned(), n))
+                    })
+                    .collect();
+                rows.sort();
+                rows
+            },
         }
     }
 }

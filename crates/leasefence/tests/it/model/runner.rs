@@ -30,8 +30,8 @@ pub struct Subject<'a> {
 }
 
 /// Empties every table the model covers, between cases.
-pub const RESET: &str =
-    "DELETE FROM jobs; DELETE FROM fence_floor; DELETE FROM fence_gate; DELETE FROM queues";
+pub const RESET: &str = "DELETE FROM jobs; DELETE FROM fence_floor; DELETE FROM fence_gate; \
+                         DELETE FROM queues; DELETE FROM attempts; DELETE FROM refusals";
 
 /// One generated case: the initial model, the operations, and proptest-state-machine's counter
 /// of the operations that ran (it lets shrinking drop the ones after a failure at once).
