@@ -402,6 +402,9 @@ const STORED_JOBS_SQLITE: &str = "SELECT id, owner, until, fence, result, done, 
      priority, not_before, max_attempts, error, outcome, finished_at, attempts, queue, kind, unique_key FROM jobs \
      ORDER BY rowid";
 
+/// One attempt as `Stored` lists it: `(job id, fence, owner, outcome, error)`.
+pub type LedgerRow = (String, i64, String, Option<String>, Option<String>);
+
 /// Everything a store keeps, read independently (`Probe::stored`).
 #[derive(Debug, PartialEq)]
 pub struct Stored {
@@ -412,7 +415,7 @@ pub struct Stored {
     /// `(resource, fence)` of every fence-gate entry, by resource.
     pub fence_gate: Vec<(String, i64)>,
     /// The attempt ledger: `(job id, fence, owner, outcome, error)` by job id, then fence.
-    pub ledger: Vec<(String, i64, String, Option<String>, Option<String>)>,
+    pub ledger: Vec<LedgerRow>,
     /// The refused writes: `(job id, fence, op, count)` by job id, fence, op.
     pub refusals: Vec<(String, i64, String, i64)>,
 }
