@@ -97,6 +97,12 @@ fn a_stale_lease_runs_nothing_and_writes_nothing() {
     assert!(!ran);
     assert_eq!(db.rows(), before);
     assert!(ledger(&db).is_empty());
+    // Each refusal is counted in the attempt ledger under the fence that tried, though the
+    // caller's writes were not made.
+    assert_eq!(
+        Probe::refusals(&db, "j"),
+        [(1, "complete".into(), 2), (2, "complete".into(), 1)]
+    );
     // and the store is usable afterwards: the real holder completes
     assert!(s.complete_lease(&lease, now(6.0), "ok").unwrap());
 }

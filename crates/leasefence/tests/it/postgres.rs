@@ -306,6 +306,15 @@ fn complete_with_commits_the_callers_writes_only_with_a_current_lease() {
         Ok::<(), Failure>(())
     });
     assert_eq!(ran, Ok(None));
+    // The refusal is counted in the attempt ledger, though the caller's writes were not made.
+    assert_eq!(db.refusals("j"), [(1, "complete".into(), 1)]);
+    assert_eq!(
+        db.attempts("j")
+            .iter()
+            .map(|a| a.brief().2)
+            .collect::<Vec<_>>(),
+        [Some("completed")]
+    );
 }
 
 #[test]
