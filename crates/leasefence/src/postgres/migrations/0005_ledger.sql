@@ -5,8 +5,9 @@
 -- keeps it (claims, complete, fail, release, cancel, the bury of an expired last attempt,
 -- complete_with) and none can skip it. outcome is NULL while the attempt is open: completed,
 -- failed, timed out (a failure the worker's time limit wrote: its error starts with
--- `timed out after `, case and all), released, lost (its lease expired, found when the job was claimed again,
--- buried or retried) or cancelled. Kept across retry; removed with its job by delete and purge.
+-- `timed out after `, case and all), released, lost (its lease expired, found when the job
+-- was claimed again, buried or retried) or cancelled. Kept across retry; removed with its job
+-- by delete and purge.
 CREATE TABLE IF NOT EXISTS attempts (
     job_id     TEXT NOT NULL,
     fence      BIGINT NOT NULL,
@@ -34,12 +35,13 @@ CREATE TABLE IF NOT EXISTS refusals (
 INSERT INTO attempts (job_id, fence, owner)
 SELECT id, fence, owner FROM jobs WHERE done = 0 AND owner IS NOT NULL
 ON CONFLICT DO NOTHING;
--- One function for the three events. A claim (the fence raised, an owner set): the attempt still open,
--- whose lease expired unwritten, is lost, and the new one opens (a plain INSERT: a fence
--- handed out twice for a job would fail it). The end of a held lease under the same fence:
--- the job finished (complete, cancel, a dead fail, bury) or gave its lease up (fail,
--- release), release being the one that refunds the attempt. A dead job that still names its
--- owner was buried: its last lease expired, lost. A deleted job takes its ledger along.
+-- One function for the three events. A claim (the fence raised, an owner set): the attempt
+-- still open (only a job that still names an owner has one), whose lease expired unwritten,
+-- is lost, and the new one opens (a plain INSERT: a fence handed out twice for a job would
+-- fail it). The end of a held lease under the same fence: the job finished (complete, cancel,
+-- a dead fail, bury) or gave its lease up (fail, release), release being the one that refunds
+-- the attempt. A dead job that still names its owner was buried: its last lease expired,
+-- lost. A deleted job takes its ledger along.
 -- SET search_path FROM CURRENT: the store's schema, whoever's session fires it.
 CREATE OR REPLACE FUNCTION leasefence_ledger() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $ledger$
@@ -50,8 +52,10 @@ BEGIN
         DELETE FROM attempts WHERE job_id = OLD.id;
         DELETE FROM refusals WHERE job_id = OLD.id;
     ELSIF NEW.fence > OLD.fence AND NEW.owner IS NOT NULL THEN
-        UPDATE attempts SET outcome = 'lost', ended_at = clock
-         WHERE job_id = NEW.id AND outcome IS NULL;
+        IF OLD.owner IS NOT NULL THEN
+            UPDATE attempts SET outcome = 'lost', ended_at = clock
+             WHERE job_id = NEW.id AND outcome IS NULL;
+        END IF;
         INSERT INTO attempts (job_id, fence, owner, claimed_at)
         VALUES (NEW.id, NEW.fence, NEW.owner, clock);
     ELSIF NEW.fence = OLD.fence AND OLD.owner IS NOT NULL AND OLD.done = 0

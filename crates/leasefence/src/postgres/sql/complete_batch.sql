@@ -1,10 +1,11 @@
 -- complete_batch: many completions in one statement, its own implicit transaction.
 -- $1 ids, $2 owners, $3 fences, $4 now, $5 results, $6 how many times the caller passed each:
--- one array element per completion, at most one element per (id, owner, fence). Each element is judged exactly as complete.sql judges one
--- completion; one statement, one round trip, one commit. The refused elements are counted in
--- the ledger by the same statement (`refused`, per job, fence and operation), as many times as
--- the caller passed them, and so are the repeats of a stored one (judged one after another, a
--- repeat finds the job done). Returns the 1-based positions stored.
+-- one array element per completion, at most one element per (id, owner, fence). Each element
+-- is judged exactly as complete.sql judges one completion; one statement, one round trip, one
+-- commit. The refused elements are counted in the ledger by the same statement (`refused`,
+-- per job, fence and operation), as many times as the caller passed them, and so are the
+-- repeats of a stored one (judged one after another, a repeat finds the job done). Returns
+-- the 1-based positions stored.
 WITH stored AS (
     UPDATE jobs AS j
        SET result = c.result, done = 1, outcome = 'completed', finished_at = $4

@@ -1,10 +1,10 @@
 -- renew_batch: many renewals in one statement, its own implicit transaction.
 -- $1 ids, $2 owners, $3 fences, $4 now, $5 new until (now + ttl), $6 how many times the caller
--- passed each: one array element per lease, at most one element per (id, owner, fence). Each element is judged exactly as renew.sql
--- judges one renew: only the current owner and fence, on an unfinished job, while the lease is
--- live (until > now). One statement, one round trip, one commit. The refused elements are
--- counted in the ledger by the same statement (`refused`, per job, fence and operation), as
--- many times as the caller passed them.
+-- passed each: one array element per lease, at most one element per (id, owner, fence). Each
+-- element is judged exactly as renew.sql judges one renew: only the current owner and fence,
+-- on an unfinished job, while the lease is live (until > now). One statement, one round trip,
+-- one commit. The refused elements are counted in the ledger by the same statement
+-- (`refused`, per job, fence and operation), as many times as the caller passed them.
 -- Returns the 1-based positions renewed.
 WITH renewed AS (
     UPDATE jobs AS j

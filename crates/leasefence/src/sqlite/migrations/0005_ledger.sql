@@ -5,8 +5,9 @@
 -- write path keeps it (claims, complete, fail, release, cancel, the bury of an expired last
 -- attempt, complete_with) and none can skip it. outcome is NULL while the attempt is open:
 -- completed, failed, timed out (a failure the worker's time limit wrote: its error starts with
--- `timed out after `, case and all), released, lost (its lease expired, found when the job was claimed again,
--- buried or retried) or cancelled. Kept across retry; removed with its job by delete and purge.
+-- `timed out after `, case and all), released, lost (its lease expired, found when the job
+-- was claimed again, buried or retried) or cancelled. Kept across retry; removed with its job
+-- by delete and purge.
 CREATE TABLE IF NOT EXISTS attempts (
     job_id     TEXT NOT NULL,
     fence      INTEGER NOT NULL,
@@ -32,14 +33,15 @@ CREATE TABLE IF NOT EXISTS refusals (
 -- their end is recorded too.
 INSERT OR IGNORE INTO attempts (job_id, fence, owner)
 SELECT id, fence, owner FROM jobs WHERE done = 0 AND owner IS NOT NULL;
--- A claim (the fence raised, an owner set): the attempt still open, whose lease expired unwritten, is lost,
--- and the new one opens. A plain INSERT: a fence handed out twice for a job would fail it.
+-- A claim (the fence raised, an owner set): the attempt still open (only a job that still
+-- names an owner has one), whose lease expired unwritten, is lost, and the new one opens. A
+-- plain INSERT: a fence handed out twice for a job would fail it.
 CREATE TRIGGER IF NOT EXISTS attempts_claim AFTER UPDATE OF fence ON jobs
  WHEN NEW.fence > OLD.fence AND NEW.owner IS NOT NULL
 BEGIN
     UPDATE attempts
        SET outcome = 'lost', ended_at = (julianday('now') - 2440587.5) * 86400.0
-     WHERE job_id = NEW.id AND outcome IS NULL;
+     WHERE OLD.owner IS NOT NULL AND job_id = NEW.id AND outcome IS NULL;
     INSERT INTO attempts (job_id, fence, owner, claimed_at)
     VALUES (NEW.id, NEW.fence, NEW.owner, (julianday('now') - 2440587.5) * 86400.0);
 END;
