@@ -364,7 +364,40 @@ fn the_contract_round_trip_on_postgres_refuses_the_stale_fence() {
     assert_eq!(state["result"], "paid");
     assert_eq!(state["fence"], 2);
     assert_eq!(state["done"], true);
+    assert_eq!(state["ledger"]["refused"], 4);
     pg.lf(&["state", "nobody"]).refused();
+
+    // The ledger: A's attempt was lost to B's takeover, B's completed, and A's four late
+    // writes (renew, complete twice, release) are counted under fence 1.
+    pg.lf(&["history", "invoice-42"])
+        .ok()
+        .says("invoice-42: 2 attempts (1 completed, 1 lost), 4 writes refused");
+    let history = pg.lf(&["--json", "history", "invoice-42"]).ok().json();
+    assert_eq!(
+        (
+            &history["attempts"][0]["owner"],
+            &history["attempts"][0]["outcome"]
+        ),
+        (&Value::from("A"), &Value::from("lost"))
+    );
+    assert_eq!(history["attempts"][0]["refused"], 4);
+    assert_eq!(history["attempts"][1]["outcome"], "completed");
+    let stored: Vec<(i64, String, Option<String>)> = pg
+        .query(
+            "SELECT fence, owner, outcome FROM {schema}.attempts WHERE job_id = $1 ORDER BY fence",
+            &[&"invoice-42"],
+        )
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            (1, "A".into(), Some("lost".into())),
+            (2, "B".into(), Some("completed".into()))
+        ]
+    );
+    pg.lf(&["history", "nobody"]).refused();
 
     // Release keeps the fence: the next claim gets a higher one.
     pg.lf(&["enqueue", "r"]).ok();

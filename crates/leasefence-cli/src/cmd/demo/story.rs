@@ -1,6 +1,7 @@
 //! The seed story on one job, with the clock as an argument (t = 0 … 13): A claims and stalls,
 //! B cannot claim while A's lease is live, the lease expires, B claims and completes, A wakes
-//! and every write it tries is refused, and the stored row still shows B's result.
+//! and every write it tries is refused, and the stored row still shows B's result; the attempt
+//! ledger shows A's attempt lost with its three late writes counted, and B's completed.
 
 use anyhow::Context as _;
 use leasefence::{AnyStore, Fence, JobId, JobState, Now, Owner, Store as _, Ttl};
@@ -108,7 +109,40 @@ pub fn run(store: &AnyStore, job: &str, out: Out) -> anyhow::Result<usize> {
         "owner B, fence 2, until t=20, done, result \"B's result\"",
         row.as_ref().map_or_else(|| "unknown".to_owned(), describe),
     );
+
+    // The ledger says who held which fence and which late writes the fence stopped.
+    let history = JobId::new(job)
+        .and_then(|id| store.history(id))
+        .with_context(|| ctx("history"))?;
+    timeline.check(
+        13.0,
+        "the attempt ledger",
+        "fence 1 A lost, 3 writes refused; fence 2 B completed",
+        history
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), ledger),
+    );
     Ok(timeline.broken)
+}
+
+/// The ledger in the story's words: per attempt, its fence, owner, outcome and refusals.
+fn ledger(history: &leasefence::History) -> String {
+    let attempts: Vec<String> = history
+        .attempts
+        .iter()
+        .map(|a| {
+            let outcome = a.outcome.map_or("open", leasefence::AttemptOutcome::as_str);
+            match history.refused_under(a.fence) {
+                0 => format!("fence {} {} {outcome}", a.fence, a.owner),
+                1 => format!("fence {} {} {outcome}, 1 write refused", a.fence, a.owner),
+                n => format!(
+                    "fence {} {} {outcome}, {n} writes refused",
+                    a.fence, a.owner
+                ),
+            }
+        })
+        .collect();
+    attempts.join("; ")
 }
 
 /// The story's calls, with its plain arguments; the store must use the caller's `now`.
