@@ -381,7 +381,8 @@ pub trait Store {
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
-    /// use leasefence::{AttemptOutcome, JobId, NewJob, Now, Owner, SqliteStore, Store, Ttl, WriteOp};
+    /// use leasefence::{AttemptOutcome, JobId, NewJob, Now, Owner, SqliteStore, Store, Ttl};
+    /// use leasefence::WriteOp;
     ///
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
     /// store.enqueue_many(&[NewJob::new("report")?])?;
@@ -393,7 +394,10 @@ pub trait Store {
     ///
     /// let history = store.history(JobId::new("report")?)?.unwrap();
     /// let outcomes: Vec<_> = history.attempts.iter().map(|a| (a.fence, a.outcome)).collect();
-    /// assert_eq!(outcomes, [(1, Some(AttemptOutcome::Lost)), (2, Some(AttemptOutcome::Completed))]);
+    /// assert_eq!(
+    ///     outcomes,
+    ///     [(1, Some(AttemptOutcome::Lost)), (2, Some(AttemptOutcome::Completed))]
+    /// );
     /// assert_eq!((history.refusals[0].fence, history.refusals[0].op), (1, WriteOp::Complete));
     /// assert_eq!(history.refused_under(1), 1);
     /// # Ok::<(), leasefence::Error>(())
