@@ -482,14 +482,20 @@ fn on_postgresql_a_hand_made_six_column_table_is_adopted_without_losing_a_row() 
     // The lease held across the upgrade has an open attempt in the ledger, claimed at an
     // unknown time; the finished job has none.
     let held = db.attempts("a");
-    assert_eq!(held.iter().map(|a| a.brief()).collect::<Vec<_>>(), [(7, "w", None)]);
+    assert_eq!(
+        held.iter().map(|a| a.brief()).collect::<Vec<_>>(),
+        [(7, "w", None)]
+    );
     assert!(!held[0].claimed);
     assert_eq!(db.attempts("b"), []);
     // The fence-7 lease is live until 50, then continues at 8, and the ledger records the loss.
     assert_eq!(claim_by_name(&s, "a", "x", 49.0, 10.0).unwrap(), None);
     assert_eq!(claim_by_name(&s, "a", "x", 50.0, 10.0).unwrap(), Some(8));
     assert_eq!(
-        db.attempts("a").iter().map(|a| a.brief().2).collect::<Vec<_>>(),
+        db.attempts("a")
+            .iter()
+            .map(|a| a.brief().2)
+            .collect::<Vec<_>>(),
         [Some("lost"), None]
     );
     assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [5]);
