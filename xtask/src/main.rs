@@ -4,7 +4,9 @@
 //!   [--full] [--keep-scratch]`:
 //!   the hand-written mutation catalog `mutants/catalog.toml`, each entry applied to a scratch
 //!   copy of the tree and judged by the integration tests; a full run rewrites
-//!   `docs/worksheet.md`.
+//!   `docs/worksheet.md`. `--since-base` (CI) skips the run when neither the library, its tests,
+//!   `Cargo.lock` nor the catalog changed since the commit in `mutants/catalog.base`;
+//!   `--record-base` is a full run that records HEAD there when every entry was killed.
 //! - `cargo xtask worksheet [--check]`: rewrites `docs/worksheet.md` from the catalog and the
 //!   last observations, without running anything; `--check` verifies that the committed one is
 //!   in sync with the catalog.
@@ -23,6 +25,7 @@
 mod bench;
 mod cargo_mutants;
 mod catalog;
+mod catalog_base;
 mod mutants;
 mod process;
 mod reliability;
@@ -37,6 +40,7 @@ usage: cargo xtask <command>
 
 commands:
   mutants [--list] [--check] [--only ID]... [--target-dir DIR] [--test-threads N] [--full] [--keep-scratch]
+          [--since-base | --record-base]
       Apply every entry of mutants/catalog.toml in a scratch copy, run the tests, compare
       with the predictions. --only takes an id or a prefix ending in `*` (repeatable).
       --check only verifies that entries apply and predicted tests exist.
@@ -105,6 +109,8 @@ fn run(args: &[String]) -> Result<bool, String> {
                     "--check" => options.check = true,
                     "--keep-scratch" => options.keep_scratch = true,
                     "--full" => options.full = true,
+                    "--since-base" => options.since_base = true,
+                    "--record-base" => options.record_base = true,
                     "--only" => options
                         .only
                         .extend(value("--only", rest.next())?.split(',').map(str::to_string)),

@@ -65,6 +65,10 @@ pub struct Options {
     pub test_threads: Option<usize>,
     /// Run the whole suite for every mutant, not the predicted tests first.
     pub full: bool,
+    /// Skip the run when nothing it depends on changed since `mutants/catalog.base`.
+    pub since_base: bool,
+    /// After a run of every entry that killed each as predicted, record HEAD as the base.
+    pub record_base: bool,
 }
 
 /// The integration tests mostly wait — on fsync (durable commits), on sleeps and on the
@@ -109,6 +113,19 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         "catalog: {} entries, each applies exactly once",
         catalog.mutant.len()
     );
+    if options.since_base {
+        match crate::catalog_base::full_run_needed(root)? {
+            Some(why) => println!("catalog: running every entry: {why}"),
+            None => {
+                println!(
+                    "catalog: neither the library, its tests, Cargo.lock nor the catalog changed \
+                     since the full run recorded in {}; its verdicts stand (docs/worksheet.md)",
+                    crate::catalog_base::BASE_FILE
+                );
+                return Ok(true);
+            }
+        }
+    }
 
     // 2. A scratch copy of the tree; the working tree is never written.
     let target_dir = options
@@ -128,6 +145,16 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         target_dir.display()
     );
     let outcome = run_in_scratch(root, &tree, &target_dir, &catalog, &selected, options);
+    if options.record_base && matches!(outcome, Ok(true)) {
+        if selected.len() != catalog.mutant.len() {
+            return Err("--record-base needs a run of every entry (no --only)".into());
+        }
+        let head = crate::catalog_base::record(root)?;
+        println!(
+            "recorded {head} in {}: commit it",
+            crate::catalog_base::BASE_FILE
+        );
+    }
     if options.keep_scratch {
         let kept = scratch.keep();
         println!("scratch copy kept at {}", kept.display());
