@@ -72,7 +72,7 @@ fn resolve_base(root: &Path) -> Result<Option<String>, String> {
     Ok(Some(base))
 }
 
-fn is_hex_commit(s: &str) -> bool {
+pub(crate) fn is_hex_commit(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
@@ -252,7 +252,7 @@ fn git_diff(root: &Path, base: &str) -> Result<String, String> {
 }
 
 /// Runs git in `root` and returns its standard output.
-fn git(root: &Path, args: &[&str]) -> Result<String, String> {
+pub(crate) fn git(root: &Path, args: &[&str]) -> Result<String, String> {
     let out = Command::new("git")
         .current_dir(root)
         .args(args)

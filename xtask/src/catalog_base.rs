@@ -7,7 +7,8 @@
 //! `Cargo.lock` or `mutants/catalog.toml`) runs the whole catalog.
 
 use std::path::Path;
-use std::process::Command;
+
+use crate::cargo_mutants::{git, is_hex_commit};
 
 /// The file holding the base commit (40 hex digits; `#` lines are comments).
 pub const BASE_FILE: &str = "mutants/catalog.base";
@@ -36,7 +37,7 @@ pub fn full_run_needed(root: &Path) -> Result<Option<String>, String> {
     else {
         return Ok(Some(format!("{BASE_FILE} names no commit")));
     };
-    if base.len() != 40 || !base.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !is_hex_commit(base) {
         return Err(format!(
             "{BASE_FILE}: `{base}` is not a full commit hash (40 hex digits)"
         ));
@@ -95,21 +96,4 @@ pub fn record(root: &Path) -> Result<String, String> {
     let path = root.join(BASE_FILE);
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(head)
-}
-
-/// Runs git in `root` and returns its standard output.
-fn git(root: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .current_dir(root)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -75,7 +75,14 @@ fn record(history: &History) -> Value {
     let refusals: Vec<Value> = history
         .refusals
         .iter()
-        .map(|r| json!({ "fence": r.fence, "op": r.op.as_str(), "count": r.count, "last_at": r.last_at }))
+        .map(|r| {
+            json!({
+                "fence": r.fence,
+                "op": r.op.as_str(),
+                "count": r.count,
+                "last_at": r.last_at,
+            })
+        })
         .collect();
     json!({
         "attempts": attempts,
