@@ -165,6 +165,9 @@ enum Command {
     /// Named queues: pause one (it hands out nothing, held leases stay valid), resume it, or
     /// list every queue with its paused flag and counts by status.
     Queue(cmd::queue::Args),
+    /// Periodic jobs: add a cron schedule, list or remove them, or tick once; the scheduler
+    /// (`work --scheduler`) enqueues each slot once as the job NAME@<slot>, under a fence.
+    Schedule(cmd::schedule::Args),
     /// Run a shell command per job (payload on stdin, stdout stored), with heartbeats, retries
     /// and fencing, until the queue is drained (`--drain`) or SIGTERM / Ctrl-C.
     Work(cmd::work::Args),
@@ -198,6 +201,7 @@ fn main() -> ExitCode {
         Command::Retry(args) => cmd::retry::run(&ctx, args),
         Command::Delete(args) => cmd::delete::run(&ctx, args),
         Command::Queue(args) => cmd::queue::run(&ctx, args),
+        Command::Schedule(args) => cmd::schedule::run(&ctx, args),
         Command::Work(args) => cmd::work::run(&ctx, args),
         Command::Demo(args) => cmd::demo::run(&ctx, args),
     };

@@ -627,3 +627,34 @@ fn bad_flags_are_errors() {
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {}", show(&out));
     }
 }
+
+#[test]
+fn with_scheduler_a_worker_enqueues_each_slot_runs_it_and_gives_the_role_back_on_sigterm() {
+    let s = Sandbox::new();
+    s.ok(&["schedule", "add", "beat", "--cron", "* * * * * *"]);
+    let child = s.spawn(&["work", "--scheduler", "--exec", "cat", "--owner", "w"]);
+    let done_runs = || -> Vec<String> {
+        let conn = Connection::open_with_flags(s.db(), OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT id FROM jobs WHERE id LIKE 'beat@%' AND done = 1 ORDER BY id")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    };
+    wait_until("two scheduled runs completed", || done_runs().len() >= 2);
+    signal(child.id(), "TERM");
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let role = s.row("leasefence.scheduler");
+    assert_eq!(
+        (role.owner, role.fence),
+        (None, 1),
+        "the role was given back"
+    );
+    // Each run is its own slot, one second apart, completed by the worker's command.
+    let runs = done_runs();
+    assert!(runs.windows(2).all(|w| w[0] < w[1]), "{runs:?}");
+    assert_eq!(s.row(&runs[0]).outcome.as_deref(), Some("completed"));
+}

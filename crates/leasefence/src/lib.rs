@@ -52,6 +52,11 @@
 //! gracefully, or at once ([`ShutdownHandle::shutdown_now`]); with the cargo feature `signals`,
 //! `ShutdownHandle::on_signals` does so on SIGINT, SIGTERM and SIGHUP.
 //!
+//! With the cargo feature `cron`, a [`Schedule`] enqueues a job at every slot of a cron
+//! expression; the scheduler that enqueues them is a role any worker can take
+//! (`WorkerBuilder::scheduler`), held under a lease and fence of its own, so no slot is ever
+//! enqueued twice and a stalled scheduler's late enqueue is refused.
+//!
 //! # Backends
 //!
 //! - [`SqliteStore`]: one file on one machine, WAL, `synchronous = FULL`. Always built.
@@ -108,6 +113,9 @@ mod open;
 mod pg;
 /// The decisions above the seam that every backend shares (batch order, default retry time).
 mod policy;
+/// Periodic jobs above the seam: which slots are due, and the scheduler role.
+#[cfg(feature = "cron")]
+mod schedule;
 mod sqlite;
 mod store;
 mod types;
@@ -118,6 +126,9 @@ pub use open::{AnyOptions, AnyStore, Target};
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use pg::{PgOptions, PgStore};
+#[cfg(feature = "cron")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cron")))]
+pub use schedule::{Due, SCHEDULER_JOB, SCHEDULER_QUEUE, Scheduler, Step, Tick, due_runs, tick};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::{Store, Watch};
 pub use types::{
@@ -125,6 +136,9 @@ pub use types::{
     JobId, JobInfo, JobState, Lease, MAX_KEY_LEN, MAX_QUEUE_NAME, NewJob, Now, Owner, Queue,
     QueueInfo, Queues, Refusal, Resource, Stats, Status, Ttl, WriteOp,
 };
+#[cfg(feature = "cron")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cron")))]
+pub use types::{MAX_SCHEDULE_NAME, Schedule, ScheduleInfo, ScheduleName, SlotRun, run_id};
 pub use worker::{
     CancelToken, Clock, HandlerError, JobContext, JobOutcome, ManualClock, ShutdownHandle,
     SystemClock, Worker, WorkerBuilder, WorkerStats,

@@ -352,6 +352,31 @@ impl Store for AnyStore {
         delegate!(self, s => s.history(job_id))
     }
 
+    #[cfg(feature = "cron")]
+    fn add_schedule(&self, schedule: &crate::Schedule, now: Now) -> Result<bool> {
+        delegate!(self, s => s.add_schedule(schedule, now))
+    }
+
+    #[cfg(feature = "cron")]
+    fn remove_schedule(&self, name: crate::ScheduleName<'_>) -> Result<bool> {
+        delegate!(self, s => s.remove_schedule(name))
+    }
+
+    #[cfg(feature = "cron")]
+    fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>> {
+        delegate!(self, s => s.schedules())
+    }
+
+    #[cfg(feature = "cron")]
+    fn enqueue_slots(
+        &self,
+        scheduler: &Lease,
+        now: Now,
+        runs: &[crate::SlotRun],
+    ) -> Result<Option<Vec<Option<Enqueued>>>> {
+        delegate!(self, s => s.enqueue_slots(scheduler, now, runs))
+    }
+
     fn stats(&self, now: Now) -> Result<Stats> {
         delegate!(self, s => s.stats(now))
     }

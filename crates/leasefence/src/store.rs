@@ -407,6 +407,71 @@ pub trait Store {
     /// Busy or backend failures.
     fn history(&self, job_id: JobId<'_>) -> Result<Option<History>>;
 
+    /// Adds `schedule` unless one of its name exists (`false`: the known one is left exactly
+    /// as it was; remove it first to change it). Its first run is its first slot after `now`
+    /// (in whole seconds): a new schedule never runs the slots before it was added. An
+    /// **operator verb**, not fenced. Needs the cargo feature `cron`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{Now, Schedule, SqliteStore, Store};
+    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+    /// let hourly = Schedule::new("sync", "@hourly")?.queue("sync")?;
+    /// let t0 = 1_796_083_200; // 2026-12-01T00:00:00Z
+    /// assert!(store.add_schedule(&hourly, Now::new(t0 as f64)?)?);
+    /// assert!(!store.add_schedule(&hourly, Now::new(t0 as f64 + 1.0)?)?); // known name
+    /// let info = &store.schedules()?[0];
+    /// assert_eq!((info.last_slot, info.next_slot()?), (t0, Some(t0 + 3_600)));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `now` when it is not a time
+    /// the calendar can hold (Unix seconds); busy or backend failures.
+    #[cfg(feature = "cron")]
+    fn add_schedule(&self, schedule: &crate::Schedule, now: Now) -> Result<bool>;
+
+    /// Removes the schedule `name`; `true` if there was one. The runs it already enqueued
+    /// stay. An **operator verb**, not fenced. Needs the cargo feature `cron`.
+    ///
+    /// # Errors
+    /// Busy or backend failures.
+    #[cfg(feature = "cron")]
+    fn remove_schedule(&self, name: crate::ScheduleName<'_>) -> Result<bool>;
+
+    /// Every schedule, by name, with when it was added and its last slot enqueued. A read.
+    /// Needs the cargo feature `cron`.
+    ///
+    /// # Errors
+    /// Busy or backend failures.
+    #[cfg(feature = "cron")]
+    fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>>;
+
+    /// The scheduler's fenced write: in **one transaction**, checks that `scheduler` is the
+    /// current lease on the job [`SCHEDULER_JOB`](crate::SCHEDULER_JOB) (owner and fence
+    /// match, not done, `until > now`: the rule of `complete`), then for each run moves its
+    /// schedule's `last_slot` from `run.after` to `run.slot` and enqueues `run.job` — only
+    /// when the stored `last_slot` is still `run.after` and `run.slot` is later (a schedule
+    /// removed, re-added or advanced since is skipped: `None` for that run). Returns per run,
+    /// in order, what its enqueue did. A lease that is no longer current returns `None`,
+    /// changes nothing and is counted in the scheduler job's ledger as a refused `schedule`
+    /// write. So a slot is enqueued at most once, whoever ticks, and a stalled scheduler's
+    /// late enqueue is refused.
+    ///
+    /// [`tick`](crate::tick) computes the runs; use it (or a [`Scheduler`](crate::Scheduler))
+    /// rather than calling this directly. Needs the cargo feature `cron`.
+    ///
+    /// # Errors
+    /// Busy or backend failures; then nothing was written.
+    #[cfg(feature = "cron")]
+    fn enqueue_slots(
+        &self,
+        scheduler: &Lease,
+        now: Now,
+        runs: &[crate::SlotRun],
+    ) -> Result<Option<Vec<Option<Enqueued>>>>;
+
     /// Pauses `queue`: from now on claims ([`Store::claim_next_in`], [`Store::claim_batch_in`]
     /// and the worker's) hand out none of its jobs; leases already held in it stay valid, and
     /// their renew, complete, fail and release go on as before. A queue can be paused before

@@ -18,6 +18,7 @@ pub mod queue;
 pub mod release;
 pub mod renew;
 pub mod retry;
+pub mod schedule;
 pub mod shared;
 pub mod state;
 pub mod stats;

@@ -104,6 +104,11 @@ pub struct Args {
     /// a signal (SIGTERM, Ctrl-C). Jobs whose retry or not-before time is still ahead are left for a later run.
     #[arg(long)]
     drain: bool,
+    /// Also take the scheduler role when no other worker holds it: enqueue the runs of every
+    /// schedule (`leasefence schedule add`) as they fall due, under a lease and fence of the
+    /// role's own, so any number of workers may ask for it and no slot runs twice.
+    #[arg(long)]
+    scheduler: bool,
     /// Seconds before the first retry of a failed job; doubles with every attempt (±20 %
     /// jitter), at most `--retry-max`. `0` retries at once.
     #[arg(
@@ -201,6 +206,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         .concurrency(args.concurrency as usize)
         .ttl(args.ttl)
         .drain(args.drain)
+        .scheduler(args.scheduler)
         .poll_interval(poll)
         .backoff(backoff)
         .shutdown_deadline(deadline)

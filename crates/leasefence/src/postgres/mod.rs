@@ -16,6 +16,8 @@ mod enqueue;
 mod errors;
 mod ledger;
 mod pool;
+#[cfg(feature = "cron")]
+mod schedule;
 mod store;
 mod watch;
 use errors::map_error;
@@ -26,12 +28,13 @@ use crate::types::{Fence, JobId, Lease, Now, Owner, Ttl};
 
 /// The schema, one numbered migration per step, recorded in `schema_migrations` of the store's
 /// schema. Every migration is idempotent.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
     include_str!("migrations/0003_attempts.sql"),
     include_str!("migrations/0004_queues.sql"),
     include_str!("migrations/0005_ledger.sql"),
+    include_str!("migrations/0006_schedules.sql"),
 ];
 
 mod sql;

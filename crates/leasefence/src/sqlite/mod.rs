@@ -9,6 +9,8 @@ mod connection;
 mod enqueue;
 mod ledger;
 mod rows;
+#[cfg(feature = "cron")]
+mod schedule;
 mod store;
 mod watch;
 
@@ -18,12 +20,13 @@ use connection::{Immediate, map_error, wait_when_busy};
 
 /// The schema, one numbered migration per step; `PRAGMA user_version` records how far a file
 /// has come. Every migration is idempotent.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
     include_str!("migrations/0003_attempts.sql"),
     include_str!("migrations/0004_queues.sql"),
     include_str!("migrations/0005_ledger.sql"),
+    include_str!("migrations/0006_schedules.sql"),
 ];
 
 mod sql;

@@ -394,6 +394,31 @@ impl Store for SqliteStore {
         .map_err(|e| self.err(e))
     }
 
+    #[cfg(feature = "cron")]
+    fn add_schedule(&self, schedule: &crate::Schedule, now: Now) -> Result<bool> {
+        self.schedule_add(schedule, now)
+    }
+
+    #[cfg(feature = "cron")]
+    fn remove_schedule(&self, name: crate::ScheduleName<'_>) -> Result<bool> {
+        self.schedule_remove(name)
+    }
+
+    #[cfg(feature = "cron")]
+    fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>> {
+        self.read_schedules()
+    }
+
+    #[cfg(feature = "cron")]
+    fn enqueue_slots(
+        &self,
+        scheduler: &Lease,
+        now: Now,
+        runs: &[crate::SlotRun],
+    ) -> Result<Option<Vec<Option<Enqueued>>>> {
+        self.write_slots(scheduler, now, runs)
+    }
+
     fn history(&self, job_id: JobId<'_>) -> Result<Option<History>> {
         self.read_history(job_id)
     }

@@ -73,7 +73,7 @@ pub struct NewJob {
 pub const MAX_KEY_LEN: usize = 512;
 
 /// A kind or unique key: non-empty, at most [`MAX_KEY_LEN`] bytes, no control characters.
-fn key_text(argument: &'static str, value: String) -> Result<String> {
+pub(crate) fn key_text(argument: &'static str, value: String) -> Result<String> {
     non_empty(argument, &value)?;
     if value.len() > MAX_KEY_LEN {
         return Err(Error::invalid(

@@ -84,15 +84,19 @@ pub enum WriteOp {
     Fail,
     /// `release`.
     Release,
+    /// The scheduler's enqueue of due periodic runs (`enqueue_slots`), fenced by its lease on
+    /// the job `leasefence.scheduler`.
+    Schedule,
 }
 
 impl WriteOp {
     /// Every fenced write.
-    pub const ALL: [WriteOp; 4] = [
+    pub const ALL: [WriteOp; 5] = [
         WriteOp::Renew,
         WriteOp::Complete,
         WriteOp::Fail,
         WriteOp::Release,
+        WriteOp::Schedule,
     ];
 
     /// The name stored in the ledger and shown by the CLI and JSON.
@@ -102,6 +106,7 @@ impl WriteOp {
             WriteOp::Complete => "complete",
             WriteOp::Fail => "fail",
             WriteOp::Release => "release",
+            WriteOp::Schedule => "schedule",
         }
     }
 

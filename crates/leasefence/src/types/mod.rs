@@ -11,18 +11,24 @@
 //!   [`Refusal`], [`WriteOp`]).
 //! - [`queue`]: named queues ([`Queue`], [`Queues`], [`QueueInfo`]).
 //! - [`backoff`]: when a failed job runs again ([`Backoff`]).
+//! - `schedule` (feature `cron`): periodic jobs ([`Schedule`], [`ScheduleName`],
+//!   [`ScheduleInfo`], [`SlotRun`]).
 
 pub(crate) mod args;
 pub(crate) mod backoff;
 pub(crate) mod job;
 pub(crate) mod ledger;
 pub(crate) mod queue;
+#[cfg(feature = "cron")]
+pub(crate) mod schedule;
 
 pub use args::{BatchSize, JobId, Now, Owner, Resource, Ttl};
 pub use backoff::Backoff;
 pub use job::{Enqueued, Failed, JobInfo, JobState, Lease, MAX_KEY_LEN, NewJob, Stats, Status};
 pub use ledger::{Attempt, AttemptOutcome, History, Refusal, WriteOp};
 pub use queue::{DEFAULT_QUEUE, MAX_QUEUE_NAME, Queue, QueueInfo, Queues};
+#[cfg(feature = "cron")]
+pub use schedule::{MAX_SCHEDULE_NAME, Schedule, ScheduleInfo, ScheduleName, SlotRun, run_id};
 
 /// A fencing token: the generation number handed out by `claim`. It grows by one on every
 /// successful claim of a job and is never issued twice for the same job.

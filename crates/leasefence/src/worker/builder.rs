@@ -51,6 +51,8 @@ pub struct WorkerBuilder<S> {
     timeout: Option<f64>,
     drain: bool,
     batch: usize,
+    #[cfg(feature = "cron")]
+    scheduler: bool,
     clock: Arc<dyn Clock>,
     clock_is_default: bool,
     on_outcome: Option<Box<OutcomeHook>>,
@@ -94,6 +96,8 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
             timeout: None,
             drain: false,
             batch: DEFAULT_BATCH,
+            #[cfg(feature = "cron")]
+            scheduler: false,
             clock: Arc::new(SystemClock),
             clock_is_default: true,
             on_outcome: None,
@@ -264,6 +268,21 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
         self
     }
 
+    /// With `true`, the worker also takes the **scheduler role** when no other worker holds
+    /// it: a thread of its own (with one more store connection) runs a
+    /// [`Scheduler`](crate::Scheduler) as `<owner prefix>-scheduler`, which enqueues the due
+    /// runs of every [`Schedule`](crate::Schedule) under a lease and fence of its own, and gives
+    /// the role back when the worker stops. Any number of workers may ask for it: one holds
+    /// it, the others stand by and take over within a lease's time when it stops or stalls.
+    /// The clock must be Unix seconds (the default [`SystemClock`] is). Default `false`. Needs
+    /// the cargo feature `cron`.
+    #[cfg(feature = "cron")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cron")))]
+    pub fn scheduler(mut self, on: bool) -> Self {
+        self.scheduler = on;
+        self
+    }
+
     /// The clock for leases (default [`SystemClock`]).
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Arc::new(clock);
@@ -401,6 +420,8 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
                 timeout: self.timeout,
                 drain: self.drain,
                 batch: self.batch,
+                #[cfg(feature = "cron")]
+                scheduler: self.scheduler,
             },
             clock: WorkerClock::new(self.clock, self.clock_is_default),
             handler,

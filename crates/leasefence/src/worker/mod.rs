@@ -50,7 +50,8 @@
 //! The code is one concern a file, each depending only on those listed before it: `sync`,
 //! `clock`, `cancel`, `stats` and `job` are leaves; `context` is what a handler sees; `shared`
 //! is the state every thread of one worker shares; `batch` runs a thread's claimed jobs and
-//! writes their outcomes, `heartbeat` keeps their leases alive; `run` is [`Worker`] and its
+//! writes their outcomes, `heartbeat` keeps their leases alive, `scheduler` (cargo feature
+//! `cron`) runs the scheduler role on a thread; `run` is [`Worker`] and its
 //! threads; `builder` configures it; `shutdown` is the handle that stops it, and `signals`
 //! (cargo feature `signals`) wires that handle to the process's SIGINT, SIGTERM and SIGHUP.
 
@@ -67,6 +68,9 @@ mod shared;
 
 mod batch;
 mod heartbeat;
+
+#[cfg(feature = "cron")]
+mod scheduler;
 
 mod builder;
 mod run;

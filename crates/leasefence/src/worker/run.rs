@@ -134,6 +134,11 @@ impl<S: Store + Send + 'static> Worker<S> {
             "worker started"
         );
         let watcher = watch(&shared, &beat_store);
+        #[cfg(feature = "cron")]
+        let scheduler = match shared.config.scheduler {
+            true => Some(super::scheduler::spawn(&shared, (self.open)()?)),
+            false => None,
+        };
         let threads: Vec<JoinHandle<()>> = stores
             .into_iter()
             .enumerate()
@@ -187,6 +192,13 @@ impl<S: Store + Send + 'static> Worker<S> {
                 grace = grace.min(Instant::now() + GRACE);
             }
             std::thread::sleep(Duration::from_millis(5));
+        }
+        #[cfg(feature = "cron")]
+        if let Some(scheduler) = scheduler
+            && scheduler.join().is_err()
+        {
+            bump(&shared.counters.errors);
+            tracing::error!("the worker's scheduler thread panicked");
         }
         if let Some(watcher) = watcher
             && watcher.join().is_err()

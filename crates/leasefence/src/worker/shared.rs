@@ -59,6 +59,9 @@ pub(super) struct Config {
     pub(super) timeout: Option<f64>,
     pub(super) drain: bool,
     pub(super) batch: usize,
+    /// Whether a thread of the worker takes the scheduler role.
+    #[cfg(feature = "cron")]
+    pub(super) scheduler: bool,
 }
 
 /// What every thread of one worker shares.

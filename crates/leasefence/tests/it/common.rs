@@ -202,6 +202,8 @@ pub trait Probe {
     fn attempts(&self, id: &str) -> Vec<AttemptRow>;
     /// The refused writes counted for `id`: `(fence, op, count)` by fence, then op.
     fn refusals(&self, id: &str) -> Vec<(i64, String, i64)>;
+    /// The stored schedule `name`: `(cron, tz, queue, last_slot)`.
+    fn schedule(&self, name: &str) -> Option<(String, String, String, i64)>;
 
     /// A job leased by `owner` under `fence` until `until`, arranged directly in the store.
     fn leased(&self, id: &str, owner: &str, fence: i64, until: f64) -> Row {
@@ -325,6 +327,16 @@ impl Probe for Db {
         stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .unwrap()
             .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+    fn schedule(&self, name: &str) -> Option<(String, String, String, i64)> {
+        self.raw()
+            .query_row(
+                "SELECT cron, tz, queue, last_slot FROM schedules WHERE name = ?1",
+                [name],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()
             .unwrap()
     }
 }
@@ -751,6 +763,17 @@ impl Probe for PgDb {
             .iter()
             .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect()
+    }
+    fn schedule(&self, name: &str) -> Option<(String, String, String, i64)> {
+        self.raw
+            .lock()
+            .unwrap()
+            .query_opt(
+                "SELECT cron, tz, queue, last_slot FROM schedules WHERE name = $1",
+                &[&name],
+            )
+            .expect("schedule")
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
     }
     fn stored(&self) -> Stored {
         let mut raw = self.raw.lock().unwrap();

@@ -38,6 +38,7 @@ mod pause;
 mod purge;
 mod queues;
 mod retry;
+mod schedule;
 mod stats;
 mod status;
 

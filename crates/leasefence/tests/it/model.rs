@@ -164,6 +164,9 @@ impl Probe for KeptProbe<'_> {
     fn refusals(&self, id: &str) -> Vec<(i64, String, i64)> {
         self.db.refusals(id)
     }
+    fn schedule(&self, name: &str) -> Option<(String, String, String, i64)> {
+        self.db.schedule(name)
+    }
     fn fence_floor(&self, id: &str) -> Option<i64> {
         self.db.fence_floor(id)
     }
@@ -391,6 +394,23 @@ impl Store for Seed {
     }
     fn history(&self, job_id: JobId<'_>) -> leasefence::Result<Option<leasefence::History>> {
         self.queue.history(job_id)
+    }
+    fn add_schedule(&self, schedule: &leasefence::Schedule, now: Now) -> leasefence::Result<bool> {
+        self.queue.add_schedule(schedule, now)
+    }
+    fn remove_schedule(&self, name: leasefence::ScheduleName<'_>) -> leasefence::Result<bool> {
+        self.queue.remove_schedule(name)
+    }
+    fn schedules(&self) -> leasefence::Result<Vec<leasefence::ScheduleInfo>> {
+        self.queue.schedules()
+    }
+    fn enqueue_slots(
+        &self,
+        scheduler: &Lease,
+        now: Now,
+        runs: &[leasefence::SlotRun],
+    ) -> leasefence::Result<Option<Vec<Option<leasefence::Enqueued>>>> {
+        self.queue.enqueue_slots(scheduler, now, runs)
     }
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> leasefence::Result<Option<JobInfo>> {
         self.queue.inspect(job_id, now)

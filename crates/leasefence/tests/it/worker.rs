@@ -925,6 +925,27 @@ mod heartbeat {
         fn history(&self, id: JobId<'_>) -> Result<Option<leasefence::History>, Error> {
             self.inner.history(id)
         }
+        fn add_schedule(
+            &self,
+            schedule: &leasefence::Schedule,
+            now: Now,
+        ) -> leasefence::Result<bool> {
+            self.inner.add_schedule(schedule, now)
+        }
+        fn remove_schedule(&self, name: leasefence::ScheduleName<'_>) -> leasefence::Result<bool> {
+            self.inner.remove_schedule(name)
+        }
+        fn schedules(&self) -> leasefence::Result<Vec<leasefence::ScheduleInfo>> {
+            self.inner.schedules()
+        }
+        fn enqueue_slots(
+            &self,
+            scheduler: &Lease,
+            now: Now,
+            runs: &[leasefence::SlotRun],
+        ) -> leasefence::Result<Option<Vec<Option<leasefence::Enqueued>>>> {
+            self.inner.enqueue_slots(scheduler, now, runs)
+        }
         fn inspect(&self, id: JobId<'_>, now: Now) -> Result<Option<leasefence::JobInfo>, Error> {
             self.inner.inspect(id, now)
         }
@@ -2496,3 +2517,50 @@ mod batches {
 }
 
 mod routing;
+
+worker_case!(
+    /// `WorkerBuilder::scheduler`: of two workers asking for the scheduler role one holds it
+    /// and enqueues every slot once; when it stops it gives the role back and the other takes
+    /// over, so no slot is missed or enqueued twice.
+    fn the_scheduler_role_enqueues_every_slot_once_and_passes_on_at_shutdown(t) {
+        let store = t.open();
+        let t0 = 1_796_083_200.0; // 2026-12-01T00:00:00Z
+        let every_second = leasefence::Schedule::new("beat", "* * * * * *").unwrap();
+        assert!(store.add_schedule(&every_second, Now::new(t0).unwrap()).unwrap());
+        let clock = ManualClock::new(t0);
+        let echo = |ctx: &leasefence::JobContext<'_, B::S>| Ok(ctx.job_id().to_owned());
+        let (a, a_run) = spawn(worker(t, &clock, "a").scheduler(true).ttl(30.0).build(echo).unwrap());
+        let (b, b_run) = spawn(worker(t, &clock, "b").scheduler(true).ttl(30.0).build(echo).unwrap());
+        let done = |slot: i64| {
+            let id = leasefence::run_id("beat", slot).unwrap();
+            t.db().row(&id).is_some_and(|r| r.done == 1)
+        };
+        let holder = || t.db().row(leasefence::SCHEDULER_JOB).and_then(|r| r.owner);
+        let t0s = t0 as i64;
+        for k in 1..=5 {
+            clock.set(t0 + k as f64);
+            wait_until("the slot's run completed", || done(t0s + k));
+        }
+        wait_until("a scheduler holds the role", || holder().is_some());
+        let first = holder().unwrap();
+        // Stop whichever holds the role: it gives the role back on the way out.
+        let (stopping, other) =
+            if first.starts_with("a-") { ((a, a_run), (b, b_run)) } else { ((b, b_run), (a, a_run)) };
+        stop(&stopping.0, stopping.1);
+        for k in 6..=10 {
+            clock.set(t0 + k as f64);
+            wait_until("the slot's run completed", || done(t0s + k));
+        }
+        let second = holder().unwrap();
+        assert_ne!(first, second);
+        let attempts = t.db().attempts(leasefence::SCHEDULER_JOB);
+        assert_eq!(attempts[0].outcome.as_deref(), Some("released"));
+        assert_eq!(attempts.last().unwrap().owner, second);
+        // One run per slot, each completed once.
+        let runs: Vec<String> = t.db().rows().into_iter().map(|r| r.id).filter(|id| id.starts_with("beat@")).collect();
+        let expected: Vec<String> = (1..=10).map(|k| leasefence::run_id("beat", t0s + k).unwrap()).collect();
+        assert_eq!(runs, expected);
+        stop(&other.0, other.1);
+        assert_eq!(holder(), None, "the last scheduler gave the role back too");
+    }
+);

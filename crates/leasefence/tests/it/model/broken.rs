@@ -145,6 +145,23 @@ impl Store for Broken {
     fn history(&self, job_id: JobId<'_>) -> leasefence::Result<Option<leasefence::History>> {
         self.inner.history(job_id)
     }
+    fn add_schedule(&self, schedule: &leasefence::Schedule, now: Now) -> leasefence::Result<bool> {
+        self.inner.add_schedule(schedule, now)
+    }
+    fn remove_schedule(&self, name: leasefence::ScheduleName<'_>) -> leasefence::Result<bool> {
+        self.inner.remove_schedule(name)
+    }
+    fn schedules(&self) -> leasefence::Result<Vec<leasefence::ScheduleInfo>> {
+        self.inner.schedules()
+    }
+    fn enqueue_slots(
+        &self,
+        scheduler: &Lease,
+        now: Now,
+        runs: &[leasefence::SlotRun],
+    ) -> leasefence::Result<Option<Vec<Option<leasefence::Enqueued>>>> {
+        self.inner.enqueue_slots(scheduler, now, runs)
+    }
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> leasefence::Result<Option<JobInfo>> {
         self.inner.inspect(job_id, now)
     }

@@ -1,0 +1,344 @@
+//! `schedule add|list|remove|tick`: periodic jobs from the command line, with exit statuses,
+//! output, and the schedules and runs read back through an independent rusqlite connection —
+//! eight `schedule tick` processes racing over the same slots among them.
+
+mod support;
+use support::Sandbox;
+
+/// 2026-12-01T00:00:00Z.
+const T0: i64 = 1_796_083_200;
+
+fn t(offset: i64) -> String {
+    (T0 + offset).to_string()
+}
+
+/// The ids of the stored runs of `name`, in id order.
+fn runs(s: &Sandbox, name: &str) -> Vec<String> {
+    let conn = s.conn();
+    let mut stmt = conn
+        .prepare("SELECT id FROM jobs WHERE id LIKE ?1 || '@%' ORDER BY id")
+        .unwrap();
+    stmt.query_map([name], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+fn last_slot(s: &Sandbox, name: &str) -> Option<i64> {
+    s.conn()
+        .query_row(
+            "SELECT last_slot FROM schedules WHERE name = ?1",
+            [name],
+            |r| r.get(0),
+        )
+        .ok()
+}
+
+#[test]
+fn add_list_and_remove_a_schedule() {
+    let s = Sandbox::new();
+    s.lf(&[
+        "schedule",
+        "add",
+        "sync",
+        "--cron",
+        "*/5 * * * *",
+        "--queue",
+        "sync",
+        "--kind",
+        "sync",
+        "--payload",
+        "all",
+        "--priority",
+        "2",
+        "--max-attempts",
+        "3",
+        "--now",
+        &t(0),
+    ])
+    .ok()
+    .says("added the schedule sync: `*/5 * * * *` in UTC")
+    .says("first run 2026-12-01 00:05:00Z (in 5 min)");
+    let stored: (
+        String,
+        String,
+        String,
+        Option<String>,
+        Vec<u8>,
+        i64,
+        i64,
+        i64,
+    ) = s
+        .conn()
+        .query_row(
+            "SELECT cron, tz, queue, kind, payload, priority, max_attempts, last_slot \
+             FROM schedules WHERE name = 'sync'",
+            [],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        stored,
+        (
+            "*/5 * * * *".into(),
+            "UTC".into(),
+            "sync".into(),
+            Some("sync".into()),
+            b"all".to_vec(),
+            2,
+            3,
+            T0
+        )
+    );
+    // A known name is refused and left as it was.
+    s.lf(&[
+        "schedule",
+        "add",
+        "sync",
+        "--cron",
+        "@daily",
+        "--now",
+        &t(1),
+    ])
+    .refused();
+    assert_eq!(last_slot(&s, "sync"), Some(T0));
+    s.lf(&[
+        "schedule",
+        "add",
+        "nightly",
+        "--cron",
+        "0 3 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--now",
+        &t(0),
+    ])
+    .ok()
+    .says("first run 2026-12-01 02:00:00Z");
+
+    let list = s.lf(&["schedule", "list", "--now", &t(60)]);
+    list.ok();
+    assert_eq!(
+        list.table_row("nightly"),
+        [
+            "nightly",
+            "0",
+            "3",
+            "*",
+            "*",
+            "*",
+            "Europe/Berlin",
+            "default",
+            "-",
+            "2026-12-01",
+            "02:00:00Z",
+            "(in",
+            "1",
+            "h)",
+            "-"
+        ]
+    );
+    let json = s
+        .lf(&["--json", "schedule", "list", "--now", &t(60)])
+        .jsons();
+    assert_eq!(json.len(), 2);
+    assert_eq!(json[1]["name"], "sync");
+    assert_eq!(json[1]["next_slot"], T0 + 300);
+    assert_eq!(json[1]["payload_bytes"], 3);
+
+    s.lf(&["schedule", "remove", "sync"])
+        .ok()
+        .says("removed the schedule sync");
+    s.lf(&["schedule", "remove", "sync"]).refused();
+    assert_eq!(last_slot(&s, "sync"), None);
+}
+
+#[test]
+fn bad_schedules_are_errors_naming_the_flag_and_change_nothing() {
+    let s = Sandbox::new();
+    s.lf(&["schedule", "add", "x", "--cron", "61 * * * *"])
+        .error("`cron`");
+    s.lf(&[
+        "schedule",
+        "add",
+        "x",
+        "--cron",
+        "@daily",
+        "--tz",
+        "Mars/Olympus",
+    ])
+    .error("`tz`");
+    s.lf(&["schedule", "add", "a@b", "--cron", "@daily"])
+        .error("`name`");
+    s.lf(&["schedule", "add", "x", "--cron", "@daily", "--queue", "a b"])
+        .bad("queue");
+    s.lf(&[
+        "schedule",
+        "add",
+        "x",
+        "--cron",
+        "@daily",
+        "--max-attempts",
+        "-1",
+    ])
+    .bad("max-attempts");
+    s.lf(&["schedule", "tick", "--ttl", "0"]).bad("ttl");
+    s.lf(&["schedule", "remove", "a b"]).error("`name`");
+    let count: i64 = s
+        .conn()
+        .query_row("SELECT count(*) FROM schedules", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(count, 0);
+}
+
+#[test]
+fn tick_enqueues_each_due_slot_once_and_catches_up_once() {
+    let s = Sandbox::new();
+    s.lf(&[
+        "schedule",
+        "add",
+        "sync",
+        "--cron",
+        "*/5 * * * *",
+        "--now",
+        &t(0),
+    ])
+    .ok();
+    s.lf(&["schedule", "tick", "--now", &t(299)])
+        .ok()
+        .says("nothing due");
+    assert!(runs(&s, "sync").is_empty());
+    s.lf(&["schedule", "tick", "--now", &t(300)])
+        .ok()
+        .says("enqueued sync@2026-12-01T00:05:00Z");
+    s.lf(&["schedule", "tick", "--now", &t(301)])
+        .ok()
+        .says("nothing due");
+    // Down for half an hour: one run, of the latest slot.
+    let late = s
+        .lf(&["--json", "schedule", "tick", "--now", &t(2000)])
+        .json();
+    assert_eq!(
+        late["enqueued"],
+        serde_json::json!(["sync@2026-12-01T00:30:00Z"])
+    );
+    assert_eq!(late["skipped"], 4);
+    assert_eq!(
+        runs(&s, "sync"),
+        ["sync@2026-12-01T00:05:00Z", "sync@2026-12-01T00:30:00Z"]
+    );
+    assert_eq!(last_slot(&s, "sync"), Some(T0 + 1800));
+    // Every tick held the role under a fence of its own and gave it back.
+    s.lf(&["history", "leasefence.scheduler"])
+        .ok()
+        .says("4 attempts (4 released), no write refused");
+}
+
+#[test]
+fn tick_is_refused_while_another_scheduler_holds_the_role() {
+    let s = Sandbox::new();
+    s.lf(&[
+        "schedule",
+        "add",
+        "sync",
+        "--cron",
+        "*/5 * * * *",
+        "--now",
+        &t(0),
+    ])
+    .ok();
+    s.lf(&["schedule", "tick", "--now", &t(1)]).ok(); // creates the role's job
+    s.lf(&[
+        "claim",
+        "leasefence.scheduler",
+        "--owner",
+        "other",
+        "--ttl",
+        "600",
+        "--now",
+        &t(2),
+    ])
+    .ok();
+    s.lf(&["schedule", "tick", "--now", &t(300)]).refused();
+    assert!(runs(&s, "sync").is_empty());
+    assert!(
+        s.lf(&["schedule", "tick", "--now", &t(300)])
+            .stderr
+            .contains("held by other (fence 2)")
+    );
+    // Its lease expired: the next tick takes the role and enqueues.
+    s.lf(&["schedule", "tick", "--now", &t(602)])
+        .ok()
+        .says("enqueued sync@2026-12-01T00:10:00Z");
+}
+
+#[test]
+fn eight_racing_tick_processes_enqueue_every_slot_exactly_once() {
+    let s = Sandbox::new();
+    s.lf(&[
+        "schedule",
+        "add",
+        "beat",
+        "--cron",
+        "* * * * *",
+        "--now",
+        &t(0),
+    ])
+    .ok();
+    let slots = 12;
+    for k in 1..=slots {
+        let now = t(60 * k);
+        std::thread::scope(|scope| {
+            let ticks: Vec<_> = (0..8)
+                .map(|i| {
+                    let (s, now) = (&s, now.clone());
+                    scope.spawn(move || {
+                        s.lf(&[
+                            "--json",
+                            "schedule",
+                            "tick",
+                            "--owner",
+                            &format!("t{i}"),
+                            "--now",
+                            &now,
+                        ])
+                    })
+                })
+                .collect();
+            let mut enqueued = Vec::new();
+            for run in ticks {
+                let run = run.join().unwrap();
+                assert!(matches!(run.code, 0 | 1), "{run:#?}");
+                for line in run.jsons() {
+                    if let Some(ids) = line["enqueued"].as_array() {
+                        enqueued.extend(ids.iter().map(|v| v.as_str().unwrap().to_owned()));
+                    }
+                }
+            }
+            // Exactly one process enqueued this slot's run; the others found it done or
+            // stood by.
+            assert_eq!(enqueued, [format!("beat@{}", slot(60 * k))], "slot {k}");
+        });
+    }
+    let expected: Vec<String> = (1..=slots)
+        .map(|k| format!("beat@{}", slot(60 * k)))
+        .collect();
+    assert_eq!(runs(&s, "beat"), expected);
+}
+
+/// The UTC time of `T0 + offset` as a run id writes it.
+fn slot(offset: i64) -> String {
+    let minutes = offset / 60;
+    format!("2026-12-01T{:02}:{:02}:00Z", minutes / 60, minutes % 60)
+}
