@@ -45,6 +45,22 @@ pub(crate) fn first_slot(now: Now) -> Result<i64> {
     Ok(seconds as i64)
 }
 
+/// `enqueue_slots` takes only a lease on [`SCHEDULER_JOB`]: a lease on another job is not
+/// the scheduler role.
+pub(crate) fn check_role(scheduler: &Lease) -> Result<()> {
+    if scheduler.job_id == SCHEDULER_JOB {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "scheduler",
+            format!(
+                "a lease on {:?} is not the scheduler role; claim the job {SCHEDULER_JOB:?}",
+                scheduler.job_id
+            ),
+        ))
+    }
+}
+
 /// What is due at one clock reading: the runs to enqueue, and when the next slot comes.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Due {
@@ -140,7 +156,9 @@ pub struct Tick {
 /// ledger. With nothing due, nothing is written (and the lease is not checked).
 ///
 /// # Errors
-/// Busy or backend failures; a `now` the calendar cannot hold.
+/// [`Error::InvalidArgument`] naming `scheduler` when something is due and `lease` is on
+/// another job than [`SCHEDULER_JOB`], or `now` when it is not a time the calendar can hold;
+/// busy or backend failures.
 pub fn tick<S: Store + ?Sized>(store: &S, lease: &Lease, now: Now) -> Result<Option<Tick>> {
     let due = due_runs(&store.schedules()?, now)?;
     let mut tick = Tick {

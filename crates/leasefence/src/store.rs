@@ -463,7 +463,8 @@ pub trait Store {
     /// rather than calling this directly. Needs the cargo feature `cron`.
     ///
     /// # Errors
-    /// Busy or backend failures; then nothing was written.
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `scheduler` for a lease on
+    /// another job; busy or backend failures; then nothing was written.
     #[cfg(feature = "cron")]
     fn enqueue_slots(
         &self,

@@ -5,7 +5,7 @@
 
 use super::{PgStore, sql};
 use crate::error::Result;
-use crate::schedule::first_slot;
+use crate::schedule::{check_role, first_slot};
 use crate::types::{Enqueued, Lease, Now, Schedule, ScheduleInfo, ScheduleName, SlotRun, WriteOp};
 
 impl PgStore {
@@ -71,6 +71,7 @@ impl PgStore {
         now: Now,
         runs: &[SlotRun],
     ) -> Result<Option<Vec<Option<Enqueued>>>> {
+        check_role(scheduler)?;
         let now = self.clock(now)?;
         let mut conn = self.conn()?;
         let check = conn

@@ -6,7 +6,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::{SqliteStore, enqueue::enqueue_on, sql};
 use crate::error::Result;
-use crate::schedule::first_slot;
+use crate::schedule::{check_role, first_slot};
 use crate::types::{Enqueued, Lease, Now, Schedule, ScheduleInfo, ScheduleName, SlotRun, WriteOp};
 
 impl SqliteStore {
@@ -82,6 +82,7 @@ impl SqliteStore {
         now: Now,
         runs: &[SlotRun],
     ) -> Result<Option<Vec<Option<Enqueued>>>> {
+        check_role(scheduler)?;
         let written = self.fenced(
             WriteOp::Schedule,
             &scheduler.job_id,

@@ -359,3 +359,18 @@ fn slots_follow_the_time_zone_across_daylight_saving() {
         s.next_after(before + 86_400).unwrap()
     );
 }
+
+contract!(
+    fn a_lease_on_another_job_is_not_the_scheduler_role(api, db, s) {
+        s.add_schedule(&every_5_min(), at(0)).unwrap();
+        s.enqueue_jobs(&[job("other")]).unwrap();
+        let other = s.claim(JobId::new("other").unwrap(), owner("a"), at(0), ttl(3600.0)).unwrap();
+        let other = other.unwrap();
+        // Nothing due: nothing written, nothing checked.
+        assert_eq!(tick(s, &other, at(10)).unwrap().unwrap().enqueued.len(), 0);
+        assert_invalid(tick(s, &other, at(300)), "scheduler");
+        assert!(runs(db, "sync").is_empty());
+        assert_eq!(db.schedule("sync").unwrap().3, T0);
+        assert!(db.refusals("other").is_empty());
+    }
+);

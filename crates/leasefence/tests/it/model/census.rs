@@ -40,6 +40,9 @@ pub const REQUIRED: &[&str] = &[
     "stats: counted jobs",
     "admit: admitted",
     "admit: refused",
+    "tick: enqueued a run",
+    "tick: refused by the fence",
+    "tick: nothing due",
     "invalid: job_id",
     "invalid: owner",
     "invalid: now",
@@ -49,6 +52,7 @@ pub const REQUIRED: &[&str] = &[
     "invalid: not_before",
     "invalid: queue",
     "invalid: queues",
+    "invalid: scheduler",
     "enqueue_jobs: a duplicate of the key's holder",
     "claim_batch: from named queues",
     "claim_batch: a paused queue's job left",
@@ -122,7 +126,8 @@ fn situations(before: &Model, op: &Op, outcome: &Outcome) -> Vec<&'static str> {
         | Op::Retry { now, .. }
         | Op::RetryDead { now }
         | Op::List { now, .. }
-        | Op::Stats { now } => Some(*now),
+        | Op::Stats { now }
+        | Op::Tick { now, .. } => Some(*now),
         _ => None,
     };
     if now.is_some_and(|t| t < before.clock) {
@@ -139,6 +144,7 @@ fn situations(before: &Model, op: &Op, outcome: &Outcome) -> Vec<&'static str> {
             "not_before" => "invalid: not_before",
             "queue" => "invalid: queue",
             "queues" => "invalid: queues",
+            "scheduler" => "invalid: scheduler",
             _ => "invalid: another argument",
         });
         return found;
@@ -265,6 +271,12 @@ fn situations(before: &Model, op: &Op, outcome: &Outcome) -> Vec<&'static str> {
             found.push("delete: deleted")
         }
         (Op::Restart, _) => found.push("restart"),
+        (Op::Tick { .. }, Outcome::Ticked(Some(ids))) => found.push(if ids.is_empty() {
+            "tick: nothing due"
+        } else {
+            "tick: enqueued a run"
+        }),
+        (Op::Tick { .. }, Outcome::Ticked(None)) => found.push("tick: refused by the fence"),
         (Op::Purge { .. }, Outcome::Count(n)) if *n > 0 => found.push("purge: deleted"),
         (Op::List { .. }, Outcome::List(jobs)) if !jobs.is_empty() => {
             found.push("list: listed jobs")

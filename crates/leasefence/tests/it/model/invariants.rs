@@ -43,7 +43,9 @@ pub fn check(before: &Model, after: &Model, op: &Op, outcome: &Outcome) -> Resul
             | Outcome::Failed(None)
             | Outcome::Renewed(false, _)
             | Outcome::Count(0)
-    ) || matches!(outcome, Outcome::Bools(b) if !b.contains(&true));
+    ) || matches!(outcome, Outcome::Bools(b) if !b.contains(&true))
+        || matches!(outcome, Outcome::Ticked(None))
+        || matches!(outcome, Outcome::Ticked(Some(ids)) if ids.is_empty());
     // The ledger is the exception: a refused fenced write is counted there (the counts only
     // grow), and a refused retry still ends an expired last attempt as lost.
     if refused {

@@ -15,7 +15,9 @@ use leasefence::{Lease, Status};
 
 use super::reference::Model;
 
-const IDS: [&str; 4] = ["a", "b", "c", "d"];
+/// The fifth is the scheduler's job: claimed, renewed, completed like any other, and its
+/// leases (current or stale) drive the scheduler's tick.
+const IDS: [&str; 5] = ["a", "b", "c", "d", leasefence::SCHEDULER_JOB];
 const OWNERS: [&str; 3] = ["A", "B", "C"];
 const RESOURCES: [&str; 2] = ["r", "s"];
 const RESULTS: [&str; 3] = ["r1", "r2", ""];
@@ -161,6 +163,12 @@ pub enum Op {
     Admit {
         resource: String,
         fence: i64,
+    },
+    /// The scheduler's tick (`leasefence::tick`) under a lease handed out earlier (on any
+    /// job, current or stale), for the schedule `beat` (`* * * * * *`) every case starts with.
+    Tick {
+        lease: Lease,
+        now: f64,
     },
     /// A worker restart: `init_db` again, a new store on the same database.
     Restart,
@@ -512,6 +520,9 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
             };
             Op::RenewLease { lease, now, ttl }
         });
+    let tick = lease_at
+        .clone()
+        .prop_map(|(now, lease)| Op::Tick { lease, now });
     let complete_lease =
         (lease_at, select(&RESULTS[..])).prop_map(|((now, lease), result)| Op::CompleteLease {
             lease,
@@ -565,6 +576,7 @@ fn transitions(model: &Model) -> BoxedStrategy<Op> {
         5 => fail,
         3 => renew_lease,
         3 => complete_lease,
+        4 => tick,
         2 => release_lease,
         3 => cancel,
         3 => purge,

@@ -222,9 +222,14 @@ pub enum Outcome {
     Count(u64),
     List(Vec<JobInfo>),
     Stats(Stats),
+    /// `tick`: the run ids it enqueued, or `None` when the fence refused it.
+    Ticked(Option<Vec<String>>),
     /// A restart (init again, a new store) returns nothing and changes nothing.
     Restarted,
 }
+
+/// The schedule every case starts with (`* * * * * *`, added at 0): a slot every second.
+pub const BEAT: &str = "beat";
 
 /// How many handed-out leases the model remembers for later operations to aim at.
 const KEPT_LEASES: usize = 8;
@@ -246,6 +251,8 @@ pub struct Model {
     pub issued: BTreeSet<(String, i64)>,
     /// The rows of the `queues` table: a queue once paused keeps its row, with its flag.
     pub paused: BTreeMap<String, bool>,
+    /// The last slot of the schedule `beat` enqueued (0: its creation).
+    pub beat_last: i64,
 }
 
 /// A queue name as `Queue::new` checks it (the names drawn are valid or empty).
@@ -345,6 +352,15 @@ impl Model {
 
     fn apply_checked(&mut self, op: &Op) -> Result<Outcome, &'static str> {
         Ok(match op {
+            Op::Tick { lease, now: t } => {
+                now(*t)?;
+                let slot = t.floor();
+                if !(-62_135_596_800.0..=253_402_300_799.0).contains(&slot) {
+                    return Err("now");
+                }
+                self.tick(*t);
+                Outcome::Ticked(self.beat(lease, *t, slot as i64)?)
+            }
             Op::Enqueue { id } => {
                 job_id(id)?;
                 let spec = Spec::plain(id);
@@ -598,6 +614,42 @@ impl Model {
                 Outcome::Bool(self.admit(resource, *fence))
             }
         })
+    }
+
+    /// The tick of the schedule `beat` (a slot every second) at `now` under `lease`: with a
+    /// slot after the last one due, the current lease on the scheduler job enqueues its run
+    /// (`beat@<slot>`, due at the slot) and moves the last slot on; any other lease on that job
+    /// is refused and counted; a lease on another job is an invalid `scheduler`. Nothing due:
+    /// nothing written, nothing checked.
+    fn beat(
+        &mut self,
+        lease: &Lease,
+        now: f64,
+        slot: i64,
+    ) -> Result<Option<Vec<String>>, &'static str> {
+        if slot <= self.beat_last {
+            return Ok(Some(Vec::new()));
+        }
+        if lease.job_id != leasefence::SCHEDULER_JOB {
+            return Err("scheduler");
+        }
+        match self.job_mut(leasefence::SCHEDULER_JOB) {
+            Some(job) if job.current(&lease.owner, lease.fence, now) => {
+                self.beat_last = slot;
+                let id = leasefence::run_id(BEAT, slot).expect("in the calendar");
+                let spec = Spec {
+                    not_before: slot as f64,
+                    ..Spec::plain(&id)
+                };
+                let inserted = self.enqueue_job(&spec) == Enqueued::Inserted;
+                Ok(Some(if inserted { vec![id] } else { Vec::new() }))
+            }
+            Some(job) => {
+                job.refuse(lease.fence, "schedule");
+                Ok(None)
+            }
+            None => Ok(None),
+        }
     }
 
     /// An unknown id is inserted with the default state, its fence starting at the floor of a

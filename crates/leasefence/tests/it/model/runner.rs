@@ -31,7 +31,8 @@ pub struct Subject<'a> {
 
 /// Empties every table the model covers, between cases.
 pub const RESET: &str = "DELETE FROM jobs; DELETE FROM fence_floor; DELETE FROM fence_gate; \
-                         DELETE FROM queues; DELETE FROM attempts; DELETE FROM refusals";
+                         DELETE FROM queues; DELETE FROM attempts; DELETE FROM refusals; \
+                         DELETE FROM schedules";
 
 /// One generated case: the initial model, the operations, and proptest-state-machine's counter
 /// of the operations that ran (it lets shrinking drop the ones after a failure at once).
@@ -189,6 +190,15 @@ fn call(store: &dyn Store, op: &Op) -> Result<Outcome, Error> {
         Op::Admit { resource, fence } => {
             Outcome::Bool(store.admit(Resource::new(resource)?, *fence)?)
         }
+        Op::Tick { lease, now } => {
+            Outcome::Ticked(leasefence::tick(store, lease, Now::new(*now)?)?.map(|t| {
+                assert!(
+                    t.passed.is_empty(),
+                    "no run of `beat` is known before its tick"
+                );
+                t.enqueued
+            }))
+        }
         Op::Restart => unreachable!("run_case restarts"),
     })
 }
@@ -221,6 +231,11 @@ pub fn run_case(subject: &Subject<'_>, census: &Census, case: Case) -> TestCaseR
     if probe.stored() != model.stored() {
         return Err(TestCaseError::fail("the store did not start empty"));
     }
+    // Every case has one schedule, a run every second from 0 (the model's `schedule_last`).
+    let beat = leasefence::Schedule::new(super::reference::BEAT, "* * * * * *").expect("valid");
+    store
+        .add_schedule(&beat, Now::new(0.0).expect("finite"))
+        .map_err(|e| TestCaseError::fail(format!("add_schedule: {e}")))?;
     for (step, op) in ops.iter().enumerate() {
         if let Some(seen) = &seen {
             seen.fetch_add(1, Ordering::SeqCst);
