@@ -342,3 +342,102 @@ fn slot(offset: i64) -> String {
     let minutes = offset / 60;
     format!("2026-12-01T{:02}:{:02}:00Z", minutes / 60, minutes % 60)
 }
+
+#[test]
+fn adding_the_same_definition_again_is_not_an_error_and_list_says_who_schedules() {
+    let s = Sandbox::new();
+    s.lf(&[
+        "schedule",
+        "add",
+        "sync",
+        "--cron",
+        "@hourly",
+        "--now",
+        &t(0),
+    ])
+    .ok();
+    s.lf(&[
+        "schedule",
+        "add",
+        "sync",
+        "--cron",
+        "@hourly",
+        "--now",
+        &t(5),
+    ])
+    .ok()
+    .says("already there, identical");
+    assert_eq!(last_slot(&s, "sync"), Some(T0), "left as it was");
+    s.lf(&["schedule", "list", "--now", &t(10)])
+        .ok()
+        .says("scheduler: none holds the role now");
+    s.lf(&[
+        "claim",
+        "leasefence.scheduler",
+        "--owner",
+        "w-1",
+        "--ttl",
+        "60",
+        "--now",
+        &t(10),
+    ])
+    .refused(); // the role's job does not exist until a scheduler first runs
+    s.lf(&["schedule", "tick", "--now", &t(11)]).ok();
+    s.lf(&[
+        "claim",
+        "leasefence.scheduler",
+        "--owner",
+        "w-1",
+        "--ttl",
+        "60",
+        "--now",
+        &t(12),
+    ])
+    .ok();
+    s.lf(&["schedule", "list", "--now", &t(20)])
+        .ok()
+        .says("scheduler: held by w-1 (fence 2) until 2026-12-01 00:01:12Z (in 52 s)");
+}
+
+#[test]
+fn cancel_and_retry_refuse_the_scheduler_roles_job_and_change_nothing() {
+    let s = Sandbox::new();
+    s.lf(&[
+        "schedule",
+        "add",
+        "sync",
+        "--cron",
+        "@hourly",
+        "--now",
+        &t(0),
+    ])
+    .ok();
+    s.lf(&["schedule", "tick", "--now", &t(1)]).ok();
+    let before: (i64, i64, f64) = s
+        .conn()
+        .query_row(
+            "SELECT done, fence, not_before FROM jobs WHERE id = 'leasefence.scheduler'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    s.lf(&["cancel", "leasefence.scheduler", "--now", &t(2)])
+        .error("`job_id`");
+    s.lf(&["retry", "leasefence.scheduler", "--now", &t(2)])
+        .error("`job_id`");
+    let after: (i64, i64, f64) = s
+        .conn()
+        .query_row(
+            "SELECT done, fence, not_before FROM jobs WHERE id = 'leasefence.scheduler'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(before, after);
+    assert_eq!(before.0, 0);
+    // delete resets the role: the next tick creates the job again, above the old fence.
+    s.lf(&["delete", "leasefence.scheduler"]).ok();
+    s.lf(&["--json", "schedule", "tick", "--now", &t(3700)])
+        .ok()
+        .says("\"fence\":2");
+}

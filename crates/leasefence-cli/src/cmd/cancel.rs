@@ -27,6 +27,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let id = &args.id;
     let context = || format!("cancel {id}");
     let job = JobId::new(id).with_context(context)?;
+    crate::cmd::shared::not_the_scheduler_job("cancel", id).with_context(context)?;
     let (now, (cancelled, row)) = at_now(ctx, args.now, |store, now| {
         let cancelled = store.cancel(job, now)?;
         // Only to word a refusal: the job may have changed since, but not back to unfinished.

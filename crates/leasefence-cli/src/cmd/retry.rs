@@ -46,7 +46,11 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let ids = args
         .ids
         .iter()
-        .map(|id| JobId::new(id).with_context(|| format!("retry {id}")))
+        .map(|id| {
+            crate::cmd::shared::not_the_scheduler_job("retry", id)
+                .and_then(|()| Ok(JobId::new(id)?))
+                .with_context(|| format!("retry {id}"))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let (now, (retried, rows)) = at_now(ctx, args.now, |store, now| {
         let retried = store.retry(&ids, now)?;

@@ -172,11 +172,35 @@ fn fields(s: &Schedule) -> serde_json::Value {
 fn add(ctx: &Ctx, a: AddArgs) -> anyhow::Result<Outcome> {
     let what = || format!("schedule add {}", a.name);
     let schedule = definition(&a).with_context(what)?;
-    let (now, added) =
-        at_now(ctx, a.now, |store, now| store.add_schedule(&schedule, now)).with_context(what)?;
+    let (now, (added, known)) = at_now(ctx, a.now, |store, now| {
+        let added = store.add_schedule(&schedule, now)?;
+        // Only to word the answer: the schedule of that name, as stored.
+        let known = if added {
+            None
+        } else {
+            store
+                .schedules()?
+                .into_iter()
+                .find(|info| info.schedule.name() == schedule.name())
+        };
+        Ok((added, known))
+    })
+    .with_context(what)?;
     let mut record = fields(&schedule);
     record["op"] = json!("schedule add");
     record["now"] = json!(now);
+    if let Some(info) = known.filter(|info| info.schedule == schedule) {
+        // Provisioning the same definition again is not an error: nothing to change.
+        record["added"] = json!(false);
+        record["last_slot"] = json!(info.last_slot);
+        return Ok(ctx.out.done(
+            format!(
+                "the schedule {} is already there, identical; left as it was",
+                a.name
+            ),
+            record,
+        ));
+    }
     if !added {
         return Ok(ctx.out.refused(
             format!(
@@ -191,6 +215,7 @@ fn add(ctx: &Ctx, a: AddArgs) -> anyhow::Result<Outcome> {
         .ok()
         .map(|n| n.seconds().floor() as i64)
         .and_then(|t| schedule.next_after(t).ok().flatten());
+    record["added"] = json!(true);
     record["next_slot"] = json!(first);
     record["next_job"] = json!(first.map(|t| leasefence::run_id(schedule.name(), t).ok()));
     let next = first.map_or_else(
@@ -210,8 +235,13 @@ fn add(ctx: &Ctx, a: AddArgs) -> anyhow::Result<Outcome> {
 }
 
 fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<Outcome> {
-    let (now, schedules) =
-        at_now(ctx, a.now, |store, _| store.schedules()).context("schedule list")?;
+    let (now, (schedules, role)) = at_now(ctx, a.now, |store, _| {
+        Ok((
+            store.schedules()?,
+            store.state(leasefence::JobId::new(SCHEDULER_JOB)?)?,
+        ))
+    })
+    .context("schedule list")?;
     if schedules.is_empty() {
         ctx.out
             .text("no schedule (add one with `leasefence schedule add NAME --cron EXPR`)");
@@ -268,6 +298,21 @@ fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<Outcome> {
         ]);
     }
     ctx.out.text(table(&rows));
+    ctx.out.text(match role {
+        Some(row) if row.done => format!(
+            "scheduler: the role's job {SCHEDULER_JOB} is finished, so no scheduler can take \
+             the role; `leasefence delete {SCHEDULER_JOB}` resets it"
+        ),
+        Some(row) if row.is_leased_at(now) => format!(
+            "scheduler: held by {} (fence {}) until {}",
+            row.owner.as_deref().unwrap_or("-"),
+            row.fence,
+            human(row.until, now)
+        ),
+        _ => "scheduler: none holds the role now; runs are enqueued while a worker runs with \
+              `--scheduler` (or by `leasefence schedule tick`)"
+            .to_owned(),
+    });
     Ok(Outcome::Done)
 }
 
@@ -307,10 +352,10 @@ fn remove(ctx: &Ctx, name: &str) -> anyhow::Result<Outcome> {
 }
 
 fn tick(ctx: &Ctx, a: TickArgs) -> anyhow::Result<Outcome> {
-    let owner = a.owner.clone().unwrap_or_else(|| {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".to_owned());
-        format!("tick-{host}-{}", std::process::id())
-    });
+    let owner = a
+        .owner
+        .clone()
+        .unwrap_or_else(|| format!("tick-{}-{}", shared::hostname(), std::process::id()));
     let ttl = Ttl::new(a.ttl).context("schedule tick")?;
     a.now.map(Now::new).transpose().context("schedule tick")?;
     let store: AnyStore = ctx.open(a.now.is_some()).context("schedule tick")?;

@@ -96,6 +96,34 @@ pub fn payload_fields(record: &mut Value, payload: Option<&[u8]>) {
     record["payload_bytes"] = len;
 }
 
+/// Refuses, as an invalid `job_id`, an operator verb that would break the scheduler role: the
+/// job `leasefence.scheduler` is the role's lease, never finished. Cancelling it stops every
+/// scheduler; retrying it would make it claimable by ordinary workers.
+pub fn not_the_scheduler_job(verb: &str, id: &str) -> anyhow::Result<()> {
+    if id == leasefence::SCHEDULER_JOB {
+        return Err(invalid(
+            "job_id",
+            format!(
+                "{id} is the scheduler role's own job; `{verb}` would break the role (to stop \
+                 a schedule, `leasefence schedule remove NAME`; to reset the role, \
+                 `leasefence delete {id}`: the next scheduler creates it again)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// This machine's name, for default owner names.
+pub fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
