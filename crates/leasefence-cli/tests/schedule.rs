@@ -337,6 +337,45 @@ fn eight_racing_tick_processes_enqueue_every_slot_exactly_once() {
     assert_eq!(runs(&s, "beat"), expected);
 }
 
+/// `schedule add sync --cron @hourly` at `T0 + offset`.
+fn add_hourly(s: &Sandbox, offset: i64) -> support::Run {
+    s.lf(&[
+        "schedule",
+        "add",
+        "sync",
+        "--cron",
+        "@hourly",
+        "--now",
+        &t(offset),
+    ])
+}
+
+/// `claim leasefence.scheduler` as `w-1` for 60 s at `T0 + offset`.
+fn claim_role(s: &Sandbox, offset: i64) -> support::Run {
+    let now = t(offset);
+    s.lf(&[
+        "claim",
+        "leasefence.scheduler",
+        "--owner",
+        "w-1",
+        "--ttl",
+        "60",
+        "--now",
+        &now,
+    ])
+}
+
+/// `(done, fence, not_before)` of the role's job, read through the sandbox's own connection.
+fn role_row(s: &Sandbox) -> (i64, i64, f64) {
+    s.conn()
+        .query_row(
+            "SELECT done, fence, not_before FROM jobs WHERE id = 'leasefence.scheduler'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+}
+
 /// The UTC time of `T0 + offset` as a run id writes it.
 fn slot(offset: i64) -> String {
     let minutes = offset / 60;
@@ -346,54 +385,15 @@ fn slot(offset: i64) -> String {
 #[test]
 fn adding_the_same_definition_again_is_not_an_error_and_list_says_who_schedules() {
     let s = Sandbox::new();
-    s.lf(&[
-        "schedule",
-        "add",
-        "sync",
-        "--cron",
-        "@hourly",
-        "--now",
-        &t(0),
-    ])
-    .ok();
-    s.lf(&[
-        "schedule",
-        "add",
-        "sync",
-        "--cron",
-        "@hourly",
-        "--now",
-        &t(5),
-    ])
-    .ok()
-    .says("already there, identical");
+    add_hourly(&s, 0).ok();
+    add_hourly(&s, 5).ok().says("already there, identical");
     assert_eq!(last_slot(&s, "sync"), Some(T0), "left as it was");
     s.lf(&["schedule", "list", "--now", &t(10)])
         .ok()
         .says("scheduler: none holds the role now");
-    s.lf(&[
-        "claim",
-        "leasefence.scheduler",
-        "--owner",
-        "w-1",
-        "--ttl",
-        "60",
-        "--now",
-        &t(10),
-    ])
-    .refused(); // the role's job does not exist until a scheduler first runs
+    claim_role(&s, 10).refused(); // the role's job does not exist until a scheduler first runs
     s.lf(&["schedule", "tick", "--now", &t(11)]).ok();
-    s.lf(&[
-        "claim",
-        "leasefence.scheduler",
-        "--owner",
-        "w-1",
-        "--ttl",
-        "60",
-        "--now",
-        &t(12),
-    ])
-    .ok();
+    claim_role(&s, 12).ok();
     s.lf(&["schedule", "list", "--now", &t(20)])
         .ok()
         .says("scheduler: held by w-1 (fence 2) until 2026-12-01 00:01:12Z (in 52 s)");
@@ -402,37 +402,14 @@ fn adding_the_same_definition_again_is_not_an_error_and_list_says_who_schedules(
 #[test]
 fn cancel_and_retry_refuse_the_scheduler_roles_job_and_change_nothing() {
     let s = Sandbox::new();
-    s.lf(&[
-        "schedule",
-        "add",
-        "sync",
-        "--cron",
-        "@hourly",
-        "--now",
-        &t(0),
-    ])
-    .ok();
+    add_hourly(&s, 0).ok();
     s.lf(&["schedule", "tick", "--now", &t(1)]).ok();
-    let before: (i64, i64, f64) = s
-        .conn()
-        .query_row(
-            "SELECT done, fence, not_before FROM jobs WHERE id = 'leasefence.scheduler'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
+    let before = role_row(&s);
     s.lf(&["cancel", "leasefence.scheduler", "--now", &t(2)])
         .error("`job_id`");
     s.lf(&["retry", "leasefence.scheduler", "--now", &t(2)])
         .error("`job_id`");
-    let after: (i64, i64, f64) = s
-        .conn()
-        .query_row(
-            "SELECT done, fence, not_before FROM jobs WHERE id = 'leasefence.scheduler'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
+    let after = role_row(&s);
     assert_eq!(before, after);
     assert_eq!(before.0, 0);
     // delete resets the role: the next tick creates the job again, above the old fence.

@@ -108,29 +108,6 @@ fn list(ctx: &Ctx, now: Option<f64>) -> anyhow::Result<Outcome> {
         ctx.out.json(record);
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let table = rows
-        .iter()
-        .map(|row| {
-            row.iter()
-                .zip(&widths)
-                .enumerate()
-                .map(|(c, (cell, w))| {
-                    if c < 2 {
-                        format!("{cell:<w$}")
-                    } else {
-                        format!("{cell:>w$}")
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_owned()
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    ctx.out.text(table);
+    ctx.out.text(shared::table(&rows, |c| c >= 2));
     Ok(Outcome::Done)
 }

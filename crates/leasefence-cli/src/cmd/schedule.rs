@@ -172,24 +172,24 @@ fn fields(s: &Schedule) -> serde_json::Value {
 fn add(ctx: &Ctx, a: AddArgs) -> anyhow::Result<Outcome> {
     let what = || format!("schedule add {}", a.name);
     let schedule = definition(&a).with_context(what)?;
-    let (now, (added, known)) = at_now(ctx, a.now, |store, now| {
+    let (now, (added, stored)) = at_now(ctx, a.now, |store, now| {
         let added = store.add_schedule(&schedule, now)?;
-        // Only to word the answer: the schedule of that name, as stored.
-        let known = if added {
-            None
-        } else {
-            store
-                .schedules()?
-                .into_iter()
-                .find(|info| info.schedule.name() == schedule.name())
-        };
-        Ok((added, known))
+        // The schedule of that name as stored: its first slot is the store's (on PostgreSQL,
+        // by the database's clock), and a known one is compared with the definition given.
+        let stored = store
+            .schedules()?
+            .into_iter()
+            .find(|info| info.schedule.name() == schedule.name());
+        Ok((added, stored))
     })
     .with_context(what)?;
     let mut record = fields(&schedule);
     record["op"] = json!("schedule add");
     record["now"] = json!(now);
-    if let Some(info) = known.filter(|info| info.schedule == schedule) {
+    if let Some(info) = stored
+        .as_ref()
+        .filter(|info| !added && info.schedule == schedule)
+    {
         // Provisioning the same definition again is not an error: nothing to change.
         record["added"] = json!(false);
         record["last_slot"] = json!(info.last_slot);
@@ -211,10 +211,7 @@ fn add(ctx: &Ctx, a: AddArgs) -> anyhow::Result<Outcome> {
             record,
         ));
     }
-    let first = Now::new(now)
-        .ok()
-        .map(|n| n.seconds().floor() as i64)
-        .and_then(|t| schedule.next_after(t).ok().flatten());
+    let first = stored.and_then(|info| info.next_slot().ok().flatten());
     record["added"] = json!(true);
     record["next_slot"] = json!(first);
     record["next_job"] = json!(first.map(|t| leasefence::run_id(schedule.name(), t).ok()));
@@ -297,7 +294,7 @@ fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<Outcome> {
             last,
         ]);
     }
-    ctx.out.text(table(&rows));
+    ctx.out.text(shared::table(&rows, |_| false));
     ctx.out.text(match role {
         Some(row) if row.done => format!(
             "scheduler: the role's job {SCHEDULER_JOB} is finished, so no scheduler can take \
@@ -314,24 +311,6 @@ fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<Outcome> {
             .to_owned(),
     });
     Ok(Outcome::Done)
-}
-
-fn table(rows: &[Vec<String>]) -> String {
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    rows.iter()
-        .map(|row| {
-            row.iter()
-                .zip(&widths)
-                .map(|(cell, w)| format!("{cell:<w$}"))
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_owned()
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn remove(ctx: &Ctx, name: &str) -> anyhow::Result<Outcome> {

@@ -124,6 +124,34 @@ pub fn hostname() -> String {
         .unwrap_or_else(|| "host".to_owned())
 }
 
+/// `rows` (the header first) as columns two spaces apart, each as wide as its widest cell:
+/// left-aligned, or right-aligned where `right(column)` says so; trailing spaces trimmed.
+pub fn table(rows: &[Vec<String>], right: impl Fn(usize) -> bool) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    rows.iter()
+        .map(|row| {
+            row.iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (cell, w))| {
+                    if right(c) {
+                        format!("{cell:>w$}")
+                    } else {
+                        format!("{cell:<w$}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
