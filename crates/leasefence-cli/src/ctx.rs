@@ -138,6 +138,15 @@ impl Ctx {
         Ok(move || options.open_target(&target))
     }
 
+    /// What `serve` opens: the target, and the PostgreSQL options (the schema, judging leases
+    /// by the database's clock).
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `db` for an empty value.
+    pub fn server_target(&self) -> leasefence::Result<(Target, PgOptions)> {
+        Ok((self.target()?, self.pg_options(true)))
+    }
+
     /// The database `demo` runs in; see [`Scratch`].
     ///
     /// # Errors

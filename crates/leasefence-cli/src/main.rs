@@ -29,6 +29,7 @@
 //! leasefence queue list                                     # queues, paused flag, counts
 //! leasefence work --exec ./send.sh --queue emails=4 --queue reports=1
 //! leasefence work --exec 'cat | wc -c' --drain            # a command per job, until empty
+//! leasefence serve --bind 127.0.0.1:7878                   # the contract over HTTP (docs/http.md)
 //! leasefence demo                                          # the story, then a stress run
 //! leasefence --db postgres://app@db.internal/jobs claim job-1 --owner a --ttl 30
 //! ```
@@ -171,6 +172,9 @@ enum Command {
     /// Run a shell command per job (payload on stdin, stdout stored), with heartbeats, retries
     /// and fencing, until the queue is drained (`--drain`) or SIGTERM / Ctrl-C.
     Work(cmd::work::Args),
+    /// Serve the contract over HTTP for workers in any language (docs/http.md), with
+    /// metrics, until SIGTERM or Ctrl-C.
+    Serve(cmd::serve::Args),
     /// Replay the stalled-worker story, then a multi-threaded stress run with a verdict.
     Demo(cmd::demo::Args),
 }
@@ -203,6 +207,7 @@ fn main() -> ExitCode {
         Command::Queue(args) => cmd::queue::run(&ctx, args),
         Command::Schedule(args) => cmd::schedule::run(&ctx, args),
         Command::Work(args) => cmd::work::run(&ctx, args),
+        Command::Serve(args) => cmd::serve::run(&ctx, args),
         Command::Demo(args) => cmd::demo::run(&ctx, args),
     };
     match result {

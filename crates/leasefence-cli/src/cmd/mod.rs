@@ -19,6 +19,7 @@ pub mod release;
 pub mod renew;
 pub mod retry;
 pub mod schedule;
+pub mod serve;
 pub mod shared;
 pub mod state;
 pub mod stats;

@@ -1,0 +1,193 @@
+//! `leasefence serve [--bind ADDR] [--worker-token-file F] [--admin-token-file F]`: the
+//! contract over HTTP (`docs/http.md`). Runs until SIGTERM or SIGINT, then finishes the
+//! requests in flight and exits 0.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use leasefence::{SqliteOptions, Synchronous};
+use leasefence_server::{AsyncOptions, AsyncStore, ServerConfig, Token, Tokens};
+
+use crate::ctx::Ctx;
+use crate::output::Outcome;
+
+/// Arguments of `serve`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Tokens: a worker token (claim, renew, complete, fail, release, enqueue, reads) and an admin \
+token (everything, and cancel, retry, delete, queue pause/resume). Give each in a file \
+(--worker-token-file, --admin-token-file) or in the environment (LEASEFENCE_WORKER_TOKEN, \
+LEASEFENCE_ADMIN_TOKEN); never on the command line, where other users can read it. At least \
+16 printable characters, e.g. `head -c 32 /dev/urandom | base64`. Without any token every \
+route is open, and only a loopback address may be bound.
+
+/metrics, /healthz and /readyz need no token. See docs/http.md.")]
+pub struct Args {
+    /// The address to listen on (port 0: any free port, printed at start).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    bind: SocketAddr,
+
+    /// A file holding the worker token [env: LEASEFENCE_WORKER_TOKEN holds the token itself].
+    #[arg(long, value_name = "FILE")]
+    worker_token_file: Option<PathBuf>,
+
+    /// A file holding the admin token [env: LEASEFENCE_ADMIN_TOKEN holds the token itself].
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
+
+    /// Store connections serving requests at once (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    connections: u32,
+
+    /// The largest request body taken, in bytes; larger ones get 413.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    max_body_bytes: usize,
+
+    /// How long one request may take, in seconds; a slower one gets 503.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    request_timeout: f64,
+
+    /// SQLite only: `full` (default; every acknowledged write survives power loss) or
+    /// `normal` (faster; the last commits may be lost on power loss, never on a crash).
+    #[arg(long, value_name = "MODE", default_value = "full")]
+    synchronous: String,
+}
+
+/// A token from its file or the environment variable; `None` when neither is set.
+fn token(
+    file: Option<&Path>,
+    var: &str,
+    what: &'static str,
+) -> anyhow::Result<Option<Token>> {
+    let text = match file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading the {what} from {}", path.display()))?,
+        ),
+        None => std::env::var(var).ok().filter(|v| !v.is_empty()),
+    };
+    Ok(text.map(|t| Token::new(&t, what)).transpose()?)
+}
+
+/// Serves until SIGTERM or SIGINT (exit 0).
+pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
+    let tokens = Tokens {
+        worker: token(
+            args.worker_token_file.as_deref(),
+            "LEASEFENCE_WORKER_TOKEN",
+            "worker token",
+        )?,
+        admin: token(
+            args.admin_token_file.as_deref(),
+            "LEASEFENCE_ADMIN_TOKEN",
+            "admin token",
+        )?,
+    };
+    tokens.check_bind(args.bind)?;
+    let synchronous = match args.synchronous.as_str() {
+        "full" => Synchronous::Full,
+        "normal" => Synchronous::Normal,
+        other => {
+            return Err(leasefence::Error::InvalidArgument {
+                argument: "synchronous",
+                reason: format!("`full` or `normal`, got `{other}`"),
+            }
+            .into());
+        }
+    };
+    if !(args.request_timeout.is_finite() && args.request_timeout > 0.0) {
+        return Err(leasefence::Error::InvalidArgument {
+            argument: "request-timeout",
+            reason: format!("must be seconds > 0, got {}", args.request_timeout),
+        }
+        .into());
+    }
+    if args.connections == 0 {
+        return Err(leasefence::Error::InvalidArgument {
+            argument: "connections",
+            reason: "must be at least 1".into(),
+        }
+        .into());
+    }
+    let (target, pg) = ctx.server_target()?;
+    let options = AsyncOptions::new()
+        .connections(args.connections)
+        .sqlite(SqliteOptions::new().init(false).synchronous(synchronous))
+        .postgres(pg);
+    let config = ServerConfig {
+        tokens,
+        max_body_bytes: args.max_body_bytes,
+        request_timeout: Duration::from_secs_f64(args.request_timeout),
+    };
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async move {
+        let store = AsyncStore::open_target(target, options)
+            .await
+            .context("serve")?;
+        let listener = tokio::net::TcpListener::bind(args.bind)
+            .await
+            .with_context(|| format!("binding {}", args.bind))?;
+        let addr = listener.local_addr()?;
+        // The first line on stdout is the address, for scripts that bind port 0.
+        println!("listening on http://{addr}");
+        eprintln!(
+            "leasefence: serving {} ({}) on http://{addr}; {}",
+            store.shown(),
+            store.backend(),
+            if config.tokens.any() {
+                match (&config.tokens.worker, &config.tokens.admin) {
+                    (Some(_), Some(_)) => "worker and admin tokens required",
+                    (Some(_), None) => "worker token required; admin routes refused (no admin token)",
+                    _ => "admin token required",
+                }
+            } else {
+                "no tokens: every route is open to anyone who can reach this loopback address"
+            }
+        );
+        let router = leasefence_server::router(store, &config);
+        leasefence_server::serve(listener, router, stop_signal())
+            .await
+            .context("serving")?;
+        eprintln!("leasefence: stopped");
+        Ok(Outcome::Done)
+    })
+}
+
+/// Resolves at the first SIGTERM or SIGINT.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            // Without handlers the process dies of the signal, as any process would.
+            std::future::pending::<()>().await;
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Warnings and errors (a store call that failed, an unreachable database) to stderr.
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .with_target(false)
+        .try_init();
+}

@@ -1,0 +1,230 @@
+//! [`AsyncStore`]: the blocking [`Store`] for async code — a pool of store connections whose
+//! every call runs on tokio's blocking pool, never on the runtime's worker threads.
+//!
+//! Every guarantee stays where it was: each call is one call of the library's [`Store`] on one
+//! connection, so owner, fence and the live lease are checked in the database, in the write's
+//! own transaction. Nothing about a lease is kept in this process: a second server, or this one
+//! restarted, sees exactly what the store holds.
+
+use std::sync::{Arc, Mutex};
+
+use leasefence::{AnyOptions, AnyStore, PgOptions, SqliteOptions, Store, Target};
+use tokio::sync::Semaphore;
+
+/// How an [`AsyncStore`] opens its connections.
+#[derive(Debug, Clone)]
+pub struct AsyncOptions {
+    connections: u32,
+    sqlite: SqliteOptions,
+    postgres: PgOptions,
+}
+
+impl Default for AsyncOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AsyncOptions {
+    /// Four connections; SQLite files must exist and be initialised (`leasefence init`), with
+    /// the library's defaults (WAL, `synchronous = FULL`); PostgreSQL in the schema
+    /// `leasefence`, judging every lease by the **database's** clock.
+    pub fn new() -> Self {
+        AsyncOptions {
+            connections: 4,
+            sqlite: SqliteOptions::new().init(false),
+            postgres: PgOptions::new().database_clock(true),
+        }
+    }
+
+    /// How many store connections run calls at once (at least 1). More calls wait, without
+    /// blocking a thread, for a connection to come free.
+    pub fn connections(mut self, connections: u32) -> Self {
+        self.connections = connections.max(1);
+        self
+    }
+
+    /// The options of an SQLite store.
+    pub fn sqlite(mut self, options: SqliteOptions) -> Self {
+        self.sqlite = options;
+        self
+    }
+
+    /// The options of a PostgreSQL store. Each pooled store holds one connection
+    /// (`pool_size(1)` is set here), so `connections` is the number of database sessions.
+    pub fn postgres(mut self, options: PgOptions) -> Self {
+        self.postgres = options;
+        self
+    }
+}
+
+/// A pool of [`AnyStore`] connections for async code: `store.call(|s| s.claim_next(…)).await`
+/// runs the closure on tokio's blocking pool with a connection of its own.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), leasefence::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = dir.path().join("jobs.db");
+/// # leasefence::init_db(&db)?;
+/// use leasefence::{NewJob, Now, Owner, Store, Ttl};
+/// use leasefence_server::{AsyncOptions, AsyncStore};
+///
+/// let store = AsyncStore::open(db.to_str().unwrap(), AsyncOptions::new()).await?;
+/// store.call(|s| s.enqueue_job(NewJob::new("mail-1")?)).await?;
+/// let lease = store
+///     .call(|s| s.claim_next(Owner::new("w1")?, Now::system(), Ttl::new(30.0)?))
+///     .await?
+///     .expect("a ready job");
+/// assert_eq!((lease.job_id.as_str(), lease.fence), ("mail-1", 1));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct AsyncStore {
+    inner: Arc<Inner>,
+}
+
+/// What every clone of an [`AsyncStore`] shares.
+struct Inner {
+    options: AnyOptions,
+    target: Target,
+    /// Connections not in use. At most `connections` exist: one per permit.
+    idle: Mutex<Vec<AnyStore>>,
+    /// One permit per connection; a call holds one for its whole run.
+    permits: Arc<Semaphore>,
+    connections: u32,
+    backend: &'static str,
+    shown: String,
+}
+
+impl std::fmt::Debug for AsyncStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `shown` is the target without its password.
+        f.debug_struct("AsyncStore")
+            .field("db", &self.inner.shown)
+            .field("backend", &self.inner.backend)
+            .field("connections", &self.inner.connections)
+            .finish()
+    }
+}
+
+impl AsyncStore {
+    /// Opens the store `db` names — an SQLite path or a PostgreSQL URL / libpq string, as the
+    /// CLI's `--db` takes it — with its first connection, so a bad path or an unreachable
+    /// server is reported here rather than at the first call.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `db`; the backend's opening errors.
+    pub async fn open(db: &str, options: AsyncOptions) -> leasefence::Result<AsyncStore> {
+        let target = Target::parse(db)?;
+        Self::open_target(target, options).await
+    }
+
+    /// [`AsyncStore::open`] of a parsed [`Target`].
+    ///
+    /// # Errors
+    /// The backend's opening errors.
+    pub async fn open_target(
+        target: Target,
+        options: AsyncOptions,
+    ) -> leasefence::Result<AsyncStore> {
+        let backend = if target.is_postgres() {
+            "postgres"
+        } else {
+            "sqlite"
+        };
+        let shown = target.to_string();
+        let options_any = AnyOptions::new()
+            .sqlite(options.sqlite)
+            .postgres(options.postgres.pool_size(1));
+        // The first connection is opened here, so a bad path or an unreachable server is
+        // reported to the caller of `open`; the others are opened on demand.
+        let first = {
+            let (opts, target) = (options_any.clone(), target.clone());
+            tokio::task::spawn_blocking(move || opts.open_target(&target))
+                .await
+                .map_err(join_error)??
+        };
+        Ok(AsyncStore {
+            inner: Arc::new(Inner {
+                options: options_any,
+                target,
+                idle: Mutex::new(vec![first]),
+                permits: Arc::new(Semaphore::new(options.connections as usize)),
+                connections: options.connections,
+                backend,
+                shown,
+            }),
+        })
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub fn backend(&self) -> &'static str {
+        self.inner.backend
+    }
+
+    /// The database, as shown to people: the path, or the URL with its password replaced.
+    pub fn shown(&self) -> &str {
+        &self.inner.shown
+    }
+
+    /// Runs `op` on a connection of the pool, on tokio's blocking pool. Waits without blocking
+    /// a thread while every connection is busy. A call that finds its connection lost drops
+    /// that connection; the next call opens a new one.
+    ///
+    /// # Errors
+    /// `op`'s error, or the backend's error opening a connection.
+    pub async fn call<T, F>(&self, op: F) -> leasefence::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&AnyStore) -> leasefence::Result<T> + Send + 'static,
+    {
+        let permit = Arc::clone(&self.inner.permits)
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let idle = inner.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let store = match idle {
+                Some(store) => store,
+                None => inner.options.open_target(&inner.target)?,
+            };
+            let result = op(&store);
+            // A connection found lost is dropped; the next call opens a new one.
+            let lost = matches!(
+                &result,
+                Err(leasefence::Error::ConnectionLost { .. } | leasefence::Error::CannotConnect { .. })
+            );
+            if !lost {
+                inner.idle.lock().unwrap_or_else(|e| e.into_inner()).push(store);
+            }
+            result
+        })
+        .await
+        .map_err(join_error)?
+    }
+
+    /// The clock reading leases are judged at: the database's on PostgreSQL, else this
+    /// host's system clock.
+    ///
+    /// # Errors
+    /// Connection or backend failures reading the database's clock.
+    pub async fn now(&self) -> leasefence::Result<leasefence::Now> {
+        self.call(|s| Ok(s.database_now()?.unwrap_or_else(leasefence::Now::system)))
+            .await
+    }
+}
+
+/// A call that panicked: reported as an error, never propagated into the server.
+fn join_error(e: tokio::task::JoinError) -> leasefence::Error {
+    leasefence::Error::Unsupported {
+        database: "the store call".into(),
+        detail: format!("the call did not finish: {e}"),
+    }
+}
+
+// `Store` is used by the doc example and by callers' closures.
+#[allow(unused_imports)]
+use Store as _;

@@ -1,0 +1,219 @@
+//! Bearer tokens: a **worker** token (claim, renew, complete, fail, release, enqueue and the
+//! reads) and an **admin** token (everything, including cancel, retry, delete, queue pause and
+//! schedules). Compared in constant time; never logged, never in `Debug`.
+
+use std::net::SocketAddr;
+
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+use subtle::ConstantTimeEq;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// A secret token. Its `Debug` never shows it.
+#[derive(Clone)]
+pub struct Token(Vec<u8>);
+
+impl Token {
+    /// A token from its text, trimmed of surrounding whitespace (a token file's newline).
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `what` when the token is shorter than 16 characters or holds
+    /// a character outside printable ASCII.
+    pub fn new(text: &str, what: &'static str) -> leasefence::Result<Token> {
+        let text = text.trim();
+        if text.len() < 16 {
+            return Err(leasefence::Error::InvalidArgument {
+                argument: what,
+                reason: format!(
+                    "a token must be at least 16 characters (got {}); make one with \
+                     `head -c 32 /dev/urandom | base64`",
+                    text.len()
+                ),
+            });
+        }
+        if !text.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+            return Err(leasefence::Error::InvalidArgument {
+                argument: what,
+                reason: "a token holds printable ASCII without spaces only".into(),
+            });
+        }
+        Ok(Token(text.as_bytes().to_vec()))
+    }
+
+    fn matches(&self, presented: &[u8]) -> bool {
+        // `ct_eq` of slices of different lengths is false without looking at the bytes; the
+        // length of a token is not the secret.
+        bool::from(self.0.as_slice().ct_eq(presented))
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+/// The server's tokens. With neither, every route is open and the server binds loopback only.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    /// The worker token.
+    pub worker: Option<Token>,
+    /// The admin token.
+    pub admin: Option<Token>,
+}
+
+impl Tokens {
+    /// Whether any token is set (then every `/v1` route needs one).
+    pub fn any(&self) -> bool {
+        self.worker.is_some() || self.admin.is_some()
+    }
+
+    /// Refuses to serve an address other than loopback without tokens.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `bind`.
+    pub fn check_bind(&self, addr: SocketAddr) -> leasefence::Result<()> {
+        if !self.any() && !addr.ip().is_loopback() {
+            return Err(leasefence::Error::InvalidArgument {
+                argument: "bind",
+                reason: format!(
+                    "{addr} is not a loopback address and no token is set: anyone who can \
+                     reach it could claim, complete and delete jobs. Set a worker token \
+                     (--worker-token-file or LEASEFENCE_WORKER_TOKEN) and an admin token, or \
+                     bind 127.0.0.1"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// What the request's token allows.
+    fn role(&self, headers: &HeaderMap) -> Result<Role, ApiError> {
+        if !self.any() {
+            return Ok(Role::Admin);
+        }
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .ok_or(ApiError::Unauthorized)?;
+        // Both comparisons always run, so timing tells nothing about which one matched.
+        let admin = self
+            .admin
+            .as_ref()
+            .is_some_and(|t| t.matches(presented.as_bytes()));
+        let worker = self
+            .worker
+            .as_ref()
+            .is_some_and(|t| t.matches(presented.as_bytes()));
+        match (admin, worker) {
+            (true, _) => Ok(Role::Admin),
+            (false, true) => Ok(Role::Worker),
+            (false, false) => Err(ApiError::Unauthorized),
+        }
+    }
+}
+
+/// What a request may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The worker routes and the reads.
+    Worker,
+    /// Everything.
+    Admin,
+}
+
+/// An extractor: the request holds the worker token or the admin token (or none is set).
+#[derive(Debug)]
+pub struct Worker;
+
+/// An extractor: the request holds the admin token (or none is set).
+#[derive(Debug)]
+pub struct Admin;
+
+impl FromRequestParts<AppState> for Worker {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let State(state) = State::<AppState>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::Internal)?;
+        state.tokens.role(&parts.headers).map(|_| Worker)
+    }
+}
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let State(state) = State::<AppState>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::Internal)?;
+        match state.tokens.role(&parts.headers)? {
+            Role::Admin => Ok(Admin),
+            Role::Worker => Err(ApiError::Forbidden(if state.tokens.admin.is_some() {
+                "this route needs the admin token"
+            } else {
+                "this route needs the admin token, and the server has none set"
+            })),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(token: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn roles_follow_the_token() {
+        let tokens = Tokens {
+            worker: Some(Token::new("worker-token-0123456789", "worker token").unwrap()),
+            admin: Some(Token::new("admin-token-0123456789\n", "admin token").unwrap()),
+        };
+        assert_eq!(tokens.role(&headers("worker-token-0123456789")).unwrap(), Role::Worker);
+        assert_eq!(tokens.role(&headers("admin-token-0123456789")).unwrap(), Role::Admin);
+        assert!(tokens.role(&headers("admin-token-012345678")).is_err());
+        assert!(tokens.role(&HeaderMap::new()).is_err());
+        assert_eq!(Tokens::default().role(&HeaderMap::new()).unwrap(), Role::Admin);
+    }
+
+    #[test]
+    fn tokens_are_checked_and_never_shown() {
+        assert_eq!(
+            Token::new("short", "worker token").unwrap_err().argument(),
+            Some("worker token")
+        );
+        assert!(Token::new("has a space in it 0123", "admin token").is_err());
+        let t = Token::new("s3cret-s3cret-s3cret", "x").unwrap();
+        assert_eq!(format!("{t:?}"), "Token(***)");
+        let all = format!("{:?}", Tokens { worker: Some(t.clone()), admin: Some(t) });
+        assert!(!all.contains("s3cret"), "{all}");
+    }
+
+    #[test]
+    fn open_servers_bind_loopback_only() {
+        let open = Tokens::default();
+        assert!(open.check_bind("127.0.0.1:7878".parse().unwrap()).is_ok());
+        assert!(open.check_bind("[::1]:7878".parse().unwrap()).is_ok());
+        let err = open.check_bind("0.0.0.0:7878".parse().unwrap()).unwrap_err();
+        assert_eq!(err.argument(), Some("bind"));
+        let closed = Tokens {
+            worker: Some(Token::new("worker-token-0123456789", "w").unwrap()),
+            admin: None,
+        };
+        assert!(closed.check_bind("0.0.0.0:7878".parse().unwrap()).is_ok());
+    }
+}

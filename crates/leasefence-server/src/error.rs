@@ -1,0 +1,241 @@
+//! What a request that did not take effect gets back: a status and a JSON body
+//! `{"error": KIND, "message": …}`, with `field` for bad input and `reason` for a refusal.
+//!
+//! | status | `error` | when |
+//! |---|---|---|
+//! | 400 | `bad_request` | bad input; `field` names it; nothing changed |
+//! | 401 | `unauthorized` | no token, or not a known one (`WWW-Authenticate: Bearer`) |
+//! | 403 | `forbidden` | a worker token on an admin route |
+//! | 404 | `not_found` | an unknown job or route |
+//! | 409 | `refused` | the contract refused it; `reason` says why; nothing changed |
+//! | 413 | `too_large` | the body is over the limit |
+//! | 503 | `busy` / `unavailable` | retryable: `Retry-After` says when |
+//! | 500 | `internal` | anything else; the details go to the server's log, never the body |
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Why the contract refused a write (the `reason` of a 409).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// No such job.
+    Unknown,
+    /// The job is finished (completed, dead or cancelled).
+    Done,
+    /// The fence is not the job's current one: a later claim superseded it (or it was never
+    /// handed out).
+    StaleFence,
+    /// Another owner holds the current fence.
+    OtherOwner,
+    /// The lease ran out (`until <= now`); nobody may store under it any more.
+    Expired,
+    /// The lease was given back (released or failed); the fence no longer holds a lease.
+    NotHeld,
+    /// A claim: the job is leased by someone else and the lease is live.
+    Leased,
+    /// An enqueue: the id is known (the job is left untouched).
+    Known,
+    /// An enqueue: another unfinished job holds the same unique key in the queue.
+    Duplicate,
+    /// An admit: a fence at least as high was already admitted for the resource.
+    LowerFence,
+}
+
+impl Reason {
+    /// The words of the `message` for this reason.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Reason::Unknown => "no such job",
+            Reason::Done => "the job is finished",
+            Reason::StaleFence => "the fence is not the job's current fence",
+            Reason::OtherOwner => "another owner holds the job's current fence",
+            Reason::Expired => "the lease has expired",
+            Reason::NotHeld => "the lease under this fence was given back",
+            Reason::Leased => "another worker holds a live lease on the job",
+            Reason::Known => "the job id is known; the job is left untouched",
+            Reason::Duplicate => "an unfinished job of the queue holds the same unique key",
+            Reason::LowerFence => "a fence at least as high was already admitted",
+        }
+    }
+}
+
+/// The JSON body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// `bad_request`, `unauthorized`, `forbidden`, `not_found`, `refused`, `too_large`,
+    /// `busy`, `unavailable` or `internal`.
+    pub error: &'static str,
+    /// A sentence for people.
+    pub message: String,
+    /// Bad input: the field (or argument) that was wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// A refusal: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+    /// A refusal of an enqueue for a duplicate unique key: the job holding it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub of: Option<String>,
+}
+
+/// A request that did not take effect.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400: `field` was wrong.
+    BadRequest {
+        /// The field or argument.
+        field: String,
+        /// What was wrong with it.
+        message: String,
+    },
+    /// 401: no token or an unknown one.
+    Unauthorized,
+    /// 403: the token may not do this.
+    Forbidden(&'static str),
+    /// 404.
+    NotFound(String),
+    /// 409: the contract refused it.
+    Refused {
+        /// Why.
+        reason: Reason,
+        /// The message.
+        message: String,
+        /// The job holding a duplicate unique key.
+        of: Option<String>,
+    },
+    /// 413.
+    TooLarge(String),
+    /// 503: the database was locked past the busy timeout; retry.
+    Busy,
+    /// 503: the database cannot be reached; retry.
+    Unavailable,
+    /// 500: details logged, not shown.
+    Internal,
+}
+
+impl ApiError {
+    /// A refusal for `reason`, with its standard message about `subject`.
+    pub fn refused(reason: Reason, subject: &str) -> Self {
+        ApiError::Refused {
+            reason,
+            message: format!("refused: {subject}: {}; nothing was changed", reason.explain()),
+            of: None,
+        }
+    }
+
+    /// Bad input in `field`.
+    pub fn bad(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::BadRequest {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Refused { .. } => StatusCode::CONFLICT,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Busy | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn body(self) -> ErrorBody {
+        let plain = |error, message: &str| ErrorBody {
+            error,
+            message: message.to_owned(),
+            field: None,
+            reason: None,
+            of: None,
+        };
+        match self {
+            ApiError::BadRequest { field, message } => ErrorBody {
+                error: "bad_request",
+                message: format!("invalid `{field}`: {message}; nothing was changed"),
+                field: Some(field),
+                reason: None,
+                of: None,
+            },
+            ApiError::Unauthorized => plain(
+                "unauthorized",
+                "a bearer token is required (Authorization: Bearer TOKEN)",
+            ),
+            ApiError::Forbidden(why) => plain("forbidden", why),
+            ApiError::NotFound(what) => plain("not_found", &what),
+            ApiError::Refused {
+                reason,
+                message,
+                of,
+            } => ErrorBody {
+                error: "refused",
+                message,
+                field: None,
+                reason: Some(reason),
+                of,
+            },
+            ApiError::TooLarge(what) => plain("too_large", &what),
+            ApiError::Busy => plain(
+                "busy",
+                "the database is busy (another writer held the lock); nothing was written, \
+                 retry the request",
+            ),
+            ApiError::Unavailable => plain(
+                "unavailable",
+                "the database cannot be reached; nothing was written, retry the request",
+            ),
+            ApiError::Internal => plain(
+                "internal",
+                "internal error; the server's log has the details",
+            ),
+        }
+    }
+}
+
+impl From<leasefence::Error> for ApiError {
+    fn from(e: leasefence::Error) -> Self {
+        match e {
+            leasefence::Error::InvalidArgument { argument, reason } => ApiError::BadRequest {
+                field: argument.to_owned(),
+                message: reason,
+            },
+            leasefence::Error::Busy => ApiError::Busy,
+            leasefence::Error::CannotConnect { .. } | leasefence::Error::ConnectionLost { .. } => {
+                tracing::warn!(error = %e, "store unreachable");
+                ApiError::Unavailable
+            }
+            other => {
+                // The library's errors never carry a password; they stay in the log all the same.
+                tracing::error!(error = %other, "store call failed");
+                ApiError::Internal
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let retry = matches!(self, ApiError::Busy | ApiError::Unavailable);
+        let unauthorized = matches!(self, ApiError::Unauthorized);
+        let mut response = (status, axum::Json(self.body())).into_response();
+        if retry {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if unauthorized {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"leasefence\""),
+            );
+        }
+        response
+    }
+}

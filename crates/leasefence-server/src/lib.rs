@@ -1,0 +1,187 @@
+//! `leasefence serve`: the lease-and-fence contract over HTTP, for workers in any language and
+//! workers that may not hold database credentials.
+//!
+//! The server keeps no lease in memory. Every route is one call of the library's [`Store`]
+//! (through [`AsyncStore`], on tokio's blocking pool), so owner, fence and the live lease are
+//! checked **in the store**, in the write's own transaction: a restarted server, or a second
+//! one on the same database, changes nothing. Leases are judged by the server's clock, or on
+//! PostgreSQL by the database's; clients never send `now`.
+//!
+//! ```text
+//! POST /v1/claims                      {"owner","ttl","queues"?,"n"?,"job_id"?} → leases
+//! POST /v1/jobs/{id}/renew             {"owner","fence","ttl"}
+//! POST /v1/jobs/{id}/complete          {"owner","fence","result"}
+//! POST /v1/jobs/{id}/fail              {"owner","fence","error","retry_in"?}
+//! POST /v1/jobs/{id}/release           {"owner","fence"}
+//! POST /v1/fences/{resource}/admit     {"fence"}
+//! POST /v1/jobs                        one job, or {"jobs": [...]}
+//! GET  /v1/jobs/{id}   /v1/jobs/{id}/history   /v1/jobs?status=&queue=&after=&limit=
+//! GET  /v1/stats
+//! POST /v1/jobs/{id}/cancel|retry   DELETE /v1/jobs/{id}   POST /v1/queues/{name}/pause|resume
+//! GET  /v1/openapi.json   /metrics   /healthz   /readyz
+//! ```
+//!
+//! 200/201: taken effect. **409: refused by the contract**, with a `reason` (`stale_fence`,
+//! `other_owner`, `expired`, `not_held`, `done`, `unknown`, …) and nothing changed. 400: bad
+//! input, `field` names it. 401/403: token. 413: body too large. 503: busy or unreachable,
+//! retry after `Retry-After`. See `docs/http.md`.
+//!
+//! [`Store`]: leasefence::Store
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use utoipa::OpenApi as _;
+
+mod async_store;
+mod auth;
+mod body;
+mod dto;
+mod error;
+mod metrics;
+mod openapi;
+mod routes;
+
+pub use async_store::{AsyncOptions, AsyncStore};
+pub use auth::{Token, Tokens};
+pub use error::{ApiError, Reason};
+pub use metrics::Metrics;
+pub use openapi::ApiDoc;
+
+/// What every handler shares: the store, the tokens and the metrics.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// The store every route calls.
+    pub store: AsyncStore,
+    /// The bearer tokens (none: every route is open, loopback only).
+    pub tokens: Tokens,
+    /// The metrics served at `/metrics`.
+    pub metrics: Arc<Metrics>,
+    request_timeout: Duration,
+}
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The tokens.
+    pub tokens: Tokens,
+    /// The largest request body taken, in bytes (default 1 MiB); larger ones get a 413.
+    pub max_body_bytes: usize,
+    /// How long one request may take (default 30 s); a slower one gets a 503. Its store call
+    /// may still finish after that: read the job back before assuming it did not.
+    pub request_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            tokens: Tokens::default(),
+            max_body_bytes: 1 << 20,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The application: every route, with the limits and the request metrics.
+pub fn router(store: AsyncStore, config: &ServerConfig) -> Router {
+    use routes::{jobs, leases, ops};
+    let state = AppState {
+        store,
+        tokens: config.tokens.clone(),
+        metrics: Arc::new(Metrics::new()),
+        request_timeout: config.request_timeout,
+    };
+    Router::new()
+        .route("/v1/jobs", post(jobs::enqueue).get(jobs::list_jobs))
+        .route("/v1/jobs/{id}", get(jobs::get_job).delete(jobs::delete))
+        .route("/v1/jobs/{id}/history", get(jobs::history))
+        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/v1/jobs/{id}/retry", post(jobs::retry))
+        .route("/v1/claims", post(leases::claim))
+        .route("/v1/jobs/{id}/renew", post(leases::renew))
+        .route("/v1/jobs/{id}/complete", post(leases::complete))
+        .route("/v1/jobs/{id}/fail", post(leases::fail))
+        .route("/v1/jobs/{id}/release", post(leases::release))
+        .route("/v1/fences/{resource}/admit", post(leases::admit))
+        .route("/v1/stats", get(ops::stats))
+        .route("/v1/queues/{name}/pause", post(ops::pause))
+        .route("/v1/queues/{name}/resume", post(ops::resume))
+        .route("/v1/openapi.json", get(openapi_json))
+        .route("/metrics", get(ops::metrics))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), measure))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then finishes the requests in
+/// flight.
+///
+/// # Errors
+/// I/O errors of the listener.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+async fn openapi_json() -> Response {
+    axum::Json(ApiDoc::openapi()).into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route; see /v1/openapi.json".into())
+}
+
+/// Times every request, counts it by route and status, and cuts it off after the timeout.
+async fn measure(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let op = match req.extensions().get::<MatchedPath>() {
+        Some(path) => format!("{} {}", req.method(), path.as_str()),
+        None => "unmatched".to_owned(),
+    };
+    let start = Instant::now();
+    let response = match tokio::time::timeout(state.request_timeout, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(serde_json::json!({
+                "error": "timeout",
+                "message": "the request took longer than the server's limit; it may still \
+                            take effect: read the job back before retrying",
+            })),
+        )
+            .into_response(),
+    };
+    let labels = metrics::OpLabel { op: op.clone() };
+    state
+        .metrics
+        .latency
+        .get_or_create(&labels)
+        .observe(start.elapsed().as_secs_f64());
+    state
+        .metrics
+        .requests
+        .get_or_create(&metrics::RequestLabels {
+            op,
+            status: response.status().as_u16(),
+        })
+        .inc();
+    response
+}

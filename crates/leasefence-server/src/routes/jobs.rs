@@ -1,0 +1,407 @@
+//! Jobs: enqueue and read (worker token), and the operator verbs cancel, retry and delete
+//! (admin token). The operator verbs are not fenced — exactly as the library's and the CLI's —
+//! and are documented as such: a cancelled job's holder can store nothing afterwards.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use leasefence::{Enqueued, JobId, Now, SCHEDULER_JOB, Status, Store};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::AppState;
+use crate::auth::{Admin, Worker};
+use crate::body::JsonBody;
+use crate::dto::{Done, EnqueueBody, EnqueuedBody, EnqueuedMany, JobBody, JobPage};
+use crate::error::{ApiError, ErrorBody, Reason};
+
+/// The most jobs one enqueue may carry (the body limit may stop it earlier).
+pub const MAX_ENQUEUE: usize = 10_000;
+/// The most jobs one page of `GET /v1/jobs` holds.
+pub const MAX_PAGE: usize = 1000;
+
+fn outcome(job_id: String, e: Enqueued) -> EnqueuedBody {
+    let (outcome, of) = match e {
+        Enqueued::Inserted => ("inserted", None),
+        Enqueued::Known => ("known", None),
+        Enqueued::Duplicate { of } => ("duplicate", Some(of)),
+        // A kind of outcome this server does not know yet: reported, not guessed.
+        _ => ("unknown", None),
+    };
+    EnqueuedBody {
+        job_id,
+        outcome,
+        of,
+    }
+}
+
+/// Enqueue one job (`201`, or `409` `known` / `duplicate`), or `{"jobs": [...]}` in one
+/// transaction (`200` with each job's outcome in order).
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs",
+    request_body = EnqueueBody,
+    responses(
+        (status = 201, description = "One job, inserted", body = EnqueuedBody),
+        (status = 200, description = "Many jobs: each one's outcome, in order", body = EnqueuedMany),
+        (status = 400, description = "Bad input; `field` names it (`jobs[3].queue`); nothing inserted", body = ErrorBody),
+        (status = 409, description = "One job, not inserted: `known` or `duplicate` (`of` names the holder of the key)", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+    ),
+    security(("worker" = [])))]
+pub async fn enqueue(
+    _: Worker,
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<EnqueueBody>,
+) -> Result<Response, ApiError> {
+    let now = Now::system().seconds();
+    let (jobs, many) = match body {
+        EnqueueBody::One(job) => (vec![job.into_job(now, None)?], false),
+        EnqueueBody::Many { jobs } => {
+            if jobs.len() > MAX_ENQUEUE {
+                return Err(ApiError::bad(
+                    "jobs",
+                    format!("at most {MAX_ENQUEUE} jobs per request, got {}", jobs.len()),
+                ));
+            }
+            let jobs = jobs
+                .into_iter()
+                .enumerate()
+                .map(|(i, j)| j.into_job(now, Some(i)))
+                .collect::<Result<Vec<_>, _>>()?;
+            (jobs, true)
+        }
+    };
+    let ids: Vec<String> = jobs.iter().map(|j| j.id().to_owned()).collect();
+    let outcomes = state.store.call(move |s| s.enqueue_jobs(&jobs)).await?;
+    let mut results: Vec<EnqueuedBody> = ids.into_iter().zip(outcomes).map(|(id, e)| outcome(id, e)).collect();
+    if many {
+        return Ok(Json(EnqueuedMany { results }).into_response());
+    }
+    let one = results.remove(0);
+    match one.outcome {
+        "inserted" => Ok((StatusCode::CREATED, Json(one)).into_response()),
+        "known" => Err(ApiError::refused(Reason::Known, &format!("enqueue of {}", one.job_id))),
+        _ => Err(ApiError::Refused {
+            reason: Reason::Duplicate,
+            message: format!(
+                "refused: enqueue of {}: {} ({}); nothing was inserted",
+                one.job_id,
+                Reason::Duplicate.explain(),
+                one.of.as_deref().unwrap_or("?")
+            ),
+            of: one.of,
+        }),
+    }
+}
+
+/// One job, as stored, with its status now.
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "The job", body = JobBody),
+        (status = 404, description = "No such job", body = ErrorBody),
+    ),
+    security(("worker" = [])))]
+pub async fn get_job(
+    _: Worker,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobBody>, ApiError> {
+    JobId::new(&id)?;
+    let job = id.clone();
+    let info = state
+        .store
+        .call(move |s| s.inspect(JobId::new(&job)?, Now::system()))
+        .await?;
+    info.map(|i| Json(i.into()))
+        .ok_or_else(|| ApiError::NotFound(format!("no job {id}")))
+}
+
+/// The query of `GET /v1/jobs`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Only jobs in this status (`ready`, `scheduled`, `leased`, `expired`, `retrying`,
+    /// `done`, `dead`, `cancelled`).
+    pub status: Option<String>,
+    /// Only jobs of this queue.
+    pub queue: Option<String>,
+    /// Jobs after this id (the `next` of the previous page).
+    pub after: Option<String>,
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<usize>,
+}
+
+/// Jobs in id order, a page at a time (keyset paging: pass `next` as `after`).
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of jobs", body = JobPage),
+        (status = 400, description = "Bad input", body = ErrorBody),
+    ),
+    security(("worker" = [])))]
+pub async fn list_jobs(
+    _: Worker,
+    State(state): State<AppState>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<JobPage>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad("query", e.body_text()))?;
+    let status = q.status.as_deref().map(Status::parse).transpose()?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::bad("limit", format!("must be 1 to {MAX_PAGE}, got {limit}")));
+    }
+    if let Some(after) = &q.after {
+        JobId::new(after).map_err(|_| ApiError::bad("after", "must be a job id"))?;
+    }
+    let queue = q.queue.map(leasefence::Queue::new).transpose()?;
+    let page = state
+        .store
+        .call(move |s| {
+            let now = Now::system();
+            let mut cursor = q.after;
+            let mut jobs = Vec::new();
+            // One more than `limit` tells whether there is a next page. Without a queue
+            // filter one read is the page; with one, pages are read in id order until enough
+            // jobs of the queue are found or the store ends.
+            loop {
+                let batch = s.list(
+                    now,
+                    status,
+                    cursor.as_deref().map(JobId::new).transpose()?,
+                    limit + 1,
+                )?;
+                let end = batch.len() <= limit;
+                cursor = batch.last().map(|j| j.id().to_owned());
+                for job in batch {
+                    if queue.as_ref().is_none_or(|q| q.as_str() == job.queue) {
+                        jobs.push(job);
+                        if jobs.len() > limit {
+                            break;
+                        }
+                    }
+                }
+                if jobs.len() > limit || end {
+                    let has_next = jobs.len() > limit;
+                    jobs.truncate(limit);
+                    return Ok((jobs, has_next));
+                }
+            }
+        })
+        .await?;
+    let (jobs, has_next) = page;
+    let next = if has_next {
+        jobs.last().map(|j| j.id().to_owned())
+    } else {
+        None
+    };
+    Ok(Json(JobPage {
+        jobs: jobs.into_iter().map(JobBody::from).collect(),
+        next,
+    }))
+}
+
+/// One attempt of a job's ledger.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptBody {
+    /// The fence the claim handed out.
+    pub fence: i64,
+    /// Who held it.
+    pub owner: String,
+    /// When it was claimed (absent when unknown).
+    pub claimed_at: Option<f64>,
+    /// When it ended.
+    pub ended_at: Option<f64>,
+    /// `completed`, `failed`, `timed_out`, `released`, `lost`, `cancelled`; absent while open.
+    pub outcome: Option<String>,
+    /// A failure's error.
+    pub error: Option<String>,
+}
+
+/// Refused writes under one fence.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RefusalBody {
+    /// The fence that tried.
+    pub fence: i64,
+    /// `renew`, `complete`, `fail`, `release` or `schedule`.
+    pub op: String,
+    /// How many were refused.
+    pub count: u64,
+    /// When the last one was.
+    pub last_at: f64,
+}
+
+/// A job's attempt ledger.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HistoryBody {
+    /// The job.
+    pub job_id: String,
+    /// Every claim, by fence.
+    pub attempts: Vec<AttemptBody>,
+    /// The writes refused, by fence and operation.
+    pub refusals: Vec<RefusalBody>,
+}
+
+/// The attempt ledger: who held which fence, how each attempt ended, and every stale write
+/// refused under it.
+#[utoipa::path(get, path = "/v1/jobs/{id}/history", tag = "jobs",
+    params(("id" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "The ledger", body = HistoryBody),
+        (status = 404, description = "No such job", body = ErrorBody),
+    ),
+    security(("worker" = [])))]
+pub async fn history(
+    _: Worker,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<HistoryBody>, ApiError> {
+    JobId::new(&id)?;
+    let job = id.clone();
+    let history = state
+        .store
+        .call(move |s| s.history(JobId::new(&job)?))
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no job {id}")))?;
+    Ok(Json(HistoryBody {
+        job_id: id,
+        attempts: history
+            .attempts
+            .into_iter()
+            .map(|a| AttemptBody {
+                fence: a.fence,
+                owner: a.owner,
+                claimed_at: a.claimed_at,
+                ended_at: a.ended_at,
+                outcome: a.outcome.map(|o| o.as_str().to_owned()),
+                error: a.error,
+            })
+            .collect(),
+        refusals: history
+            .refusals
+            .into_iter()
+            .map(|r| RefusalBody {
+                fence: r.fence,
+                op: r.op.as_str().to_owned(),
+                count: r.count,
+                last_at: r.last_at,
+            })
+            .collect(),
+    }))
+}
+
+/// The scheduler's role job is not an ordinary job: cancelling it stops every scheduler,
+/// retrying it hands it to ordinary workers (as the CLI refuses).
+fn not_the_scheduler_job(verb: &str, id: &str) -> Result<(), ApiError> {
+    if id == SCHEDULER_JOB {
+        return Err(ApiError::bad(
+            "job_id",
+            format!(
+                "{SCHEDULER_JOB} is the scheduler role's job, not a job to {verb}; delete it to \
+                 reset the role"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Operator verb (not fenced): cancel an unfinished job. Its holder can store nothing
+/// afterwards.
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "admin",
+    params(("id" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "Cancelled", body = Done),
+        (status = 404, description = "No such job", body = ErrorBody),
+        (status = 409, description = "Refused: `done` (already finished)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub async fn cancel(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Done>, ApiError> {
+    JobId::new(&id)?;
+    not_the_scheduler_job("cancel", &id)?;
+    let job = id.clone();
+    let outcome = state
+        .store
+        .call(move |s| {
+            let j = JobId::new(&job)?;
+            if s.cancel(j, Now::system())? {
+                Ok(None)
+            } else {
+                Ok(Some(s.state(j)?.is_some()))
+            }
+        })
+        .await?;
+    match outcome {
+        None => Ok(Json(Done::job(id))),
+        Some(true) => Err(ApiError::refused(Reason::Done, &format!("cancel of {id}"))),
+        Some(false) => Err(ApiError::NotFound(format!("no job {id}"))),
+    }
+}
+
+/// Operator verb (not fenced): make a dead or cancelled job ready again with a fresh attempts
+/// budget. The fence is kept, so the next claim continues above every fence handed out.
+#[utoipa::path(post, path = "/v1/jobs/{id}/retry", tag = "admin",
+    params(("id" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "Ready again", body = Done),
+        (status = 404, description = "No such job", body = ErrorBody),
+        (status = 409, description = "Refused: the job is not dead or cancelled (`done` for a completed one, `leased` for one waiting or running)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub async fn retry(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Done>, ApiError> {
+    JobId::new(&id)?;
+    not_the_scheduler_job("retry", &id)?;
+    let job = id.clone();
+    let outcome = state
+        .store
+        .call(move |s| {
+            let j = JobId::new(&job)?;
+            if s.retry(&[j], Now::system())?.first() == Some(&true) {
+                Ok(None)
+            } else {
+                Ok(Some(s.state(j)?.map(|row| row.done)))
+            }
+        })
+        .await?;
+    match outcome {
+        None => Ok(Json(Done::job(id))),
+        Some(Some(true)) => Err(ApiError::refused(Reason::Done, &format!("retry of {id}"))),
+        Some(Some(false)) => Err(ApiError::refused(Reason::Leased, &format!("retry of {id}"))),
+        Some(None) => Err(ApiError::NotFound(format!("no job {id}"))),
+    }
+}
+
+/// Operator verb (not fenced): remove a job and its ledger, whatever its state. Its last
+/// fence is kept as the id's floor, so a holder of the deleted job's lease can store nothing
+/// and the same id enqueued again continues above every fence it had.
+#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "admin",
+    params(("id" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "Deleted", body = Done),
+        (status = 404, description = "No such job", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub async fn delete(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Done>, ApiError> {
+    JobId::new(&id)?;
+    let job = id.clone();
+    let deleted = state
+        .store
+        .call(move |s| s.delete(&[JobId::new(&job)?]))
+        .await?;
+    if deleted.first() == Some(&true) {
+        Ok(Json(Done::job(id)))
+    } else {
+        Err(ApiError::NotFound(format!("no job {id}")))
+    }
+}

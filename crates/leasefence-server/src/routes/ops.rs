@@ -1,0 +1,149 @@
+//! Counts, queues, health and metrics.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use leasefence::{JobId, Queue, Store};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::auth::{Admin, Worker};
+use crate::dto::{Counts, Done, QueueBody, StatsBody};
+use crate::error::{ApiError, ErrorBody};
+
+/// Jobs by status, overall and per queue, at the clock reading that judges leases.
+#[utoipa::path(get, path = "/v1/stats", tag = "queues",
+    responses((status = 200, description = "The counts", body = StatsBody)),
+    security(("worker" = [])))]
+pub async fn stats(_: Worker, State(state): State<AppState>) -> Result<Json<StatsBody>, ApiError> {
+    let (now, stats, queues) = state
+        .store
+        .call(|s| {
+            let now = s.database_now()?.unwrap_or_else(leasefence::Now::system);
+            Ok((now.seconds(), s.stats(now)?, s.queues(now)?))
+        })
+        .await?;
+    Ok(Json(StatsBody {
+        now,
+        counts: Counts::from(&stats),
+        queues: queues
+            .iter()
+            .map(|q| QueueBody {
+                name: q.name.clone(),
+                paused: q.paused,
+                counts: Counts::from(&q.stats),
+            })
+            .collect(),
+    }))
+}
+
+/// Pause a queue: it hands out nothing until resumed. Leases already held run on.
+#[utoipa::path(post, path = "/v1/queues/{name}/pause", tag = "admin",
+    params(("name" = String, Path, description = "The queue")),
+    responses(
+        (status = 200, description = "Paused (or already paused)", body = Done),
+        (status = 400, description = "Bad queue name", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub async fn pause(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Done>, ApiError> {
+    let queue = Queue::new(name.clone())?;
+    state.store.call(move |s| s.pause(&queue)).await?;
+    Ok(Json(Done::job(name)))
+}
+
+/// Resume a paused queue.
+#[utoipa::path(post, path = "/v1/queues/{name}/resume", tag = "admin",
+    params(("name" = String, Path, description = "The queue")),
+    responses(
+        (status = 200, description = "Resumed (or was not paused)", body = Done),
+        (status = 400, description = "Bad queue name", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub async fn resume(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Done>, ApiError> {
+    let queue = Queue::new(name.clone())?;
+    state.store.call(move |s| s.resume(&queue)).await?;
+    Ok(Json(Done::job(name)))
+}
+
+/// `GET /healthz` and `/readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`, or `unavailable`.
+    pub status: &'static str,
+    /// `/readyz`: the backend, `sqlite` or `postgres`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<&'static str>,
+}
+
+/// The process is up (no store call).
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "Up", body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        backend: None,
+    })
+}
+
+/// The store answers: one indexed read through a pooled connection.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses(
+        (status = 200, description = "The store answers", body = Health),
+        (status = 503, description = "It does not", body = Health),
+    ))]
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    let probe = state
+        .store
+        .call(|s| s.state(JobId::new("leasefence.readyz")?).map(|_| ()))
+        .await;
+    match probe {
+        Ok(()) => Json(Health {
+            status: "ok",
+            backend: Some(state.store.backend()),
+        })
+        .into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness probe failed");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(Health {
+                    status: "unavailable",
+                    backend: Some(state.store.backend()),
+                }),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// Prometheus text format (OpenMetrics 1.0).
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "The metrics", content_type = "application/openmetrics-text")))]
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let queues = state
+        .store
+        .call(|s| {
+            let now = s.database_now()?.unwrap_or_else(leasefence::Now::system);
+            s.queues(now)
+        })
+        .await?;
+    let text = state.metrics.render(&queues);
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
