@@ -97,6 +97,24 @@ struct Inner {
     shown: String,
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The PostgreSQL driver's synchronous client runs a runtime of its own, which must not
+        // be entered from an async task: when the last clone is dropped inside one (a server
+        // shutting down), the connections are closed on a thread of their own.
+        let idle = std::mem::take(self.idle.get_mut().unwrap_or_else(|e| e.into_inner()));
+        if idle.is_empty() {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let closer = std::thread::spawn(move || drop(idle));
+            let _ = closer.join();
+        } else {
+            drop(idle);
+        }
+    }
+}
+
 impl std::fmt::Debug for AsyncStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // `shown` is the target without its password.
@@ -195,10 +213,15 @@ impl AsyncStore {
             // A connection found lost is dropped; the next call opens a new one.
             let lost = matches!(
                 &result,
-                Err(leasefence::Error::ConnectionLost { .. } | leasefence::Error::CannotConnect { .. })
+                Err(leasefence::Error::ConnectionLost { .. }
+                    | leasefence::Error::CannotConnect { .. })
             );
             if !lost {
-                inner.idle.lock().unwrap_or_else(|e| e.into_inner()).push(store);
+                inner
+                    .idle
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(store);
             }
             result
         })

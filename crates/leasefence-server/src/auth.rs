@@ -173,7 +173,10 @@ mod tests {
 
     fn headers(token: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
-        h.insert(header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        h.insert(
+            header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
         h
     }
 
@@ -183,11 +186,20 @@ mod tests {
             worker: Some(Token::new("worker-token-0123456789", "worker token").unwrap()),
             admin: Some(Token::new("admin-token-0123456789\n", "admin token").unwrap()),
         };
-        assert_eq!(tokens.role(&headers("worker-token-0123456789")).unwrap(), Role::Worker);
-        assert_eq!(tokens.role(&headers("admin-token-0123456789")).unwrap(), Role::Admin);
+        assert_eq!(
+            tokens.role(&headers("worker-token-0123456789")).unwrap(),
+            Role::Worker
+        );
+        assert_eq!(
+            tokens.role(&headers("admin-token-0123456789")).unwrap(),
+            Role::Admin
+        );
         assert!(tokens.role(&headers("admin-token-012345678")).is_err());
         assert!(tokens.role(&HeaderMap::new()).is_err());
-        assert_eq!(Tokens::default().role(&HeaderMap::new()).unwrap(), Role::Admin);
+        assert_eq!(
+            Tokens::default().role(&HeaderMap::new()).unwrap(),
+            Role::Admin
+        );
     }
 
     #[test]
@@ -199,7 +211,13 @@ mod tests {
         assert!(Token::new("has a space in it 0123", "admin token").is_err());
         let t = Token::new("s3cret-s3cret-s3cret", "x").unwrap();
         assert_eq!(format!("{t:?}"), "Token(***)");
-        let all = format!("{:?}", Tokens { worker: Some(t.clone()), admin: Some(t) });
+        let all = format!(
+            "{:?}",
+            Tokens {
+                worker: Some(t.clone()),
+                admin: Some(t)
+            }
+        );
         assert!(!all.contains("s3cret"), "{all}");
     }
 
@@ -208,7 +226,9 @@ mod tests {
         let open = Tokens::default();
         assert!(open.check_bind("127.0.0.1:7878".parse().unwrap()).is_ok());
         assert!(open.check_bind("[::1]:7878".parse().unwrap()).is_ok());
-        let err = open.check_bind("0.0.0.0:7878".parse().unwrap()).unwrap_err();
+        let err = open
+            .check_bind("0.0.0.0:7878".parse().unwrap())
+            .unwrap_err();
         assert_eq!(err.argument(), Some("bind"));
         let closed = Tokens {
             worker: Some(Token::new("worker-token-0123456789", "w").unwrap()),

@@ -39,28 +39,43 @@ where
 /// # Errors
 /// A 400 naming the field.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // serde would take a struct from an array too (`["A", 30]`); the API speaks objects only.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad("body", "the body must be a JSON object"));
+    }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.inner().to_string();
-        // serde reports a missing or unknown field on the object that lacks or has it.
-        let named = ["missing field `", "unknown field `"]
-            .iter()
-            .find_map(|prefix| inner.strip_prefix(prefix))
-            .and_then(|rest| rest.split('`').next());
-        let field = match (named, path.as_str()) {
-            (Some(name), "." | "") => name.to_owned(),
-            (Some(name), path) => format!("{path}.{name}"),
-            (None, "." | "") => "body".to_owned(),
-            (None, path) => path.to_owned(),
-        };
-        let message = if e.inner().is_syntax() || e.inner().is_eof() {
-            format!("the body is not valid JSON: {inner}")
-        } else {
-            inner
-        };
-        ApiError::bad(field, message)
-    })
+    serde_path_to_error::deserialize(de).map_err(path_error)
+}
+
+/// Reads an already parsed JSON value as a `T`, naming the field of the first error (for
+/// bodies whose shape depends on a key, like an enqueue of one job or of `jobs`).
+///
+/// # Errors
+/// A 400 naming the field.
+pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(path_error)
+}
+
+fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let path = e.path().to_string();
+    let inner = e.inner().to_string();
+    // A missing field is reported on the object that lacks it (an unknown one is on the
+    // path already).
+    let named = inner
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    let field = match (named, path.as_str()) {
+        (Some(name), "." | "" | "?") => name.to_owned(),
+        (Some(name), path) => format!("{path}.{name}"),
+        (None, "." | "" | "?") => "body".to_owned(),
+        (None, path) => path.to_owned(),
+    };
+    let message = if e.inner().is_syntax() || e.inner().is_eof() {
+        format!("the body is not valid JSON: {inner}")
+    } else {
+        inner
+    };
+    ApiError::bad(field, message)
 }
 
 #[cfg(test)]
@@ -94,7 +109,10 @@ mod tests {
         assert_eq!(field(r#"{"ttl": 1}"#), "owner");
         assert_eq!(field(r#"{"owner": "a", "ttl": "x"}"#), "ttl");
         assert_eq!(field(r#"{"owner": "a", "ttl": 1, "tll": 2}"#), "tll");
-        assert_eq!(field(r#"{"owner": "a", "ttl": 1, "jobs": [{"id": "a"}, {}]}"#), "jobs[1].id");
+        assert_eq!(
+            field(r#"{"owner": "a", "ttl": 1, "jobs": [{"id": "a"}, {}]}"#),
+            "jobs[1].id"
+        );
         assert_eq!(field(r#"{"owner": "a", "#), "body");
         assert_eq!(field("[1]"), "body");
         assert!(parse::<Claim>(br#"{"owner": "a", "ttl": 1}"#).is_ok());

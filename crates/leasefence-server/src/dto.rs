@@ -72,9 +72,9 @@ impl NewJobBody {
             }
             (Some(text), None) => job = job.payload(text.into_bytes()),
             (None, Some(b64)) => {
-                let bytes = B64
-                    .decode(b64.as_bytes())
-                    .map_err(|e| ApiError::bad(name("payload_base64"), format!("not base64: {e}")))?;
+                let bytes = B64.decode(b64.as_bytes()).map_err(|e| {
+                    ApiError::bad(name("payload_base64"), format!("not base64: {e}"))
+                })?;
                 job = job.payload(bytes);
             }
             (None, None) => {}

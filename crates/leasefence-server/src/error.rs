@@ -121,7 +121,10 @@ impl ApiError {
     pub fn refused(reason: Reason, subject: &str) -> Self {
         ApiError::Refused {
             reason,
-            message: format!("refused: {subject}: {}; nothing was changed", reason.explain()),
+            message: format!(
+                "refused: {subject}: {}; nothing was changed",
+                reason.explain()
+            ),
             of: None,
         }
     }

@@ -115,7 +115,11 @@ impl Metrics {
         registry.register("completions", "Results stored", completions.clone());
         registry.register("failures", "Fenced failures taken", failures.clone());
         registry.register("retries", "Failures that will be retried", retries.clone());
-        registry.register("dead", "Failures that were the job's last attempt", dead.clone());
+        registry.register(
+            "dead",
+            "Failures that were the job's last attempt",
+            dead.clone(),
+        );
         registry.register(
             "stale_writes_refused",
             "Renew, complete, fail and release refused by the owner, fence and lease check",
@@ -136,7 +140,11 @@ impl Metrics {
             "Time of each API operation, the store call included",
             latency.clone(),
         );
-        registry.register("requests", "API requests by operation and HTTP status", requests.clone());
+        registry.register(
+            "requests",
+            "API requests by operation and HTTP status",
+            requests.clone(),
+        );
         registry.register("jobs", "Jobs by queue and status", jobs.clone());
         Metrics {
             registry,

@@ -41,7 +41,10 @@ impl Modify for Tokens {
     fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
         let components = api.components.get_or_insert_with(Default::default);
         for (name, what) in [
-            ("worker", "The worker token (the admin token is accepted too)"),
+            (
+                "worker",
+                "The worker token (the admin token is accepted too)",
+            ),
             ("admin", "The admin token"),
         ] {
             components.add_security_scheme(

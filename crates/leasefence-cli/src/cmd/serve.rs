@@ -56,11 +56,7 @@ pub struct Args {
 }
 
 /// A token from its file or the environment variable; `None` when neither is set.
-fn token(
-    file: Option<&Path>,
-    var: &str,
-    what: &'static str,
-) -> anyhow::Result<Option<Token>> {
+fn token(file: Option<&Path>, var: &str, what: &'static str) -> anyhow::Result<Option<Token>> {
     let text = match file {
         Some(path) => Some(
             std::fs::read_to_string(path)
@@ -143,7 +139,9 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             if config.tokens.any() {
                 match (&config.tokens.worker, &config.tokens.admin) {
                     (Some(_), Some(_)) => "worker and admin tokens required",
-                    (Some(_), None) => "worker token required; admin routes refused (no admin token)",
+                    (Some(_), None) => {
+                        "worker token required; admin routes refused (no admin token)"
+                    }
                     _ => "admin token required",
                 }
             } else {

@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::auth::{Admin, Worker};
-use crate::body::JsonBody;
+use crate::body::{JsonBody, from_value};
 use crate::dto::{Done, EnqueueBody, EnqueuedBody, EnqueuedMany, JobBody, JobPage};
 use crate::error::{ApiError, ErrorBody, Reason};
 
@@ -20,6 +20,13 @@ use crate::error::{ApiError, ErrorBody, Reason};
 pub const MAX_ENQUEUE: usize = 10_000;
 /// The most jobs one page of `GET /v1/jobs` holds.
 pub const MAX_PAGE: usize = 1000;
+
+/// `{"jobs": [...]}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManyBody {
+    jobs: Vec<crate::dto::NewJobBody>,
+}
 
 fn outcome(job_id: String, e: Enqueued) -> EnqueuedBody {
     let (outcome, of) = match e {
@@ -51,9 +58,16 @@ fn outcome(job_id: String, e: Enqueued) -> EnqueuedBody {
 pub async fn enqueue(
     _: Worker,
     State(state): State<AppState>,
-    JsonBody(body): JsonBody<EnqueueBody>,
+    JsonBody(body): JsonBody<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let now = Now::system().seconds();
+    // `{"jobs": [...]}` is many; anything else is one job (the schema is `EnqueueBody`).
+    let body = if body.get("jobs").is_some() {
+        let many: ManyBody = from_value(body)?;
+        EnqueueBody::Many { jobs: many.jobs }
+    } else {
+        EnqueueBody::One(from_value(body)?)
+    };
     let (jobs, many) = match body {
         EnqueueBody::One(job) => (vec![job.into_job(now, None)?], false),
         EnqueueBody::Many { jobs } => {
@@ -73,14 +87,21 @@ pub async fn enqueue(
     };
     let ids: Vec<String> = jobs.iter().map(|j| j.id().to_owned()).collect();
     let outcomes = state.store.call(move |s| s.enqueue_jobs(&jobs)).await?;
-    let mut results: Vec<EnqueuedBody> = ids.into_iter().zip(outcomes).map(|(id, e)| outcome(id, e)).collect();
+    let mut results: Vec<EnqueuedBody> = ids
+        .into_iter()
+        .zip(outcomes)
+        .map(|(id, e)| outcome(id, e))
+        .collect();
     if many {
         return Ok(Json(EnqueuedMany { results }).into_response());
     }
     let one = results.remove(0);
     match one.outcome {
         "inserted" => Ok((StatusCode::CREATED, Json(one)).into_response()),
-        "known" => Err(ApiError::refused(Reason::Known, &format!("enqueue of {}", one.job_id))),
+        "known" => Err(ApiError::refused(
+            Reason::Known,
+            &format!("enqueue of {}", one.job_id),
+        )),
         _ => Err(ApiError::Refused {
             reason: Reason::Duplicate,
             message: format!(
@@ -149,17 +170,19 @@ pub async fn list_jobs(
     let status = q.status.as_deref().map(Status::parse).transpose()?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::bad("limit", format!("must be 1 to {MAX_PAGE}, got {limit}")));
+        return Err(ApiError::bad(
+            "limit",
+            format!("must be 1 to {MAX_PAGE}, got {limit}"),
+        ));
     }
-    if let Some(after) = &q.after {
-        JobId::new(after).map_err(|_| ApiError::bad("after", "must be a job id"))?;
-    }
+    // `after=` with nothing: from the start.
+    let after = q.after.filter(|a| !a.is_empty());
     let queue = q.queue.map(leasefence::Queue::new).transpose()?;
     let page = state
         .store
         .call(move |s| {
             let now = Now::system();
-            let mut cursor = q.after;
+            let mut cursor = after;
             let mut jobs = Vec::new();
             // One more than `limit` tells whether there is a next page. Without a queue
             // filter one read is the page; with one, pages are read in id order until enough

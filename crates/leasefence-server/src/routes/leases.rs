@@ -21,12 +21,7 @@ use crate::error::{ApiError, ErrorBody, Reason};
 pub const MAX_CLAIM: usize = 1000;
 
 /// Why a fenced write of `owner` under `fence` on `job` was refused, read after the refusal.
-fn diagnose(
-    s: &AnyStore,
-    job: JobId<'_>,
-    owner: &str,
-    fence: Fence,
-) -> leasefence::Result<Reason> {
+fn diagnose(s: &AnyStore, job: JobId<'_>, owner: &str, fence: Fence) -> leasefence::Result<Reason> {
     Ok(match s.state(job)? {
         None => Reason::Unknown,
         Some(row) if row.done => Reason::Done,
@@ -68,7 +63,10 @@ pub async fn claim(
     Ttl::new(body.ttl)?;
     let n = body.n.unwrap_or(1);
     if n > MAX_CLAIM {
-        return Err(ApiError::bad("n", format!("at most {MAX_CLAIM} jobs per claim, got {n}")));
+        return Err(ApiError::bad(
+            "n",
+            format!("at most {MAX_CLAIM} jobs per claim, got {n}"),
+        ));
     }
     let n = BatchSize::new(n).map_err(|_| ApiError::bad("n", "must be at least 1"))?;
     let queues = match &body.queues {
@@ -78,7 +76,10 @@ pub async fn claim(
     if let Some(id) = &body.job_id {
         JobId::new(id)?;
         if body.n.is_some() || body.queues.is_some() {
-            return Err(ApiError::bad("job_id", "a claim by id takes neither `n` nor `queues`"));
+            return Err(ApiError::bad(
+                "job_id",
+                "a claim by id takes neither `n` nor `queues`",
+            ));
         }
     }
     let job_id = body.job_id.clone();
@@ -237,10 +238,11 @@ pub async fn fail(
 ) -> Result<Json<Done>, ApiError> {
     JobId::new(&id)?;
     Owner::new(&body.owner)?;
-    if let Some(r) = body.retry_in {
-        if !(r.is_finite() && r >= 0.0) {
-            return Err(ApiError::bad("retry_in", format!("must be seconds >= 0, got {r}")));
-        }
+    if let Some(r) = body.retry_in.filter(|r| !(r.is_finite() && *r >= 0.0)) {
+        return Err(ApiError::bad(
+            "retry_in",
+            format!("must be seconds >= 0, got {r}"),
+        ));
     }
     let job = id.clone();
     let outcome = state

@@ -1,0 +1,92 @@
+//! Tokens: without one a request changes nothing (401); a worker token cannot do an admin's
+//! verbs (403); the admin token can do everything.
+
+use leasefence_server::{ServerConfig, Token, Tokens};
+use serde_json::json;
+
+use crate::support::{Db, Server, backends};
+
+const WORKER: &str = "worker-token-7d1c0a9e4b";
+const ADMIN: &str = "admin-token-51f0e2c8aa3";
+
+fn config() -> ServerConfig {
+    ServerConfig {
+        tokens: Tokens {
+            worker: Some(Token::new(WORKER, "worker token").unwrap()),
+            admin: Some(Token::new(ADMIN, "admin token").unwrap()),
+        },
+        ..ServerConfig::default()
+    }
+}
+
+backends! {
+    fn requests_without_the_right_token_change_nothing(db: &Db) {
+        let server = Server::with(db, config());
+        let (none, wrong, worker, admin) = (
+            server.client(None),
+            server.client(Some("not-the-token-at-all-0000")),
+            server.client(Some(WORKER)),
+            server.client(Some(ADMIN)),
+        );
+        for c in [&none, &wrong] {
+            let (status, body) = c.post("/v1/jobs", json!({"id": "sneaky"}));
+            assert_eq!((status, body["error"].as_str()), (401, Some("unauthorized")), "{body}");
+            assert_eq!(c.get("/v1/stats").0, 401);
+            assert_eq!(c.post("/v1/claims", json!({"owner": "x", "ttl": 5})).0, 401);
+        }
+        assert_eq!(db.count(), 0, "a refused enqueue inserted nothing");
+        let (_, _, headers) = none.get_text("/v1/jobs/x");
+        assert!(headers.get("www-authenticate").is_some());
+
+        worker.enqueue("j");
+        let f = worker.claim("j", "A", 60.0);
+        // The worker token cannot cancel, retry, delete or pause.
+        for (status, body) in [
+            worker.post_empty("/v1/jobs/j/cancel"),
+            worker.post_empty("/v1/jobs/j/retry"),
+            worker.delete("/v1/jobs/j"),
+            worker.post_empty("/v1/queues/default/pause"),
+        ] {
+            assert_eq!((status, body["error"].as_str()), (403, Some("forbidden")), "{body}");
+        }
+        let row = db.row("j").unwrap();
+        assert_eq!((row.done, row.fence, row.owner.as_deref()), (false, 1, Some("A")));
+        let (_, stats) = worker.get("/v1/stats");
+        assert_eq!(stats["queues"][0]["paused"], false);
+
+        // The admin token can; a cancelled job's holder then stores nothing.
+        assert_eq!(admin.post_empty("/v1/jobs/j/cancel").0, 200);
+        let (status, body) = worker.post("/v1/jobs/j/complete", json!({"owner": "A", "fence": f}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("done")), "{body}");
+        assert_eq!(admin.post("/v1/jobs", json!({"id": "k"})).0, 201);
+        assert_eq!(admin.delete("/v1/jobs/k").0, 200);
+        assert!(db.row("k").is_none());
+
+        // Health and metrics need no token.
+        assert_eq!(none.get("/healthz").0, 200);
+        assert_eq!(none.get("/readyz").0, 200);
+        assert_eq!(none.get_text("/metrics").0, 200);
+    }
+}
+
+#[test]
+fn a_worker_token_alone_leaves_the_admin_routes_closed() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let config = ServerConfig {
+        tokens: Tokens {
+            worker: Some(Token::new(WORKER, "worker token").unwrap()),
+            admin: None,
+        },
+        ..ServerConfig::default()
+    };
+    let server = Server::with(&db, config);
+    let worker = server.client(Some(WORKER));
+    worker.enqueue("j");
+    let (status, body) = worker.post_empty("/v1/jobs/j/cancel");
+    assert_eq!(status, 403);
+    assert!(
+        body["message"].as_str().unwrap().contains("has none set"),
+        "{body}"
+    );
+    assert!(!db.row("j").unwrap().done);
+}

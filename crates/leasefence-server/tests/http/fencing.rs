@@ -1,0 +1,199 @@
+//! The contract over HTTP: a stalled worker's writes are refused with 409 and its reason, and
+//! the stored result is the current holder's.
+
+use std::sync::{Arc, Barrier};
+
+use serde_json::json;
+
+use crate::support::{Client, Db, Server, backends, wait_expired};
+
+backends! {
+    fn a_stale_write_after_a_takeover_is_409_and_changes_nothing(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        c.enqueue("report");
+        let a = c.claim("report", "A", 0.3);
+        assert_eq!(a, 1);
+        wait_expired(&c, "report");
+        let b = c.claim("report", "B", 60.0);
+        assert_eq!(b, 2);
+
+        // A wakes up: every write under fence 1 is refused, and says why.
+        for (op, body) in [
+            ("complete", json!({"owner": "A", "fence": a, "result": "stale"})),
+            ("renew", json!({"owner": "A", "fence": a, "ttl": 30})),
+            ("fail", json!({"owner": "A", "fence": a, "error": "late"})),
+            ("release", json!({"owner": "A", "fence": a})),
+        ] {
+            let (status, body) = c.post(&format!("/v1/jobs/report/{op}"), body);
+            assert_eq!(status, 409, "{op}: {body}");
+            assert_eq!(body["error"], "refused", "{op}");
+            assert_eq!(body["reason"], "stale_fence", "{op}: {body}");
+        }
+        let row = db.row("report").unwrap();
+        assert_eq!((row.owner.as_deref(), row.fence, row.result, row.done), (Some("B"), 2, None, false));
+
+        // B's write is taken; A's late complete afterwards still is not.
+        let (status, body) = c.post("/v1/jobs/report/complete", json!({"owner": "B", "fence": b, "result": "fresh"}));
+        assert_eq!((status, &body["ok"]), (200, &json!(true)), "{body}");
+        let (status, body) = c.post("/v1/jobs/report/complete", json!({"owner": "A", "fence": a, "result": "stale"}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("done")), "{body}");
+        let row = db.row("report").unwrap();
+        assert_eq!((row.result.as_deref(), row.done, row.fence), (Some("fresh"), true, 2));
+
+        // The ledger counts A's refused writes under fence 1.
+        let (status, history) = c.get("/v1/jobs/report/history");
+        assert_eq!(status, 200);
+        let refused: u64 = history["refusals"].as_array().unwrap().iter()
+            .filter(|r| r["fence"] == 1).map(|r| r["count"].as_u64().unwrap()).sum();
+        assert_eq!(refused, 5, "{history}");
+        assert_eq!(history["attempts"][0]["outcome"], "lost");
+        assert_eq!(history["attempts"][1]["outcome"], "completed");
+    }
+
+    fn each_refusal_names_its_reason(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        c.enqueue("j");
+        let (status, body) = c.post("/v1/jobs/nope/complete", json!({"owner": "A", "fence": 1}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("unknown")), "{body}");
+        let f = c.claim("j", "A", 60.0);
+        let (status, body) = c.post("/v1/jobs/j/complete", json!({"owner": "B", "fence": f}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("other_owner")), "{body}");
+        let (status, body) = c.post("/v1/jobs/j/renew", json!({"owner": "A", "fence": f + 1, "ttl": 5}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("stale_fence")), "{body}");
+        // A claim by id of a leased job.
+        let (status, body) = c.post("/v1/claims", json!({"owner": "B", "ttl": 5, "job_id": "j"}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("leased")), "{body}");
+        // Given back: the fence no longer holds a lease.
+        let (status, _) = c.post("/v1/jobs/j/release", json!({"owner": "A", "fence": f}));
+        assert_eq!(status, 200);
+        let (status, body) = c.post("/v1/jobs/j/complete", json!({"owner": "A", "fence": f}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("not_held")), "{body}");
+        // Expired: the holder itself may no longer write.
+        let f = c.claim("j", "A", 0.3);
+        wait_expired(&c, "j");
+        let (status, body) = c.post("/v1/jobs/j/complete", json!({"owner": "A", "fence": f, "result": "late"}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("expired")), "{body}");
+        let (status, body) = c.post("/v1/jobs/j/renew", json!({"owner": "A", "fence": f, "ttl": 60}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("expired")), "{body}");
+        let row = db.row("j").unwrap();
+        assert_eq!((row.result, row.done, row.fence), (None, false, 2));
+        // Renewed while live: the new end is the stored one.
+        let f = c.claim("j", "C", 60.0);
+        let (status, body) = c.post("/v1/jobs/j/renew", json!({"owner": "C", "fence": f, "ttl": 120}));
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["until"].as_f64().unwrap(), db.row("j").unwrap().until);
+    }
+
+    fn sixty_four_clients_racing_for_one_job_get_exactly_one_lease(db: &Db) {
+        let server = Server::start(db);
+        for round in 0..3 {
+            let id = format!("race-{round}");
+            server.client(None).enqueue(&id);
+            let start = Arc::new(Barrier::new(64));
+            let threads: Vec<_> = (0..64)
+                .map(|i| {
+                    let (c, start, id) = (server.client(None), Arc::clone(&start), id.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        // Half claim by id, half take the best ready job.
+                        let body = if i % 2 == 0 {
+                            json!({"owner": format!("w{i}"), "ttl": 60, "job_id": id})
+                        } else {
+                            json!({"owner": format!("w{i}"), "ttl": 60})
+                        };
+                        loop {
+                            let (status, body) = c.post("/v1/claims", body.clone());
+                            match status {
+                                200 => return body["leases"].as_array().unwrap().len(),
+                                409 => return 0,
+                                503 => continue, // busy: retryable, as documented
+                                other => panic!("{other}: {body}"),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let won: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+            assert_eq!(won, 1, "round {round}");
+            let row = db.row(&id).unwrap();
+            assert_eq!(row.fence, 1, "round {round}: one fence handed out");
+            // Complete it so the next round's job is the only ready one.
+            let owner = row.owner.unwrap();
+            let (status, _) = server.client(None).post(
+                &format!("/v1/jobs/{id}/complete"), json!({"owner": owner, "fence": 1}));
+            assert_eq!(status, 200);
+        }
+    }
+
+    fn a_restarted_server_keeps_the_lease_and_its_fence(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        c.enqueue("long");
+        let f = c.claim("long", "A", 120.0);
+        server.stop();
+
+        // A second server process on the same database: nothing was kept in the first.
+        let server = Server::start(db);
+        let c = server.client(None);
+        let (status, body) = c.post("/v1/claims", json!({"owner": "B", "ttl": 60, "job_id": "long"}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("leased")), "{body}");
+        let (status, body) = c.post("/v1/claims", json!({"owner": "B", "ttl": 60}));
+        assert_eq!((status, body["leases"].as_array().unwrap().len()), (200, 0), "{body}");
+        let (status, body) = c.post("/v1/jobs/long/renew", json!({"owner": "A", "fence": f, "ttl": 60}));
+        assert_eq!(status, 200, "{body}");
+        let (status, _) = c.post("/v1/jobs/long/complete", json!({"owner": "A", "fence": f, "result": "kept"}));
+        assert_eq!(status, 200);
+        let row = db.row("long").unwrap();
+        assert_eq!((row.owner.as_deref(), row.fence, row.result.as_deref(), row.done), (Some("A"), 1, Some("kept"), true));
+    }
+
+    fn fail_retries_then_buries_under_the_fence(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        let (status, _) = c.post("/v1/jobs", json!({"id": "flaky", "max_attempts": 2}));
+        assert_eq!(status, 201);
+        let f = c.claim("flaky", "A", 60.0);
+        let (status, body) = c.post("/v1/jobs/flaky/fail", json!({"owner": "A", "fence": f, "error": "boom", "retry_in": 0}));
+        assert_eq!((status, body["outcome"].as_str()), (200, Some("retrying")), "{body}");
+        let (_, job) = c.get("/v1/jobs/flaky");
+        // Failed and due again at once: `retrying` until claimed.
+        assert_eq!((job["status"].as_str(), job["error"].as_str()), (Some("retrying"), Some("boom")), "{job}");
+        let f = c.claim("flaky", "B", 60.0);
+        let (status, body) = c.post("/v1/jobs/flaky/fail", json!({"owner": "B", "fence": f, "error": "boom again"}));
+        assert_eq!((status, body["outcome"].as_str()), (200, Some("dead")), "{body}");
+        let row = db.row("flaky").unwrap();
+        assert!(row.done);
+        let (_, job) = c.get("/v1/jobs/flaky");
+        assert_eq!(job["status"], "dead");
+        // The admin's retry brings it back, above every fence handed out.
+        let (status, _) = c.post_empty("/v1/jobs/flaky/retry");
+        assert_eq!(status, 200);
+        assert_eq!(c.claim("flaky", "C", 60.0), 3);
+    }
+
+    fn the_fence_gate_admits_only_rising_fences(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        assert_eq!(c.post("/v1/fences/bucket%2Freport.csv/admit", json!({"fence": 3})).0, 200);
+        let (status, body) = c.post("/v1/fences/bucket%2Freport.csv/admit", json!({"fence": 2}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("lower_fence")), "{body}");
+        assert_eq!(c.post("/v1/fences/bucket%2Freport.csv/admit", json!({"fence": 4})).0, 200);
+    }
+}
+
+#[test]
+fn a_client_without_a_keep_alive_still_gets_its_answer() {
+    // The whole story once through a fresh client per request.
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    Client::new(&server.url, None).enqueue("x");
+    let f = Client::new(&server.url, None).claim("x", "A", 30.0);
+    let (status, _) = Client::new(&server.url, None).post(
+        "/v1/jobs/x/complete",
+        json!({"owner": "A", "fence": f, "result": "r"}),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(db.row("x").unwrap().result.as_deref(), Some("r"));
+}

@@ -1,0 +1,76 @@
+//! Bad input gets a 400 naming the field, an oversize body a 413, and neither changes anything.
+
+use leasefence_server::ServerConfig;
+use serde_json::json;
+
+use crate::support::{Db, Server, backends};
+
+backends! {
+    fn bad_input_names_the_field_and_changes_nothing(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        c.enqueue("j");
+        let cases = [
+            ("/v1/claims", json!({"owner": "A", "ttl": 0}), "ttl"),
+            ("/v1/claims", json!({"owner": "A", "ttl": -1}), "ttl"),
+            ("/v1/claims", json!({"owner": "A", "ttl": "ten"}), "ttl"),
+            ("/v1/claims", json!({"ttl": 5}), "owner"),
+            ("/v1/claims", json!({"owner": "", "ttl": 5}), "owner"),
+            ("/v1/claims", json!({"owner": "A", "ttl": 5, "n": 0}), "n"),
+            ("/v1/claims", json!({"owner": "A", "ttl": 5, "n": 100000}), "n"),
+            ("/v1/claims", json!({"owner": "A", "ttl": 5, "queues": ["Bad Queue!"]}), "queue"),
+            ("/v1/claims", json!({"owner": "A", "ttl": 5, "tll": 5}), "tll"),
+            ("/v1/jobs", json!({"id": ""}), "job_id"),
+            ("/v1/jobs", json!({"jobs": [{"id": "ok"}, {"id": "x", "payload_base64": "%%%"}]}), "jobs[1].payload_base64"),
+            ("/v1/jobs", json!({"jobs": [{"id": "ok"}, {"id": "y", "priority": "high"}]}), "jobs[1].priority"),
+            ("/v1/jobs/j/renew", json!({"owner": "A", "fence": "1", "ttl": 5}), "fence"),
+            ("/v1/jobs/j/fail", json!({"owner": "A", "fence": 1, "retry_in": -5}), "retry_in"),
+        ];
+        for (path, body, field) in cases {
+            let (status, answer) = c.post(path, body.clone());
+            assert_eq!(status, 400, "{path} {body}: {answer}");
+            assert_eq!(answer["error"], "bad_request");
+            assert_eq!(answer["field"], field, "{path} {body}: {answer}");
+        }
+        for raw in [&b"{\"owner\": \"A\", "[..], b"", b"[1, 2]", b"\xff\xfe"] {
+            let (status, answer) = c.post_raw("/v1/claims", raw);
+            assert_eq!((status, answer["field"].as_str()), (400, Some("body")), "{answer}");
+        }
+        let (status, answer) = c.get("/v1/jobs?limit=0");
+        assert_eq!((status, answer["field"].as_str()), (400, Some("limit")), "{answer}");
+        let (status, answer) = c.get("/v1/jobs?status=sleeping");
+        assert_eq!((status, answer["field"].as_str()), (400, Some("status")), "{answer}");
+        // Nothing was claimed or inserted by any of them.
+        assert_eq!(db.count(), 1);
+        let row = db.row("j").unwrap();
+        assert_eq!((row.fence, row.owner), (0, None));
+    }
+
+    fn an_oversize_body_is_413_and_inserts_nothing(db: &Db) {
+        let config = ServerConfig { max_body_bytes: 64 * 1024, ..ServerConfig::default() };
+        let server = Server::with(db, config);
+        let c = server.client(None);
+        let big = "x".repeat(100 * 1024);
+        let (status, answer) = c.post("/v1/jobs", json!({"id": "big", "payload": big}));
+        assert_eq!((status, answer["error"].as_str()), (413, Some("too_large")), "{answer}");
+        let many: Vec<_> = (0..5000).map(|i| json!({"id": format!("job-{i:05}")})).collect();
+        let (status, _) = c.post("/v1/jobs", json!({"jobs": many}));
+        assert_eq!(status, 413);
+        assert_eq!(db.count(), 0);
+        // Under the limit it is taken.
+        let (status, _) = c.post("/v1/jobs", json!({"id": "small", "payload": "x".repeat(1000)}));
+        assert_eq!(status, 201);
+    }
+}
+
+#[test]
+fn unknown_routes_are_404_with_a_json_body() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    let (status, body) = server.client(None).get("/v2/jobs");
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
+}

@@ -1,0 +1,121 @@
+//! Enqueue, read, page, and the operator verbs, each read back from the store.
+
+use serde_json::json;
+
+use crate::support::{Server, backends};
+
+backends! {
+    fn enqueue_one_or_many_reports_each_outcome(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        let (status, body) = c.post("/v1/jobs", json!({
+            "id": "mail-1", "queue": "emails", "kind": "welcome", "payload": "{\"to\":\"ada\"}",
+            "priority": 5, "max_attempts": 3, "unique_key": "welcome:ada"}));
+        assert_eq!((status, body["outcome"].as_str()), (201, Some("inserted")), "{body}");
+        let (status, body) = c.post("/v1/jobs", json!({"id": "mail-1"}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("known")), "{body}");
+        let (status, body) = c.post("/v1/jobs", json!({"id": "mail-2", "queue": "emails", "unique_key": "welcome:ada"}));
+        assert_eq!((status, body["reason"].as_str(), body["of"].as_str()), (409, Some("duplicate"), Some("mail-1")), "{body}");
+        let (status, body) = c.post("/v1/jobs", json!({"jobs": [
+            {"id": "b-1", "payload_base64": "AAEC/w=="}, {"id": "mail-1"}, {"id": "b-2", "delay": 3600}]}));
+        assert_eq!(status, 200, "{body}");
+        let outcomes: Vec<_> = body["results"].as_array().unwrap().iter()
+            .map(|r| (r["job_id"].as_str().unwrap(), r["outcome"].as_str().unwrap())).collect();
+        assert_eq!(outcomes, [("b-1", "inserted"), ("mail-1", "known"), ("b-2", "inserted")]);
+        assert_eq!(db.count(), 3);
+
+        let (status, job) = c.get("/v1/jobs/mail-1");
+        assert_eq!(status, 200);
+        assert_eq!((job["queue"].as_str(), job["kind"].as_str(), job["priority"].as_i64(), job["max_attempts"].as_u64()),
+                   (Some("emails"), Some("welcome"), Some(5), Some(3)));
+        assert_eq!(job["payload"], "{\"to\":\"ada\"}");
+        let (_, bin) = c.get("/v1/jobs/b-1");
+        assert_eq!((bin["payload"].is_null(), bin["payload_base64"].as_str()), (true, Some("AAEC/w==")));
+        let (_, later) = c.get("/v1/jobs/b-2");
+        assert_eq!(later["status"], "scheduled");
+        assert_eq!(c.get("/v1/jobs/nope").0, 404);
+
+        // The lease carries the payload and the queue's settings.
+        let (_, claimed) = c.post("/v1/claims", json!({"owner": "w", "ttl": 30, "queues": ["emails"]}));
+        let lease = &claimed["leases"][0];
+        assert_eq!((lease["job_id"].as_str(), lease["fence"].as_i64(), lease["attempt"].as_u64()), (Some("mail-1"), Some(1), Some(1)));
+        assert_eq!(lease["payload"], "{\"to\":\"ada\"}");
+    }
+
+    fn jobs_page_by_id_with_filters(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        let jobs: Vec<_> = (0..250).map(|i| json!({"id": format!("job-{i:03}"),
+            "queue": if i % 5 == 0 { "rare" } else { "default" }})).collect();
+        assert_eq!(c.post("/v1/jobs", json!({"jobs": jobs})).0, 200);
+        let mut seen = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let path = match &after {
+                Some(a) => format!("/v1/jobs?limit=100&after={a}"),
+                None => "/v1/jobs?limit=100".to_owned(),
+            };
+            let (status, page) = c.get(&path);
+            assert_eq!(status, 200, "{page}");
+            seen.extend(page["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()));
+            match page["next"].as_str() {
+                Some(next) => after = Some(next.to_owned()),
+                None => break,
+            }
+        }
+        let expected: Vec<_> = (0..250).map(|i| format!("job-{i:03}")).collect();
+        assert_eq!(seen, expected);
+
+        // A queue filter pages too: 50 rare jobs, 20 at a time.
+        let (mut rare, mut after) = (Vec::new(), String::new());
+        loop {
+            let (status, page) = c.get(&format!("/v1/jobs?queue=rare&limit=20&after={after}"));
+            assert_eq!(status, 200, "{page}");
+            rare.extend(page["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()));
+            match page["next"].as_str() { Some(n) => after = n.to_owned(), None => break }
+        }
+        let expected: Vec<_> = (0..250).step_by(5).map(|i| format!("job-{i:03}")).collect();
+        assert_eq!(rare, expected);
+
+        c.claim("job-007", "w", 60.0);
+        let (_, leased) = c.get("/v1/jobs?status=leased");
+        let ids: Vec<_> = leased["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["job-007"]);
+        assert!(leased.get("next").is_none());
+    }
+
+    fn operator_verbs_and_queues(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        for id in ["a", "b"] { c.enqueue(id); }
+        assert_eq!(c.post("/v1/jobs", json!({"id": "m", "queue": "mail"})).0, 201);
+        // Pause: the queue hands out nothing until resumed.
+        assert_eq!(c.post_empty("/v1/queues/mail/pause").0, 200);
+        let (_, got) = c.post("/v1/claims", json!({"owner": "w", "ttl": 30, "queues": ["mail"]}));
+        assert_eq!(got["leases"].as_array().unwrap().len(), 0);
+        let (_, stats) = c.get("/v1/stats");
+        let mail = stats["queues"].as_array().unwrap().iter().find(|q| q["name"] == "mail").unwrap().clone();
+        assert_eq!((mail["paused"].as_bool(), mail["counts"]["ready"].as_u64()), (Some(true), Some(1)));
+        assert_eq!(stats["counts"]["total"], 3);
+        assert_eq!(c.post_empty("/v1/queues/mail/resume").0, 200);
+        let (_, got) = c.post("/v1/claims", json!({"owner": "w", "ttl": 30, "queues": ["mail"]}));
+        assert_eq!(got["leases"][0]["job_id"], "m");
+
+        // Cancel, then retry; a finished job cannot be cancelled again; unknown ids are 404.
+        assert_eq!(c.post_empty("/v1/jobs/a/cancel").0, 200);
+        assert!(db.row("a").unwrap().done);
+        let (status, body) = c.post_empty("/v1/jobs/a/cancel");
+        assert_eq!((status, body["reason"].as_str()), (409, Some("done")), "{body}");
+        let (status, body) = c.post_empty("/v1/jobs/b/retry");
+        assert_eq!((status, body["reason"].as_str()), (409, Some("leased")), "{body}");
+        assert_eq!(c.post_empty("/v1/jobs/a/retry").0, 200);
+        assert!(!db.row("a").unwrap().done);
+        assert_eq!(c.post_empty("/v1/jobs/zz/cancel").0, 404);
+        assert_eq!(c.post_empty("/v1/jobs/zz/retry").0, 404);
+        assert_eq!(c.delete("/v1/jobs/zz").0, 404);
+        assert_eq!(c.delete("/v1/jobs/b").0, 200);
+        assert!(db.row("b").is_none());
+        let (status, body) = c.post_empty("/v1/jobs/leasefence.scheduler/cancel");
+        assert_eq!((status, body["field"].as_str()), (400, Some("job_id")), "{body}");
+    }
+}

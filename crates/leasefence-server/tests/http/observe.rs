@@ -1,0 +1,144 @@
+//! Metrics, health and the OpenAPI document.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use crate::support::{Db, Server, backends, wait_expired};
+
+/// The samples of an OpenMetrics text: `name{labels}` → value. Panics on a line that is neither
+/// a comment nor a sample.
+fn samples(text: &str) -> std::collections::BTreeMap<String, f64> {
+    assert!(text.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            let mut words = line.split(' ');
+            assert_eq!(words.next(), Some("#"));
+            assert!(
+                matches!(words.next(), Some("HELP" | "TYPE" | "UNIT" | "EOF")),
+                "{line}"
+            );
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        let name_end = series.find('{').unwrap_or(series.len());
+        assert!(
+            series[..name_end]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{line}"
+        );
+        if name_end < series.len() {
+            assert!(series.ends_with('}'), "{line}");
+        }
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("{line}"));
+        out.insert(series.to_owned(), value);
+    }
+    out
+}
+
+backends! {
+    fn metrics_count_what_happened(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        for id in ["a", "b"] { c.enqueue(id); }
+        let fa = c.claim("a", "A", 0.3);
+        wait_expired(&c, "a");
+        let fb = c.claim("a", "B", 60.0);
+        assert_eq!(c.post("/v1/jobs/a/complete", json!({"owner": "A", "fence": fa})).0, 409);
+        assert_eq!(c.post("/v1/jobs/a/renew", json!({"owner": "A", "fence": fa, "ttl": 5})).0, 409);
+        assert_eq!(c.post("/v1/jobs/a/renew", json!({"owner": "B", "fence": fb, "ttl": 60})).0, 200);
+        assert_eq!(c.post("/v1/jobs/a/complete", json!({"owner": "B", "fence": fb})).0, 200);
+        let (status, text, headers) = c.get_text("/metrics");
+        assert_eq!(status, 200);
+        assert!(headers["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+        let m = samples(&text);
+        assert_eq!(m["leasefence_claims_total"], 2.0);
+        assert_eq!(m["leasefence_completions_total"], 1.0);
+        assert_eq!(m["leasefence_stale_writes_refused_total{op=\"complete\"}"], 1.0);
+        assert_eq!(m["leasefence_stale_writes_refused_total{op=\"renew\"}"], 1.0);
+        assert_eq!(m["leasefence_leases_lost_total"], 1.0);
+        assert_eq!(m["leasefence_heartbeat_headroom_seconds_count"], 1.0);
+        assert_eq!(m["leasefence_jobs{queue=\"default\",status=\"done\"}"], 1.0);
+        assert_eq!(m["leasefence_jobs{queue=\"default\",status=\"ready\"}"], 1.0);
+        assert_eq!(m["leasefence_requests_total{op=\"POST /v1/jobs/{id}/complete\",status=\"409\"}"], 1.0);
+        assert!(m["leasefence_operation_duration_seconds_count{op=\"POST /v1/claims\"}"] >= 2.0);
+    }
+}
+
+#[test]
+fn the_openapi_document_lists_every_route() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    let (status, doc) = server.client(None).get("/v1/openapi.json");
+    assert_eq!(status, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths: BTreeSet<String> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, ops)| {
+            ops.as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| format!("{} {path}", m.to_uppercase()))
+        })
+        .collect();
+    let expected: BTreeSet<String> = [
+        "POST /v1/jobs",
+        "GET /v1/jobs",
+        "GET /v1/jobs/{id}",
+        "DELETE /v1/jobs/{id}",
+        "GET /v1/jobs/{id}/history",
+        "POST /v1/jobs/{id}/cancel",
+        "POST /v1/jobs/{id}/retry",
+        "POST /v1/claims",
+        "POST /v1/jobs/{id}/renew",
+        "POST /v1/jobs/{id}/complete",
+        "POST /v1/jobs/{id}/fail",
+        "POST /v1/jobs/{id}/release",
+        "POST /v1/fences/{resource}/admit",
+        "GET /v1/stats",
+        "POST /v1/queues/{name}/pause",
+        "POST /v1/queues/{name}/resume",
+        "GET /healthz",
+        "GET /readyz",
+        "GET /metrics",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(paths, expected);
+    let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
+    assert!(schemes.contains_key("worker") && schemes.contains_key("admin"));
+    // Every route the document names answers something other than "no such route".
+    for path in &expected {
+        let (method, path) = path.split_once(' ').unwrap();
+        let path = path
+            .replace("{id}", "x")
+            .replace("{name}", "q")
+            .replace("{resource}", "r");
+        let c = server.client(None);
+        let (status, body) = match method {
+            "GET" => c.get(&path),
+            "DELETE" => c.delete(&path),
+            _ => c.post_raw(&path, b"{}"),
+        };
+        assert!(
+            status != 404
+                || body["error"] != "not_found"
+                || body["message"].as_str().unwrap().starts_with("no job"),
+            "{method} {path}: {status} {body}"
+        );
+    }
+}
+
+#[test]
+fn health_and_readiness_answer_without_a_token() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    let c = server.client(None);
+    assert_eq!(c.get("/readyz").0, 200);
+    assert_eq!(c.get("/healthz").1, json!({"status": "ok"}));
+}
