@@ -14,6 +14,11 @@
 //! | `leasefence_operation_duration_seconds{op}` | histogram | time of each API operation, store call included |
 //! | `leasefence_requests_total{op,status}` | counter | requests by operation and HTTP status |
 //!
+//! Served as OpenMetrics 1.0 to a scraper that asks for it (`Accept:
+//! application/openmetrics-text`, as Prometheus does), else in the classic Prometheus text
+//! format 0.0.4 (counters' `# TYPE` lines name the `_total` series, no `# EOF`), which every
+//! Prometheus text parser reads.
+//!
 //! The counters are this process's since it started; the store's own ledger keeps the
 //! refusals of every process (`GET /v1/jobs/{id}/history`).
 
@@ -170,7 +175,7 @@ impl Metrics {
             .inc();
     }
 
-    /// The text of a scrape, with the job counts of `queues`.
+    /// The text of a scrape in OpenMetrics 1.0, with the job counts of `queues`.
     pub fn render(&self, queues: &[leasefence::QueueInfo]) -> String {
         let _one = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
         self.jobs.clear();
@@ -188,5 +193,65 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+/// OpenMetrics text as the classic Prometheus text format 0.0.4: a counter's `# HELP` and
+/// `# TYPE` name its `_total` series, and `# UNIT` and `# EOF` are dropped.
+pub fn classic(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut help: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            if let Some(previous) = help.replace(rest) {
+                out.push_str("# HELP ");
+                out.push_str(previous);
+                out.push('\n');
+            }
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let name = if kind == "counter" {
+                format!("{name}_total")
+            } else {
+                name.to_owned()
+            };
+            if let Some(h) = help.take() {
+                let text = h.split_once(' ').map_or("", |(_, text)| text);
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {kind}\n"));
+            continue;
+        }
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        if let Some(h) = help.take() {
+            out.push_str("# HELP ");
+            out.push_str(h);
+            out.push('\n');
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classic_text_names_the_counter_series() {
+        let om = "# HELP lf_claims Leases granted.\n# TYPE lf_claims counter\n\
+                  lf_claims_total 2\n# HELP lf_jobs Jobs.\n# TYPE lf_jobs gauge\n\
+                  lf_jobs{queue=\"a\"} 1\n# EOF\n";
+        assert_eq!(
+            classic(om),
+            "# HELP lf_claims_total Leases granted.\n# TYPE lf_claims_total counter\n\
+             lf_claims_total 2\n# HELP lf_jobs Jobs.\n# TYPE lf_jobs gauge\n\
+             lf_jobs{queue=\"a\"} 1\n"
+        );
     }
 }

@@ -126,10 +126,14 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Prometheus text format (OpenMetrics 1.0).
+/// Prometheus metrics: OpenMetrics 1.0 when the scraper asks for it (`Accept:
+/// application/openmetrics-text`), else the classic text format 0.0.4.
 #[utoipa::path(get, path = "/metrics", tag = "health",
-    responses((status = 200, description = "The metrics", content_type = "application/openmetrics-text")))]
-pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    responses((status = 200, description = "The metrics (OpenMetrics when asked for)", content_type = "text/plain")))]
+pub async fn metrics(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
     let queues = state
         .store
         .call(|s| {
@@ -138,12 +142,28 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
         })
         .await?;
     let text = state.metrics.render(&queues);
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    Ok(if openmetrics {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response()
+    } else {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            crate::metrics::classic(&text),
+        )
+            .into_response()
+    })
 }

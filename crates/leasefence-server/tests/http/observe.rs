@@ -6,19 +6,29 @@ use serde_json::json;
 
 use crate::support::{Db, Server, backends, wait_expired};
 
-/// The samples of an OpenMetrics text: `name{labels}` → value. Panics on a line that is neither
-/// a comment nor a sample.
-fn samples(text: &str) -> std::collections::BTreeMap<String, f64> {
-    assert!(text.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
+/// The samples of a Prometheus text (`openmetrics`: OpenMetrics 1.0, else the classic format):
+/// `name{labels}` → value. Panics on a line that is neither a comment nor a sample, and on a
+/// sample of a family whose `# TYPE` does not name it.
+fn samples(text: &str, openmetrics: bool) -> std::collections::BTreeMap<String, f64> {
+    assert_eq!(
+        text.ends_with("# EOF\n"),
+        openmetrics,
+        "only OpenMetrics ends with # EOF"
+    );
+    let mut family = String::new();
     let mut out = std::collections::BTreeMap::new();
     for line in text.lines() {
         if line.starts_with('#') {
             let mut words = line.split(' ');
             assert_eq!(words.next(), Some("#"));
+            let word = words.next();
             assert!(
-                matches!(words.next(), Some("HELP" | "TYPE" | "UNIT" | "EOF")),
+                matches!(word, Some("HELP" | "TYPE" | "UNIT" | "EOF")),
                 "{line}"
             );
+            if word == Some("TYPE") {
+                family = words.next().unwrap().to_owned();
+            }
             continue;
         }
         let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
@@ -33,6 +43,18 @@ fn samples(text: &str) -> std::collections::BTreeMap<String, f64> {
             assert!(series.ends_with('}'), "{line}");
         }
         let value: f64 = value.parse().unwrap_or_else(|_| panic!("{line}"));
+        let name = &series[..name_end];
+        if !openmetrics {
+            // Classic: a counter's family is its `_total` series; a histogram's series add a
+            // suffix to the family.
+            assert!(
+                name == family
+                    || ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .any(|s| name == format!("{family}{s}")),
+                "{line} is not of the family {family}"
+            );
+        }
         out.insert(series.to_owned(), value);
     }
     out
@@ -50,10 +72,25 @@ backends! {
         assert_eq!(c.post("/v1/jobs/a/renew", json!({"owner": "A", "fence": fa, "ttl": 5})).0, 409);
         assert_eq!(c.post("/v1/jobs/a/renew", json!({"owner": "B", "fence": fb, "ttl": 60})).0, 200);
         assert_eq!(c.post("/v1/jobs/a/complete", json!({"owner": "B", "fence": fb})).0, 200);
+        // Classic text format by default; OpenMetrics when asked for.
         let (status, text, headers) = c.get_text("/metrics");
         assert_eq!(status, 200);
+        assert!(headers["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+        assert!(text.contains("# TYPE leasefence_claims_total counter\n"), "{text}");
+        let classic = samples(&text, false);
+        let (status, text, headers) = c.get_text_accepting(
+            "/metrics", "application/openmetrics-text; version=1.0.0,text/plain;q=0.5");
+        assert_eq!(status, 200);
         assert!(headers["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
-        let m = samples(&text);
+        let m = samples(&text, true);
+        // The same samples either way (but the scrape's own request, counted in between).
+        for (series, value) in &m {
+            if !series.starts_with("leasefence_requests_total{op=\"GET /metrics\"")
+                && !series.contains("GET /metrics")
+            {
+                assert_eq!(classic.get(series), Some(value), "{series}");
+            }
+        }
         assert_eq!(m["leasefence_claims_total"], 2.0);
         assert_eq!(m["leasefence_completions_total"], 1.0);
         assert_eq!(m["leasefence_stale_writes_refused_total{op=\"complete\"}"], 1.0);

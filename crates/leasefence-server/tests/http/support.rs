@@ -302,7 +302,18 @@ impl Client {
 
     /// GET of the body as text, with the response headers.
     pub fn get_text(&self, path: &str) -> (u16, String, ureq::http::HeaderMap) {
-        let req = self.auth(self.agent.get(&format!("{}{path}", self.base)));
+        self.get_text_accepting(path, "*/*")
+    }
+
+    /// GET of the body as text with an `Accept` header, with the response headers.
+    pub fn get_text_accepting(
+        &self,
+        path: &str,
+        accept: &str,
+    ) -> (u16, String, ureq::http::HeaderMap) {
+        let req = self
+            .auth(self.agent.get(&format!("{}{path}", self.base)))
+            .header("Accept", accept);
         let mut resp = req.call().unwrap();
         let headers = resp.headers().clone();
         (
