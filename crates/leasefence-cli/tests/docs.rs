@@ -13,6 +13,12 @@
 //! - Every command must exit 0 (write `; echo "exit $?"` after one that is refused).
 //! - A block whose info string is `console,no-run` is not run: it needs a PostgreSQL server or
 //!   runs until it is stopped. The list of such blocks is in the README ("Examples are tested").
+//! - A document holding the line `<!-- docs-test: serve -->` talks to a server: before its
+//!   first step, `leasefence init` and `leasefence serve --bind 127.0.0.1:0` start in its folder
+//!   with fresh tokens, and every step sees `LEASEFENCE_URL` (the server's address),
+//!   `LEASEFENCE_WORKER_TOKEN` and `LEASEFENCE_ADMIN_TOKEN`; the server is stopped at the end.
+//! - In any document, a ```` ```python ```` block whose first line is `# NAME.py` is written
+//!   to its folder as `NAME.py` before the first step, so a step can run it.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -98,8 +104,117 @@ fn matches(expected: &str, actual: &str) -> bool {
     rest.is_empty()
 }
 
+/// The ```` ```python ```` blocks of `text` that name their file (`# NAME.py` on the first
+/// line): `(NAME.py, the code)`.
+fn python_files(text: &str) -> Vec<(String, String)> {
+    /// Where the scan is: outside a block, on a python block's first line, inside one that
+    /// names its file, or inside another block.
+    enum At {
+        Text,
+        First,
+        File(String, String),
+        Other,
+    }
+    let mut files = Vec::new();
+    let mut at = At::Text;
+    for line in text.lines() {
+        let fence = line.trim_start().strip_prefix("```");
+        at = match (at, fence) {
+            (At::Text, Some(info)) if info.trim() == "python" => At::First,
+            (At::Text, Some(_)) => At::Other,
+            (At::Text, None) => At::Text,
+            (At::First | At::Other, Some(_)) => At::Text,
+            (At::File(name, code), Some(_)) => {
+                files.push((name, code));
+                At::Text
+            }
+            (At::First, None) => match line
+                .strip_prefix("# ")
+                .filter(|n| n.ends_with(".py") && !n.contains(' '))
+            {
+                Some(name) => At::File(name.to_owned(), format!("{line}\n")),
+                None => At::Other,
+            },
+            (At::File(name, mut code), None) => {
+                code.push_str(line);
+                code.push('\n');
+                At::File(name, code)
+            }
+            (At::Other, None) => At::Other,
+        };
+    }
+    files
+}
+
+/// A `leasefence serve` for a document's steps, stopped on drop.
+struct Served {
+    child: std::process::Child,
+    env: Vec<(&'static str, String)>,
+}
+
+impl Served {
+    /// Initialises `leasefence.db` in `dir` and serves it on a free loopback port with fresh
+    /// tokens.
+    fn start(dir: &Path, bin: &Path) -> Served {
+        use std::io::BufRead as _;
+        let init = Command::new(bin)
+            .arg("init")
+            .current_dir(dir)
+            .env_remove("LEASEFENCE_DB")
+            .output()
+            .unwrap();
+        assert!(init.status.success(), "{init:?}");
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let worker = format!("docs-worker-{nanos:x}");
+        let admin = format!("docs-admin-{nanos:x}");
+        let mut child = Command::new(bin)
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .current_dir(dir)
+            .env_remove("LEASEFENCE_DB")
+            .env("LEASEFENCE_WORKER_TOKEN", &worker)
+            .env("LEASEFENCE_ADMIN_TOKEN", &admin)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("serve printed {line:?}"))
+            .to_owned();
+        Served {
+            child,
+            env: vec![
+                ("LEASEFENCE_URL", url),
+                ("LEASEFENCE_WORKER_TOKEN", worker),
+                ("LEASEFENCE_ADMIN_TOKEN", admin),
+            ],
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Runs `step` in `dir` and returns its output lines, or why it failed.
-fn run(step: &Step, dir: &Path, path: &str) -> Result<Vec<String>, String> {
+fn run(
+    step: &Step,
+    dir: &Path,
+    path: &str,
+    env: &[(&'static str, String)],
+) -> Result<Vec<String>, String> {
     let out_path = dir.join(".docs-output");
     let out = File::create(&out_path).unwrap();
     let status = Command::new("sh")
@@ -109,6 +224,7 @@ fn run(step: &Step, dir: &Path, path: &str) -> Result<Vec<String>, String> {
         .env("PATH", path)
         .env_remove("LEASEFENCE_DB")
         .env_remove("LEASEFENCE_PG_SCHEMA")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out)
@@ -135,9 +251,18 @@ fn check(doc: &Path) -> Vec<String> {
     .unwrap()
     .into_string()
     .unwrap();
+    let text = std::fs::read_to_string(doc).unwrap();
+    for (name, code) in python_files(&text) {
+        std::fs::write(dir.path().join(name), code).unwrap();
+    }
+    let served = text
+        .lines()
+        .any(|l| l.trim() == "<!-- docs-test: serve -->")
+        .then(|| Served::start(dir.path(), &bin));
+    let env = served.as_ref().map_or(&[][..], |s| &s.env[..]);
     let mut failures = Vec::new();
     for step in &steps {
-        match run(step, dir.path(), &path) {
+        match run(step, dir.path(), &path, env) {
             Err(why) => failures.push(format!("{}: `{}` {why}", step.at, step.command)),
             Ok(actual) => {
                 let same = actual.len() == step.expected.len()
@@ -222,4 +347,35 @@ fn the_parser_finds_commands_outputs_and_skipped_blocks() {
     );
     assert!(steps[1].expected.is_empty());
     assert_eq!(steps[0].at, "t.md:3");
+}
+
+#[test]
+fn python_blocks_that_name_a_file_are_written_out() {
+    let text = "```python\n# worker.py\nprint(1)\n```\n```python\nexcerpt()\n```\n\
+                ```python\n# two.py\nx = 2\n```\n";
+    assert_eq!(
+        python_files(text),
+        [
+            ("worker.py".to_owned(), "# worker.py\nprint(1)\n".to_owned()),
+            ("two.py".to_owned(), "# two.py\nx = 2\n".to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn the_rust_example_of_the_http_guide_is_the_example_that_builds() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = std::fs::read_to_string(root.join("docs/http.md")).unwrap();
+    let start = doc
+        .find("```rust\n")
+        .expect("docs/http.md has a Rust block")
+        + "```rust\n".len();
+    let block = &doc[start..start + doc[start..].find("```").unwrap()];
+    let file =
+        std::fs::read_to_string(root.join("crates/leasefence-server/examples/async_store.rs"))
+            .unwrap();
+    assert_eq!(
+        block, file,
+        "docs/http.md's Rust block differs from examples/async_store.rs"
+    );
 }
