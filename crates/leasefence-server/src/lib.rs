@@ -13,12 +13,14 @@
 //! POST /v1/jobs/{id}/complete          {"owner","fence","result"}
 //! POST /v1/jobs/{id}/fail              {"owner","fence","error","retry_in"?}
 //! POST /v1/jobs/{id}/release           {"owner","fence"}
+//! POST /v1/renewals                   {"ttl","leases":[{"job_id","owner","fence"}]}
+//! POST /v1/completions                {"completions":[{"job_id","owner","fence","result"}]}
 //! POST /v1/fences/{resource}/admit     {"fence"}
 //! POST /v1/jobs                        one job, or {"jobs": [...]}
 //! GET  /v1/jobs/{id}   /v1/jobs/{id}/history   /v1/jobs?status=&queue=&after=&limit=
 //! GET  /v1/stats
 //! POST /v1/jobs/{id}/cancel|retry   DELETE /v1/jobs/{id}   POST /v1/queues/{name}/pause|resume
-//! GET  /v1/openapi.json   /metrics   /healthz   /readyz
+//! GET  /v1/clock   /v1/openapi.json   /metrics   /healthz   /readyz
 //! ```
 //!
 //! 200/201: taken effect. **409: refused by the contract**, with a `reason` (`stale_fence`,
@@ -92,7 +94,7 @@ impl Default for ServerConfig {
 
 /// The application: every route, with the limits and the request metrics.
 pub fn router(store: AsyncStore, config: &ServerConfig) -> Router {
-    use routes::{jobs, leases, ops};
+    use routes::{batch, jobs, leases, ops};
     let state = AppState {
         store,
         tokens: config.tokens.clone(),
@@ -110,6 +112,9 @@ pub fn router(store: AsyncStore, config: &ServerConfig) -> Router {
         .route("/v1/jobs/{id}/complete", post(leases::complete))
         .route("/v1/jobs/{id}/fail", post(leases::fail))
         .route("/v1/jobs/{id}/release", post(leases::release))
+        .route("/v1/renewals", post(batch::renewals))
+        .route("/v1/completions", post(batch::completions))
+        .route("/v1/clock", get(batch::clock))
         .route("/v1/fences/{resource}/admit", post(leases::admit))
         .route("/v1/stats", get(ops::stats))
         .route("/v1/queues/{name}/pause", post(ops::pause))

@@ -4,7 +4,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{jobs, leases, ops};
+use crate::routes::{batch, jobs, leases, ops};
 
 /// The API's document.
 #[derive(OpenApi)]
@@ -17,6 +17,7 @@ use crate::routes::{jobs, leases, ops};
                        is a 409 that says why."
     ),
     paths(
+        batch::renewals, batch::completions, batch::clock,
         jobs::enqueue, jobs::get_job, jobs::list_jobs, jobs::history,
         jobs::cancel, jobs::retry, jobs::delete,
         leases::claim, leases::renew, leases::complete, leases::fail, leases::release,

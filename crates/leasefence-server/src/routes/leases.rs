@@ -21,7 +21,12 @@ use crate::error::{ApiError, ErrorBody, Reason};
 pub const MAX_CLAIM: usize = 1000;
 
 /// Why a fenced write of `owner` under `fence` on `job` was refused, read after the refusal.
-fn diagnose(s: &AnyStore, job: JobId<'_>, owner: &str, fence: Fence) -> leasefence::Result<Reason> {
+pub(crate) fn diagnose(
+    s: &AnyStore,
+    job: JobId<'_>,
+    owner: &str,
+    fence: Fence,
+) -> leasefence::Result<Reason> {
     Ok(match s.state(job)? {
         None => Reason::Unknown,
         Some(row) if row.done => Reason::Done,

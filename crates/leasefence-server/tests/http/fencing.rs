@@ -173,6 +173,59 @@ backends! {
         assert_eq!(c.claim("flaky", "C", 60.0), 3);
     }
 
+    fn batched_writes_refuse_only_the_stale_items(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        for id in ["a", "b", "c"] { c.enqueue(id); }
+        let (fa, fb) = (c.claim("a", "A", 60.0), c.claim("b", "A", 60.0));
+        let fc = c.claim("c", "A", 0.3);
+        wait_expired(&c, "c");
+        let before = db.row("a").unwrap().until;
+        let (status, body) = c.post("/v1/renewals", json!({"ttl": 120, "leases": [
+            {"job_id": "a", "owner": "A", "fence": fa},
+            {"job_id": "b", "owner": "B", "fence": fb},
+            {"job_id": "c", "owner": "A", "fence": fc},
+            {"job_id": "zz", "owner": "A", "fence": 1}]}));
+        assert_eq!(status, 200, "{body}");
+        let r = &body["results"];
+        assert_eq!((r[0]["ok"].as_bool(), r[0]["until"].as_f64()), (Some(true), Some(db.row("a").unwrap().until)));
+        assert!(db.row("a").unwrap().until > before + 50.0);
+        assert_eq!((r[1]["ok"].as_bool(), r[1]["reason"].as_str()), (Some(false), Some("other_owner")));
+        assert_eq!((r[2]["ok"].as_bool(), r[2]["reason"].as_str()), (Some(false), Some("expired")));
+        assert_eq!((r[3]["ok"].as_bool(), r[3]["reason"].as_str()), (Some(false), Some("unknown")));
+
+        let (status, body) = c.post("/v1/completions", json!({"completions": [
+            {"job_id": "a", "owner": "A", "fence": fa, "result": "ra"},
+            {"job_id": "b", "owner": "A", "fence": fb + 1, "result": "stale"},
+            {"job_id": "c", "owner": "A", "fence": fc, "result": "late"}]}));
+        assert_eq!(status, 200, "{body}");
+        let r = &body["results"];
+        assert_eq!(r[0]["ok"], true);
+        assert_eq!((r[1]["ok"].as_bool(), r[1]["reason"].as_str()), (Some(false), Some("stale_fence")));
+        assert_eq!((r[2]["ok"].as_bool(), r[2]["reason"].as_str()), (Some(false), Some("expired")));
+        assert_eq!(db.row("a").unwrap().result.as_deref(), Some("ra"));
+        assert_eq!((db.row("b").unwrap().result, db.row("b").unwrap().done), (None, false));
+        assert_eq!((db.row("c").unwrap().result, db.row("c").unwrap().done), (None, false));
+        // Bad input in one item changes nothing at all.
+        let (status, body) = c.post("/v1/completions", json!({"completions": [
+            {"job_id": "b", "owner": "A", "fence": fb, "result": "x"},
+            {"job_id": "c", "owner": "", "fence": fc}]}));
+        assert_eq!((status, body["field"].as_str()), (400, Some("completions[1].owner")), "{body}");
+        assert!(!db.row("b").unwrap().done);
+    }
+
+    fn the_clock_is_the_one_that_judges_leases(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        c.enqueue("j");
+        let (_, before) = c.get("/v1/clock");
+        let (_, claimed) = c.post("/v1/claims", json!({"owner": "A", "ttl": 10}));
+        let (_, after) = c.get("/v1/clock");
+        let until = claimed["leases"][0]["until"].as_f64().unwrap();
+        let (b, a) = (before["now"].as_f64().unwrap(), after["now"].as_f64().unwrap());
+        assert!(b + 10.0 <= until && until <= a + 10.0, "{b} {until} {a}");
+    }
+
     fn the_fence_gate_admits_only_rising_fences(db: &Db) {
         let server = Server::start(db);
         let c = server.client(None);

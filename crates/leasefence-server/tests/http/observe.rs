@@ -142,6 +142,9 @@ fn the_openapi_document_lists_every_route() {
         "GET /healthz",
         "GET /readyz",
         "GET /metrics",
+        "POST /v1/renewals",
+        "POST /v1/completions",
+        "GET /v1/clock",
     ]
     .into_iter()
     .map(str::to_owned)

@@ -1,0 +1,260 @@
+//! The batched fenced writes — the library's `renew_batch` and `complete_batch` — and the clock
+//! that judges leases. A batch is one store call (one transaction on both backends); each item
+//! is checked on its own (owner, fence, live lease), so a refused one never fails its
+//! neighbours: its `reason` says why.
+
+use axum::Json;
+use axum::extract::State;
+use leasefence::{JobId, Lease, Now, Owner, Store, Ttl};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::auth::Worker;
+use crate::body::JsonBody;
+use crate::error::{ApiError, ErrorBody, Reason};
+use crate::routes::leases::{MAX_CLAIM, diagnose};
+
+/// One lease named by its job, owner and fence.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRef {
+    /// The job.
+    pub job_id: String,
+    /// The lease's owner.
+    pub owner: String,
+    /// The lease's fence.
+    pub fence: i64,
+}
+
+/// `POST /v1/renewals`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenewalsBody {
+    /// The new lease length from now, in seconds (> 0), for every lease.
+    pub ttl: f64,
+    /// The leases to renew (at most 1000).
+    pub leases: Vec<LeaseRef>,
+}
+
+/// One completion of `POST /v1/completions`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Completion {
+    /// The job.
+    pub job_id: String,
+    /// The lease's owner.
+    pub owner: String,
+    /// The lease's fence.
+    pub fence: i64,
+    /// The result to store.
+    #[serde(default)]
+    pub result: String,
+}
+
+/// `POST /v1/completions`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompletionsBody {
+    /// The completions (at most 1000).
+    pub completions: Vec<Completion>,
+}
+
+/// What happened to one item of a batch.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ItemResult {
+    /// The job.
+    pub job_id: String,
+    /// Whether the write was taken.
+    pub ok: bool,
+    /// A renew taken: the lease's new end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<f64>,
+    /// A refusal: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+}
+
+/// The answer to a batch: one result per item, in order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchResults {
+    /// In input order.
+    pub results: Vec<ItemResult>,
+}
+
+/// `GET /v1/clock`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Clock {
+    /// Seconds since the Unix epoch, on the clock that judges leases.
+    pub now: f64,
+}
+
+/// The checked leases of a batch, with field names that point at the bad item.
+fn leases(items: &[LeaseRef], field: &str) -> Result<Vec<Lease>, ApiError> {
+    if items.len() > MAX_CLAIM {
+        return Err(ApiError::bad(
+            field,
+            format!("at most {MAX_CLAIM} per request, got {}", items.len()),
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            JobId::new(&item.job_id)
+                .map_err(|e| ApiError::bad(format!("{field}[{i}].job_id"), e.to_string()))?;
+            Owner::new(&item.owner)
+                .map_err(|e| ApiError::bad(format!("{field}[{i}].owner"), e.to_string()))?;
+            Ok(lease_of(&item.job_id, &item.owner, item.fence))
+        })
+        .collect()
+}
+
+/// A lease as the batched writes read it: job, owner and fence (the other fields are not
+/// looked at).
+fn lease_of(job_id: &str, owner: &str, fence: i64) -> Lease {
+    Lease {
+        job_id: job_id.to_owned(),
+        queue: String::new(),
+        kind: None,
+        owner: owner.to_owned(),
+        fence,
+        until: 0.0,
+        payload: None,
+        priority: 0,
+        max_attempts: 0,
+        last_error: None,
+        attempt: 0,
+    }
+}
+
+/// Renew many leases in one transaction (the library's `renew_batch`), each checked on its own.
+#[utoipa::path(post, path = "/v1/renewals", tag = "leases",
+    request_body = RenewalsBody,
+    responses(
+        (status = 200, description = "Each lease's outcome, in order; a refused one has its `reason`", body = BatchResults),
+        (status = 400, description = "Bad input; nothing changed", body = ErrorBody),
+    ),
+    security(("worker" = [])))]
+pub async fn renewals(
+    _: Worker,
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<RenewalsBody>,
+) -> Result<Json<BatchResults>, ApiError> {
+    Ttl::new(body.ttl)?;
+    let leases = leases(&body.leases, "leases")?;
+    let ttl = body.ttl;
+    let results = state
+        .store
+        .call(move |s| {
+            let refs: Vec<&Lease> = leases.iter().collect();
+            let taken = s.renew_batch(&refs, Now::system(), Ttl::new(ttl)?)?;
+            leases
+                .iter()
+                .zip(taken)
+                .map(|(lease, ok)| {
+                    let job = JobId::new(&lease.job_id)?;
+                    Ok(if ok {
+                        // The end as stored (on PostgreSQL set by the database's clock).
+                        let until = s.state(job)?.map(|row| row.until);
+                        ItemResult {
+                            job_id: lease.job_id.clone(),
+                            ok,
+                            until,
+                            reason: None,
+                        }
+                    } else {
+                        let reason = diagnose(s, job, &lease.owner, lease.fence)?;
+                        ItemResult {
+                            job_id: lease.job_id.clone(),
+                            ok,
+                            until: None,
+                            reason: Some(reason),
+                        }
+                    })
+                })
+                .collect::<leasefence::Result<Vec<_>>>()
+        })
+        .await?;
+    for r in results.iter().filter(|r| !r.ok) {
+        state.metrics.refused("renew");
+        if r.reason != Some(Reason::Unknown) {
+            state.metrics.leases_lost.inc();
+        }
+    }
+    Ok(Json(BatchResults { results }))
+}
+
+/// Complete many jobs in one transaction (the library's `complete_batch`), each checked on its
+/// own: a refused one never fails its neighbours.
+#[utoipa::path(post, path = "/v1/completions", tag = "leases",
+    request_body = CompletionsBody,
+    responses(
+        (status = 200, description = "Each completion's outcome, in order; a refused one has its `reason` and changed nothing", body = BatchResults),
+        (status = 400, description = "Bad input; nothing changed", body = ErrorBody),
+    ),
+    security(("worker" = [])))]
+pub async fn completions(
+    _: Worker,
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<CompletionsBody>,
+) -> Result<Json<BatchResults>, ApiError> {
+    let refs: Vec<LeaseRef> = body
+        .completions
+        .iter()
+        .map(|c| LeaseRef {
+            job_id: c.job_id.clone(),
+            owner: c.owner.clone(),
+            fence: c.fence,
+        })
+        .collect();
+    let leases = leases(&refs, "completions")?;
+    let results_text: Vec<String> = body.completions.into_iter().map(|c| c.result).collect();
+    let results = state
+        .store
+        .call(move |s| {
+            let pairs: Vec<(&Lease, &str)> = leases
+                .iter()
+                .zip(results_text.iter().map(String::as_str))
+                .collect();
+            let taken = s.complete_batch(&pairs, Now::system())?;
+            leases
+                .iter()
+                .zip(taken)
+                .map(|(lease, ok)| {
+                    let reason = match ok {
+                        true => None,
+                        false => Some(diagnose(
+                            s,
+                            JobId::new(&lease.job_id)?,
+                            &lease.owner,
+                            lease.fence,
+                        )?),
+                    };
+                    Ok(ItemResult {
+                        job_id: lease.job_id.clone(),
+                        ok,
+                        until: None,
+                        reason,
+                    })
+                })
+                .collect::<leasefence::Result<Vec<_>>>()
+        })
+        .await?;
+    let done = results.iter().filter(|r| r.ok).count() as u64;
+    state.metrics.completions.inc_by(done);
+    for _ in results.iter().filter(|r| !r.ok) {
+        state.metrics.refused("complete");
+    }
+    Ok(Json(BatchResults { results }))
+}
+
+/// The clock that judges leases: the server's, or on PostgreSQL the database's. Workers that
+/// keep their own deadlines anchor to it.
+#[utoipa::path(get, path = "/v1/clock", tag = "leases",
+    responses((status = 200, description = "The clock reading", body = Clock)),
+    security(("worker" = [])))]
+pub async fn clock(_: Worker, State(state): State<AppState>) -> Result<Json<Clock>, ApiError> {
+    let now = state.store.now().await?;
+    Ok(Json(Clock { now: now.seconds() }))
+}
