@@ -229,6 +229,11 @@ fn hint(err: &anyhow::Error) -> Option<String> {
         .chain()
         .find_map(|e| e.downcast_ref::<leasefence::Error>())?;
     match lib {
+        leasefence::Error::Unavailable { .. } => Some(
+            "the server could not be reached or is busy; retry once it answers \
+             (`curl URL/readyz` tells)"
+                .into(),
+        ),
         e if e.is_retryable() => {
             Some("another writer held the lock; nothing was written, retry the command".into())
         }

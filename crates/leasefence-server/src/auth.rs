@@ -43,6 +43,12 @@ impl Token {
         Ok(Token(text.as_bytes().to_vec()))
     }
 
+    /// The token's text, to send it (never to show it).
+    pub(crate) fn expose(&self) -> &str {
+        // `new` admits printable ASCII only.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+
     fn matches(&self, presented: &[u8]) -> bool {
         // `ct_eq` of slices of different lengths is false without looking at the bytes; the
         // length of a token is not the secret.

@@ -46,6 +46,7 @@ use utoipa::OpenApi as _;
 mod async_store;
 mod auth;
 mod body;
+mod client;
 mod dto;
 mod error;
 mod metrics;
@@ -54,6 +55,7 @@ mod routes;
 
 pub use async_store::{AsyncOptions, AsyncStore};
 pub use auth::{Token, Tokens};
+pub use client::HttpStore;
 pub use error::{ApiError, Reason};
 pub use metrics::Metrics;
 pub use openapi::ApiDoc;

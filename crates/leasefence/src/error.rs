@@ -34,6 +34,18 @@ pub enum Error {
     )]
     Busy,
 
+    /// A server between this process and the database — `leasefence serve`, reached through an
+    /// HTTP store — could not be reached, or answered that it is busy or unavailable (HTTP 503).
+    /// The same call can be retried; a write whose answer was lost on the way back may have
+    /// taken effect, which a fenced retry tells (it is refused as done or stale).
+    #[error("{target} is unavailable: {reason} (retry the call)")]
+    Unavailable {
+        /// The server, as shown to people (its URL, never a token).
+        target: String,
+        /// What happened.
+        reason: String,
+    },
+
     /// The database exists but its `jobs` table is missing, or lacks one of the contract's six
     /// columns. The file (or the PostgreSQL schema) was not modified.
     #[error("schema mismatch in {path}: {detail}")]
@@ -147,14 +159,18 @@ pub enum Error {
 }
 
 impl Error {
-    /// `true` when the same call may succeed if simply tried again later (lock contention).
+    /// `true` when the same call may succeed if simply tried again later: lock contention
+    /// ([`Error::Busy`]) or a server that is unavailable for now ([`Error::Unavailable`]).
     ///
     /// ```
     /// # use leasefence::Error;
     /// assert!(Error::Busy.is_retryable());
+    /// let gone = Error::Unavailable { target: "http://127.0.0.1:7878".into(), reason: "refused".into() };
+    /// assert!(gone.is_retryable());
+    /// assert!(!Error::StorageFull { database: "jobs.db".into() }.is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Busy)
+        matches!(self, Error::Busy | Error::Unavailable { .. })
     }
 
     /// The name of the bad argument, for [`Error::InvalidArgument`]; `None` otherwise.

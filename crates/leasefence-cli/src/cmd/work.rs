@@ -25,18 +25,19 @@
 use std::collections::HashSet;
 use std::io::{Read, Write as _};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use indicatif::{ProgressBar, ProgressStyle};
-use leasefence::{AnyStore, Backoff, JobContext, JobOutcome, Lease, Worker};
+use leasefence::{Backoff, JobContext, Store, Worker};
 use serde_json::json;
+
+mod progress;
 
 use crate::cmd::args;
 use crate::ctx::Ctx;
 use crate::output::{Out, Outcome};
+use progress::{Progress, RUNNING};
 
 /// How much of a failing command's stderr is kept as the job's error.
 const STDERR_TAIL: usize = 2000;
@@ -160,6 +161,15 @@ pub struct Args {
     /// Owner names are `PREFIX-N`, one per concurrent job [default: hostname-pid].
     #[arg(long, value_name = "PREFIX")]
     owner: Option<String>,
+    /// Work through a `leasefence serve` at URL (http:// or https://) instead of the database:
+    /// the same claims, heartbeats and fenced writes over its HTTP API, so the worker needs no
+    /// database credentials. The worker token comes from --token-file or
+    /// LEASEFENCE_WORKER_TOKEN.
+    #[arg(long, value_name = "URL", env = "LEASEFENCE_SERVER")]
+    server: Option<String>,
+    /// With --server: a file holding the worker token [default: LEASEFENCE_WORKER_TOKEN].
+    #[arg(long, value_name = "FILE", requires = "server")]
+    token_file: Option<std::path::PathBuf>,
 }
 
 fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
@@ -190,8 +200,50 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         ..Backoff::default()
     };
 
-    // One store per worker thread (and one for the heartbeat).
-    let open = ctx.opener()?;
+    match args.server.clone() {
+        Some(url) => {
+            if ctx.db.is_some() {
+                bail!(
+                    "invalid argument `--server`: give --db (the database) or --server (a \
+                     leasefence serve in front of it), not both"
+                );
+            }
+            if args.scheduler {
+                bail!(
+                    "invalid argument `--scheduler`: the scheduler role is not offered over \
+                     HTTP; run `work --scheduler` against the database"
+                );
+            }
+            let token = match &args.token_file {
+                Some(path) => Some(std::fs::read_to_string(path).with_context(|| {
+                    format!("reading the worker token from {}", path.display())
+                })?),
+                None => std::env::var("LEASEFENCE_WORKER_TOKEN")
+                    .ok()
+                    .filter(|t| !t.is_empty()),
+            };
+            let token = token
+                .map(|t| leasefence_server::Token::new(&t, "worker token"))
+                .transpose()?;
+            let store = leasefence_server::HttpStore::new(&url, token)?;
+            work(out, &args, backoff, poll, deadline, move || {
+                Ok(store.clone())
+            })
+        }
+        // One store per worker thread (and one for the heartbeat).
+        None => work(out, &args, backoff, poll, deadline, ctx.opener()?),
+    }
+}
+
+/// Runs the worker on the stores `open` makes (the database's, or a server's).
+fn work<S: Store + Send + 'static>(
+    out: Out,
+    args: &Args,
+    backoff: Backoff,
+    poll: Duration,
+    deadline: Duration,
+    open: impl Fn() -> leasefence::Result<S> + Send + Sync + 'static,
+) -> anyhow::Result<Outcome> {
     let total: u32 = if args.queues.is_empty() {
         args.concurrency
     } else {
@@ -290,128 +342,6 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     Ok(Outcome::Done)
 }
 
-/// The spinner on stderr (hidden when stderr is not a terminal) and the counts it shows.
-#[derive(Clone)]
-struct Progress {
-    bar: ProgressBar,
-    counts: Arc<[AtomicU64; 5]>,
-}
-
-const RUNNING: usize = 0;
-const DONE: usize = 1;
-const RETRIED: usize = 2;
-const DEAD: usize = 3;
-const REFUSED: usize = 4;
-
-impl Progress {
-    fn new(concurrency: u32) -> anyhow::Result<Self> {
-        let bar = ProgressBar::new_spinner();
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed}] {msg}")
-                .context("progress style")?,
-        );
-        bar.enable_steady_tick(Duration::from_millis(120));
-        let progress = Progress {
-            bar,
-            counts: Arc::default(),
-        };
-        progress
-            .bar
-            .set_message(format!("waiting for jobs ({concurrency} at a time)"));
-        Ok(progress)
-    }
-
-    fn add(&self, which: usize, delta: i64) {
-        if delta >= 0 {
-            self.counts[which].fetch_add(delta as u64, Ordering::Relaxed);
-        } else {
-            self.counts[which].fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
-        }
-        let n = |i: usize| self.counts[i].load(Ordering::Relaxed);
-        self.bar.set_message(format!(
-            "{} running, {} done, {} retried, {} dead, {} refused",
-            n(RUNNING),
-            n(DONE),
-            n(RETRIED),
-            n(DEAD),
-            n(REFUSED)
-        ));
-    }
-
-    /// Prints one line per finished job and updates the counts.
-    fn report(&self, out: Out, lease: &Lease, outcome: &JobOutcome) {
-        let (id, fence) = (&lease.job_id, lease.fence);
-        // `ok`: the command succeeded and its result was stored.
-        let ok = matches!(outcome, JobOutcome::Completed);
-        let mut record = json!({ "op": "work", "ok": ok, "job_id": id, "fence": fence });
-        let (human, which) = match outcome {
-            JobOutcome::Completed => {
-                record["event"] = json!("completed");
-                (format!("done {id} (fence {fence})"), DONE)
-            }
-            JobOutcome::Retrying { at, error } => {
-                record["event"] = json!("retrying");
-                record["retry_at"] = json!(at);
-                record["error"] = json!(error);
-                (
-                    format!("retry {id} (fence {fence}) at {at:.3}: {error}"),
-                    RETRIED,
-                )
-            }
-            JobOutcome::Dead { error } => {
-                record["event"] = json!("dead");
-                record["error"] = json!(error);
-                (format!("dead {id} (fence {fence}): {error}"), DEAD)
-            }
-            JobOutcome::Refused => {
-                record["event"] = json!("refused");
-                (
-                    format!(
-                        "refused {id} (fence {fence}): the lease was no longer current; nothing \
-                         stored"
-                    ),
-                    REFUSED,
-                )
-            }
-            JobOutcome::Cancelled => {
-                record["event"] = json!("cancelled");
-                (
-                    format!(
-                        "cancelled {id} (fence {fence}): an operator ended the job; nothing \
-                         stored"
-                    ),
-                    REFUSED,
-                )
-            }
-            JobOutcome::Released => {
-                record["event"] = json!("released");
-                (
-                    format!(
-                        "released {id} (fence {fence}): the shutdown deadline passed; claimable \
-                         again at once"
-                    ),
-                    REFUSED,
-                )
-            }
-            JobOutcome::StoreError(error) => {
-                record["event"] = json!("store_error");
-                record["error"] = json!(error);
-                (
-                    format!("error {id} (fence {fence}): could not record the outcome: {error}"),
-                    REFUSED,
-                )
-            }
-            other => {
-                record["event"] = json!("other");
-                (format!("{id} (fence {fence}): {other:?}"), REFUSED)
-            }
-        };
-        self.bar.suspend(|| out.line(human, record));
-        self.add(RUNNING, -1);
-        self.add(which, 1);
-    }
-}
-
 /// The process groups of the commands running now, to kill whatever is left when `work` ends.
 #[derive(Clone, Default)]
 struct Groups(Arc<Mutex<HashSet<u32>>>);
@@ -430,9 +360,9 @@ impl Groups {
 }
 
 /// Runs the command for one job; `Ok(stdout)` on exit status 0.
-fn run_command(
+fn run_command<S: Store>(
     exec: &str,
-    job: &JobContext<'_, AnyStore>,
+    job: &JobContext<'_, S>,
     out: Out,
     progress: &Progress,
     groups: &Groups,

@@ -1,6 +1,9 @@
 //! What the CLI test binaries share: the outcome of one run of `leasefence` and the checks on it.
 #![allow(dead_code)]
 
+#[cfg(unix)]
+pub mod serving;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,0 +1,269 @@
+//! `leasefence work --server URL`: the same worker — heartbeats, fenced writes, time limits,
+//! signals — through `leasefence serve` instead of the database. A worker frozen past its lease
+//! stores nothing after a takeover; a cancelled job's command is stopped.
+
+#![cfg(unix)]
+
+mod support;
+
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::Sandbox;
+use support::serving::Serving;
+
+const WORKER: &str = "work-server-worker-93e1";
+const ADMIN: &str = "work-server-admin-17c4f";
+
+/// `leasefence work --server URL ARGS…` with the worker token, without any database.
+fn worker(sb: &Sandbox, url: &str, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_leasefence"))
+        .args(["work", "--server", url])
+        .args(args)
+        .current_dir(sb.dir.path())
+        .env_remove("LEASEFENCE_DB")
+        .env("LEASEFENCE_WORKER_TOKEN", WORKER)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for the worker to exit by itself; its status, stdout and stderr.
+fn finish(mut child: Child) -> (i32, String, String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the worker did not stop by itself"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (mut out, mut err) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (child.wait().unwrap().code().unwrap(), out, err)
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn serve(sb: &Sandbox) -> Serving {
+    Serving::start(
+        sb,
+        &[],
+        &[
+            ("LEASEFENCE_WORKER_TOKEN", WORKER),
+            ("LEASEFENCE_ADMIN_TOKEN", ADMIN),
+        ],
+    )
+}
+
+fn status(serving: &Serving, id: &str) -> Value {
+    serving.get(&format!("/v1/jobs/{id}"), Some(WORKER)).1
+}
+
+#[test]
+fn a_drained_queue_over_http_stores_every_result() {
+    let sb = Sandbox::new();
+    let serving = serve(&sb);
+    let jobs: Vec<Value> = (1..=5)
+        .map(|i| json!({"id": format!("j{i}"), "payload": format!("hello {i}")}))
+        .collect();
+    assert_eq!(
+        serving
+            .post("/v1/jobs", Some(WORKER), json!({"jobs": jobs}))
+            .0,
+        200
+    );
+    let (code, out, err) = finish(worker(
+        &sb,
+        &serving.url,
+        &["--exec", "tr a-z A-Z", "--drain", "--concurrency", "2"],
+    ));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("stopped: 5 claimed, 5 completed"), "{out}");
+    for i in 1..=5 {
+        let state = sb.lf(&["--json", "state", &format!("j{i}")]).ok().json();
+        assert_eq!(state["result"], format!("HELLO {i}"));
+        assert_eq!(state["done"], true);
+    }
+    assert!(!err.contains(WORKER), "the token is never echoed");
+}
+
+#[test]
+fn a_frozen_http_worker_stores_nothing_after_a_takeover() {
+    let sb = Sandbox::new();
+    let serving = serve(&sb);
+    assert_eq!(
+        serving
+            .post("/v1/jobs", Some(WORKER), json!({"id": "report"}))
+            .0,
+        201
+    );
+    let child = worker(
+        &sb,
+        &serving.url,
+        &["--exec", "sleep 1; echo stale", "--ttl", "1", "--drain"],
+    );
+    wait_for("the worker holds the lease", || {
+        status(&serving, "report")["status"] == "leased"
+    });
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    wait_for("the lease ran out", || {
+        status(&serving, "report")["status"] == "expired"
+    });
+    let (code, body) = serving.post(
+        "/v1/claims",
+        Some(WORKER),
+        json!({"owner": "B", "ttl": 60, "job_id": "report"}),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["leases"][0]["fence"], 2);
+    let (code, _) = serving.post(
+        "/v1/jobs/report/complete",
+        Some(WORKER),
+        json!({"owner": "B", "fence": 2, "result": "fresh"}),
+    );
+    assert_eq!(code, 200);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let (code, out, err) = finish(child);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let state = sb.lf(&["--json", "state", "report"]).ok().json();
+    assert_eq!(
+        (state["result"].as_str(), state["fence"].as_i64()),
+        (Some("fresh"), Some(2))
+    );
+    let history = sb.lf(&["--json", "history", "report"]).ok().json();
+    assert!(history.to_string().contains("\"lost\""), "{history}");
+    assert!(
+        out.contains("1 leases lost") || !out.contains("0 stale writes refused"),
+        "the worker saw its lease lost or its write refused: {out}"
+    );
+}
+
+#[test]
+fn a_job_cancelled_over_http_stops_its_command() {
+    let sb = Sandbox::new();
+    let serving = serve(&sb);
+    assert_eq!(
+        serving
+            .post("/v1/jobs", Some(WORKER), json!({"id": "long"}))
+            .0,
+        201
+    );
+    let child = worker(
+        &sb,
+        &serving.url,
+        &["--exec", "sleep 30", "--ttl", "1", "--drain"],
+    );
+    wait_for("the worker holds the lease", || {
+        status(&serving, "long")["status"] == "leased"
+    });
+    assert_eq!(
+        serving
+            .post("/v1/jobs/long/cancel", Some(ADMIN), json!({}))
+            .0,
+        200
+    );
+    let started = Instant::now();
+    let (code, out, err) = finish(child);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the command was stopped, not waited for"
+    );
+    assert!(out.contains("1 cancelled by an operator"), "{out}");
+    let state = sb.lf(&["--json", "state", "long"]).ok().json();
+    assert_eq!(
+        (state["status"].as_str(), state["result"].as_str()),
+        (Some("cancelled"), None)
+    );
+}
+
+#[test]
+fn sigterm_releases_the_running_job_for_another_worker() {
+    let sb = Sandbox::new();
+    let serving = serve(&sb);
+    assert_eq!(
+        serving.post("/v1/jobs", Some(WORKER), json!({"id": "r"})).0,
+        201
+    );
+    let mut child = worker(
+        &sb,
+        &serving.url,
+        &["--exec", "sleep 30", "--shutdown-deadline", "0"],
+    );
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    wait_for("the worker holds the lease", || {
+        status(&serving, "r")["status"] == "leased"
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let mut out = String::new();
+    let mut line = String::new();
+    while stdout.read_line(&mut line).unwrap() > 0 {
+        out.push_str(&line);
+        line.clear();
+    }
+    let code = child.wait().unwrap().code().unwrap();
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 released at shutdown"), "{out}");
+    // Released with its fence kept: the next claim gets fence 2 at once.
+    let job = status(&serving, "r");
+    assert_eq!(
+        (job["status"].as_str(), job["fence"].as_i64()),
+        (Some("ready"), Some(1)),
+        "{job}"
+    );
+    let (_, body) = serving.post("/v1/claims", Some(WORKER), json!({"owner": "B", "ttl": 5}));
+    assert_eq!(body["leases"][0]["fence"], 2);
+}
+
+#[test]
+fn bad_server_settings_are_refused() {
+    let sb = Sandbox::new();
+    let run = |args: &[&str]| support::Run::of(sb.dir.path(), args, None, &[]);
+    run(&["work", "--server", "ftp://x", "--exec", "true"]).bad("`server`");
+    run(&[
+        "work",
+        "--server",
+        "http://127.0.0.1:9",
+        "--exec",
+        "true",
+        "--scheduler",
+    ])
+    .bad("`--scheduler`");
+    run(&[
+        "--db",
+        "x.db",
+        "work",
+        "--server",
+        "http://127.0.0.1:9",
+        "--exec",
+        "true",
+    ])
+    .bad("`--server`");
+}
