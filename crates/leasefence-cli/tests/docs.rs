@@ -372,10 +372,9 @@ fn the_rust_example_of_the_http_guide_is_the_example_that_builds() {
         + "```rust\n".len();
     let block = &doc[start..start + doc[start..].find("```").unwrap()];
     let file =
-        std::fs::read_to_string(root.join("crates/leasefence-server/examples/async_store.rs"))
-            .unwrap();
+        std::fs::read_to_string(root.join("crates/leasefence/examples/async_worker.rs")).unwrap();
     assert_eq!(
         block, file,
-        "docs/http.md's Rust block differs from examples/async_store.rs"
+        "docs/http.md's Rust block differs from examples/async_worker.rs"
     );
 }

@@ -43,7 +43,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use utoipa::OpenApi as _;
 
-mod async_store;
 mod auth;
 mod body;
 mod client;
@@ -53,10 +52,11 @@ mod metrics;
 mod openapi;
 mod routes;
 
-pub use async_store::{AsyncOptions, AsyncStore};
 pub use auth::{Token, Tokens};
 pub use client::HttpStore;
 pub use error::{ApiError, Reason};
+/// The store facade the server is built on, from the library (feature `async`).
+pub use leasefence::{AsyncOptions, AsyncStore};
 pub use metrics::Metrics;
 pub use openapi::ApiDoc;
 

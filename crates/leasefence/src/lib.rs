@@ -103,6 +103,8 @@
 use std::path::Path;
 use std::sync::Barrier;
 
+#[cfg(feature = "async")]
+mod asynchronous;
 mod error;
 /// Opening either backend from a database string (`AnyStore`, `Target`).
 mod open;
@@ -121,6 +123,11 @@ mod store;
 mod types;
 pub mod worker;
 
+#[cfg(feature = "async")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+pub use asynchronous::{
+    AsyncJob, AsyncOptions, AsyncResult, AsyncStore, AsyncWorker, AsyncWorkerBuilder, Loss,
+};
 pub use error::{BackendError, Error, Result};
 pub use open::{AnyOptions, AnyStore, Target};
 #[cfg(feature = "postgres")]

@@ -442,7 +442,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
 
 /// `{hostname}-{pid}`, so that workers on different machines and processes never share an
 /// owner name.
-fn default_owner_prefix() -> String {
+pub(crate) fn default_owner_prefix() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())

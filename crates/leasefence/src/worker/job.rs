@@ -31,11 +31,11 @@ pub(super) struct Beat {
 }
 
 /// Why a lease was lost, as far as the store could tell (`Job::loss`).
-pub(super) const LOSS_NONE: u8 = 0;
+pub(crate) const LOSS_NONE: u8 = 0;
 /// Another claim took it over, or it expired: what fencing is for.
-pub(super) const LOSS_TAKEN_OVER: u8 = 1;
+pub(crate) const LOSS_TAKEN_OVER: u8 = 1;
 /// An operator cancelled, retried or deleted the job.
-pub(super) const LOSS_OPERATOR: u8 = 2;
+pub(crate) const LOSS_OPERATOR: u8 = 2;
 
 pub(super) const UNSETTLED: u8 = 0;
 pub(super) const SETTLED_COMPLETED: u8 = 1;

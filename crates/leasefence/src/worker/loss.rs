@@ -23,7 +23,7 @@ pub(super) fn classify<S: Store>(store: &S, lease: &Lease, now: f64) -> u8 {
 }
 
 /// Why `lease` is not current, judged from the job as the store shows it (`None`: deleted).
-pub(super) fn reason(info: Option<&JobInfo>, lease: &Lease) -> u8 {
+pub(crate) fn reason(info: Option<&JobInfo>, lease: &Lease) -> u8 {
     match info {
         None => LOSS_OPERATOR,
         Some(job) if job.status == Status::Cancelled => LOSS_OPERATOR,

@@ -61,6 +61,14 @@ mod cancel;
 mod clock;
 mod job;
 mod loss;
+
+// The async worker (feature `async`) judges a lost lease the same way.
+#[cfg(feature = "async")]
+pub(crate) use builder::default_owner_prefix;
+#[cfg(feature = "async")]
+pub(crate) use job::LOSS_OPERATOR;
+#[cfg(feature = "async")]
+pub(crate) use loss::reason as loss_reason;
 mod stats;
 
 mod context;

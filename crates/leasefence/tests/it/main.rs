@@ -43,6 +43,7 @@ mod stats;
 mod status;
 
 mod any_store;
+mod async_worker;
 mod bad_input;
 mod busy;
 mod faults;

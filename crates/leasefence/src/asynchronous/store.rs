@@ -8,7 +8,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use leasefence::{AnyOptions, AnyStore, PgOptions, SqliteOptions, Store, Target};
+#[cfg(feature = "postgres")]
+use crate::PgOptions;
+use crate::{AnyOptions, AnyStore, SqliteOptions, Store, Target};
 use tokio::sync::Semaphore;
 
 /// How an [`AsyncStore`] opens its connections.
@@ -16,6 +18,7 @@ use tokio::sync::Semaphore;
 pub struct AsyncOptions {
     connections: u32,
     sqlite: SqliteOptions,
+    #[cfg(feature = "postgres")]
     postgres: PgOptions,
 }
 
@@ -33,6 +36,7 @@ impl AsyncOptions {
         AsyncOptions {
             connections: 4,
             sqlite: SqliteOptions::new().init(false),
+            #[cfg(feature = "postgres")]
             postgres: PgOptions::new().database_clock(true),
         }
     }
@@ -50,8 +54,10 @@ impl AsyncOptions {
         self
     }
 
-    /// The options of a PostgreSQL store. Each pooled store holds one connection
+    /// The options of a PostgreSQL store (cargo feature `postgres`). Each pooled store holds
+    /// one connection
     /// (`pool_size(1)` is set here), so `connections` is the number of database sessions.
+    #[cfg(feature = "postgres")]
     pub fn postgres(mut self, options: PgOptions) -> Self {
         self.postgres = options;
         self
@@ -67,8 +73,7 @@ impl AsyncOptions {
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let db = dir.path().join("jobs.db");
 /// # leasefence::init_db(&db)?;
-/// use leasefence::{NewJob, Now, Owner, Store, Ttl};
-/// use leasefence_server::{AsyncOptions, AsyncStore};
+/// use leasefence::{AsyncOptions, AsyncStore, NewJob, Now, Owner, Store, Ttl};
 ///
 /// let store = AsyncStore::open(db.to_str().unwrap(), AsyncOptions::new()).await?;
 /// store.call(|s| s.enqueue_job(NewJob::new("mail-1")?)).await?;
@@ -133,7 +138,7 @@ impl AsyncStore {
     ///
     /// # Errors
     /// `InvalidArgument` naming `db`; the backend's opening errors.
-    pub async fn open(db: &str, options: AsyncOptions) -> leasefence::Result<AsyncStore> {
+    pub async fn open(db: &str, options: AsyncOptions) -> crate::Result<AsyncStore> {
         let target = Target::parse(db)?;
         Self::open_target(target, options).await
     }
@@ -142,19 +147,16 @@ impl AsyncStore {
     ///
     /// # Errors
     /// The backend's opening errors.
-    pub async fn open_target(
-        target: Target,
-        options: AsyncOptions,
-    ) -> leasefence::Result<AsyncStore> {
+    pub async fn open_target(target: Target, options: AsyncOptions) -> crate::Result<AsyncStore> {
         let backend = if target.is_postgres() {
             "postgres"
         } else {
             "sqlite"
         };
         let shown = target.to_string();
-        let options_any = AnyOptions::new()
-            .sqlite(options.sqlite)
-            .postgres(options.postgres.pool_size(1));
+        let options_any = AnyOptions::new().sqlite(options.sqlite);
+        #[cfg(feature = "postgres")]
+        let options_any = options_any.postgres(options.postgres.pool_size(1));
         // The first connection is opened here, so a bad path or an unreachable server is
         // reported to the caller of `open`; the others are opened on demand.
         let first = {
@@ -192,10 +194,10 @@ impl AsyncStore {
     ///
     /// # Errors
     /// `op`'s error, or the backend's error opening a connection.
-    pub async fn call<T, F>(&self, op: F) -> leasefence::Result<T>
+    pub async fn call<T, F>(&self, op: F) -> crate::Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&AnyStore) -> leasefence::Result<T> + Send + 'static,
+        F: FnOnce(&AnyStore) -> crate::Result<T> + Send + 'static,
     {
         let permit = Arc::clone(&self.inner.permits)
             .acquire_owned()
@@ -213,8 +215,7 @@ impl AsyncStore {
             // A connection found lost is dropped; the next call opens a new one.
             let lost = matches!(
                 &result,
-                Err(leasefence::Error::ConnectionLost { .. }
-                    | leasefence::Error::CannotConnect { .. })
+                Err(crate::Error::ConnectionLost { .. } | crate::Error::CannotConnect { .. })
             );
             if !lost {
                 inner
@@ -234,20 +235,16 @@ impl AsyncStore {
     ///
     /// # Errors
     /// Connection or backend failures reading the database's clock.
-    pub async fn now(&self) -> leasefence::Result<leasefence::Now> {
-        self.call(|s| Ok(s.database_now()?.unwrap_or_else(leasefence::Now::system)))
+    pub async fn now(&self) -> crate::Result<crate::Now> {
+        self.call(|s| Ok(s.database_now()?.unwrap_or_else(crate::Now::system)))
             .await
     }
 }
 
 /// A call that panicked: reported as an error, never propagated into the server.
-fn join_error(e: tokio::task::JoinError) -> leasefence::Error {
-    leasefence::Error::Unsupported {
+fn join_error(e: tokio::task::JoinError) -> crate::Error {
+    crate::Error::Unsupported {
         database: "the store call".into(),
         detail: format!("the call did not finish: {e}"),
     }
 }
-
-// `Store` is used by the doc example and by callers' closures.
-#[allow(unused_imports)]
-use Store as _;

@@ -1,0 +1,256 @@
+//! The async worker (feature `async`) on SQLite and PostgreSQL: results stored through the
+//! fence, a lease taken over or cancelled under a running handler fires `lost` and stores
+//! nothing, the time limit, a panic, and the shutdown deadline's release — each read back
+//! through an independent connection.
+
+use std::time::Duration;
+
+use leasefence::{
+    AsyncJob, AsyncOptions, AsyncStore, AsyncWorker, JobId, JobOutcome, Loss, NewJob, Now, Owner,
+    Store, Target, Ttl, WorkerStats,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::common::{Db, PgDb, Probe};
+
+/// Runs `case` on a fresh SQLite file and on a fresh PostgreSQL schema (ignored, with the
+/// reason, when `LEASEFENCE_TEST_PG` is unset).
+macro_rules! async_cases {
+    ($(async fn $name:ident($store:ident, $probe:ident, $sync:ident) $body:block)*) => {$(
+        mod $name {
+            use super::*;
+            async fn case($store: AsyncStore, $probe: &dyn Probe, $sync: &dyn Store) $body
+            fn runtime() -> tokio::runtime::Runtime {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .unwrap()
+            }
+            #[test]
+            fn sqlite() {
+                let db = Db::new();
+                let sync = leasefence::SqliteStore::open(&db.path).unwrap();
+                runtime().block_on(async {
+                    let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
+                        .await
+                        .unwrap();
+                    case(store, &db, &sync).await
+                });
+            }
+            #[test]
+            #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
+            fn pg() {
+                let Some(db) = PgDb::new() else { return };
+                let sync = db.store();
+                runtime().block_on(async {
+                    let options = AsyncOptions::new()
+                        .postgres(db.options().database_clock(true));
+                    let store = AsyncStore::open_target(Target::parse(&db.url).unwrap(), options)
+                        .await
+                        .unwrap();
+                    case(store, &db, &sync).await
+                });
+            }
+        }
+    )*};
+}
+
+fn enqueue(sync: &dyn Store, id: &str, max_attempts: u32) {
+    let job = NewJob::new(id)
+        .unwrap()
+        .payload(id.as_bytes().to_vec())
+        .max_attempts(max_attempts);
+    assert!(blocking(|| sync.enqueue_job(job)).unwrap());
+}
+
+/// A blocking call (the arranging store, the independent connection) from the test's async
+/// code: the PostgreSQL client must not run on a runtime thread.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+/// A worker whose outcomes arrive on the returned channel.
+fn worker<F, Fut>(
+    store: &AsyncStore,
+    configure: impl FnOnce(leasefence::AsyncWorkerBuilder) -> leasefence::AsyncWorkerBuilder,
+    handler: F,
+) -> (AsyncWorker, mpsc::UnboundedReceiver<(String, JobOutcome)>)
+where
+    F: Fn(AsyncJob) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = leasefence::AsyncResult> + Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    let builder = AsyncWorker::builder(store.clone())
+        .owner("async-w")
+        .poll_interval(Duration::from_millis(20))
+        .on_outcome(move |lease, outcome| {
+            let _ = tx.send((lease.job_id.clone(), outcome.clone()));
+        });
+    (configure(builder).build(handler).unwrap(), rx)
+}
+
+/// Runs `worker` until `stop` fires; its counts.
+fn spawn(worker: &AsyncWorker) -> (oneshot::Sender<()>, tokio::task::JoinHandle<WorkerStats>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let w = worker.clone();
+    let run = tokio::spawn(async move {
+        w.run(async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap()
+    });
+    (stop, run)
+}
+
+/// A handler that says it started, then waits until its lease ends and returns a result that
+/// must never be stored (the worker drops it first: a lost lease cancels the handler).
+fn waits_for_loss(
+    started: mpsc::UnboundedSender<String>,
+) -> impl Fn(
+    AsyncJob,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = leasefence::AsyncResult> + Send>>
++ Send
++ Sync
++ 'static {
+    move |job: AsyncJob| {
+        let started = started.clone();
+        Box::pin(async move {
+            let _ = started.send(job.job_id().to_owned());
+            let loss = job.lost().await;
+            assert!(matches!(
+                loss,
+                Loss::TakenOver | Loss::Operator | Loss::Shutdown
+            ));
+            Ok("stale".to_owned())
+        })
+    }
+}
+
+async_cases! {
+    async fn drains_and_stores_every_result(store, probe, sync) {
+        for i in 0..12 {
+            enqueue(sync, &format!("job-{i:02}"), 0);
+        }
+        let (w, _) = worker(&store, |b| b.concurrency(3).drain(true), |job: AsyncJob| async move {
+            tokio::task::yield_now().await;
+            Ok(String::from_utf8_lossy(job.payload()).to_uppercase())
+        });
+        let stats = w.run(std::future::pending()).await.unwrap();
+        assert_eq!((stats.claimed, stats.completed, stats.lost), (12, 12, 0));
+        for i in 0..12 {
+            let row = blocking(|| probe.row(&format!("job-{i:02}"))).unwrap();
+            assert_eq!((row.result.as_deref(), row.done, row.fence), (Some(format!("JOB-{i:02}").as_str()), 1, 1));
+            assert_eq!(row.owner.as_deref(), Some("async-w"));
+        }
+    }
+
+    async fn a_lease_taken_over_under_the_handler_stores_nothing(store, probe, sync) {
+        enqueue(sync, "t", 0);
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let (w, mut outcomes) = worker(&store, |b| b.ttl(3.0).heartbeat_fraction(0.05),
+            waits_for_loss(started_tx));
+        let (stop, run) = spawn(&w);
+        assert_eq!(started.recv().await.unwrap(), "t");
+        // The worker "stalls": its lease runs out, and B takes the job over.
+        blocking(|| probe.exec("UPDATE jobs SET until = 0 WHERE id = 't'"));
+        let b = blocking(|| {
+            sync.claim(JobId::new("t").unwrap(), Owner::new("B").unwrap(), Now::system(), Ttl::new(60.0).unwrap())
+        })
+        .unwrap()
+        .expect("expired: B claims");
+        assert_eq!(b.fence, 2);
+        let (id, outcome) = outcomes.recv().await.unwrap();
+        assert_eq!((id.as_str(), outcome), ("t", JobOutcome::Refused));
+        stop.send(()).unwrap();
+        let stats = run.await.unwrap();
+        assert_eq!((stats.lost, stats.completed, stats.stale_refused), (1, 0, 0));
+        let row = blocking(|| probe.row("t")).unwrap();
+        assert_eq!((row.owner.as_deref(), row.fence, row.result, row.done), (Some("B"), 2, None, 0));
+    }
+
+    async fn a_job_cancelled_under_the_handler_stores_nothing(store, probe, sync) {
+        enqueue(sync, "c", 0);
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let (w, mut outcomes) = worker(&store, |b| b.ttl(3.0).heartbeat_fraction(0.05),
+            waits_for_loss(started_tx));
+        let (stop, run) = spawn(&w);
+        assert_eq!(started.recv().await.unwrap(), "c");
+        assert!(blocking(|| sync.cancel(JobId::new("c").unwrap(), Now::system())).unwrap());
+        assert_eq!(outcomes.recv().await.unwrap(), ("c".to_owned(), JobOutcome::Cancelled));
+        stop.send(()).unwrap();
+        let stats = run.await.unwrap();
+        assert_eq!((stats.cancelled, stats.lost, stats.completed), (1, 0, 0));
+        let row = blocking(|| probe.row("c")).unwrap();
+        assert_eq!((row.result, row.done, row.fence), (None, 1, 1));
+    }
+
+    async fn the_time_limit_and_a_panic_are_failed_attempts(store, probe, sync) {
+        enqueue(sync, "slow", 1);
+        enqueue(sync, "boom", 2);
+        let (w, _) = worker(&store, |b| b.timeout(0.2).drain(true).concurrency(2), |job: AsyncJob| async move {
+            if job.job_id() == "slow" {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            panic!("handler bug");
+        });
+        let stats = w.run(std::future::pending()).await.unwrap();
+        assert_eq!((stats.timed_out, stats.dead, stats.retried), (1, 1, 1), "{stats:?}");
+        let slow = blocking(|| probe.queue_row("slow"));
+        assert!(slow.error.as_deref().unwrap().starts_with("timed out after 0.2 s"), "{slow:?}");
+        assert_eq!(slow.outcome.as_deref(), Some("dead"));
+        let boom = blocking(|| probe.queue_row("boom"));
+        assert!(boom.error.as_deref().unwrap().contains("panicked"), "{boom:?}");
+        assert_eq!(blocking(|| probe.row("boom")).unwrap().done, 0, "retrying, not dead");
+    }
+
+    async fn shutdown_past_the_deadline_releases_the_lease(store, probe, sync) {
+        enqueue(sync, "r", 0);
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let (w, _) = worker(&store, |b| b.shutdown_deadline(Duration::ZERO),
+            waits_for_loss(started_tx));
+        let (stop, run) = spawn(&w);
+        assert_eq!(started.recv().await.unwrap(), "r");
+        stop.send(()).unwrap();
+        let stats = run.await.unwrap();
+        assert_eq!((stats.released, stats.completed), (1, 0));
+        let row = blocking(|| probe.row("r")).unwrap();
+        assert_eq!((row.owner, row.fence, row.until, row.done, row.result), (None, 1, 0.0, 0, None));
+        // Claimable again at once, above the released fence.
+        let next = blocking(|| sync.claim_next(Owner::new("n").unwrap(), Now::system(), Ttl::new(5.0).unwrap()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.fence, 2);
+    }
+}
+
+#[test]
+fn bad_settings_name_their_argument() {
+    let db = Db::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
+            .await
+            .unwrap();
+        let ok = |_job: AsyncJob| async { Ok(String::new()) };
+        let b = || AsyncWorker::builder(store.clone());
+        let arg = |r: leasefence::Result<AsyncWorker>| r.unwrap_err().argument();
+        assert_eq!(arg(b().concurrency(0).build(ok)), Some("concurrency"));
+        assert_eq!(arg(b().ttl(0.0).build(ok)), Some("ttl"));
+        assert_eq!(
+            arg(b().heartbeat_fraction(1.0).build(ok)),
+            Some("heartbeat_fraction")
+        );
+        assert_eq!(arg(b().timeout(-1.0).build(ok)), Some("timeout"));
+        assert_eq!(
+            arg(b().poll_interval(Duration::ZERO).build(ok)),
+            Some("poll_interval")
+        );
+        assert_eq!(arg(b().owner("").build(ok)), Some("owner"));
+        assert_eq!(arg(b().queue("Not A Queue").build(ok)), Some("queue"));
+    });
+}
