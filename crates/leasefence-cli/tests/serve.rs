@@ -97,12 +97,44 @@ fn unsafe_or_bad_settings_are_refused_before_serving() {
         .bad("`request-timeout`");
     sb.lf(&["serve", "--synchronous", "fast"])
         .bad("`synchronous`");
-    // No database: said, with the hint to create one.
-    let empty = tempfile::tempdir().unwrap();
-    support::Run::of(empty.path(), &["serve", "--bind", "127.0.0.1:0"], None, &[])
-        .bad("leasefence.db");
-    assert!(
-        !empty.path().join("leasefence.db").exists(),
-        "serve creates no database"
+    // A folder that does not exist: said, naming the database, and nothing is created.
+    support::Run::of(
+        sb.dir.path(),
+        &[
+            "--db",
+            "no/such/folder/jobs.db",
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+        ],
+        None,
+        &[],
+    )
+    .bad("no/such/folder/jobs.db");
+    assert!(!sb.dir.path().join("no").exists());
+}
+
+#[test]
+fn serve_creates_a_missing_database_and_never_resets_one() {
+    let sb = Sandbox::new();
+    sb.lf(&["enqueue", "kept"]).ok();
+    sb.lf(&["claim", "kept", "--owner", "a", "--ttl", "600"])
+        .ok();
+    // A new file next to it is created with its tables.
+    let fresh = Sandbox {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    assert!(!fresh.db().exists());
+    let serving = Serving::start(&fresh, &[], &[]);
+    assert_eq!(serving.post("/v1/jobs", None, json!({"id": "n"})).0, 201);
+    assert_eq!(serving.stop().0, 0);
+    assert_eq!(fresh.lf(&["--json", "state", "n"]).ok().json()["fence"], 0);
+    // An existing one keeps its rows and fences.
+    let serving = Serving::start(&sb, &[], &[]);
+    let (status, body) = serving.get("/v1/jobs/kept", None);
+    assert_eq!(
+        (status, body["fence"].as_i64(), body["owner"].as_str()),
+        (200, Some(1), Some("a"))
     );
+    assert_eq!(serving.stop().0, 0);
 }

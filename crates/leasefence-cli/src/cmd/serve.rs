@@ -110,7 +110,9 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let (target, pg) = ctx.server_target()?;
     let options = AsyncOptions::new()
         .connections(args.connections)
-        .sqlite(SqliteOptions::new().init(false).synchronous(synchronous))
+        // A missing SQLite file is created with its tables, as `init` would (never resetting
+        // a row); a PostgreSQL schema is created if absent, as every verb does.
+        .sqlite(SqliteOptions::new().init(true).synchronous(synchronous))
         .postgres(pg);
     let config = ServerConfig {
         tokens,
