@@ -167,6 +167,11 @@ backends! {
         assert!(row.done);
         let (_, job) = c.get("/v1/jobs/flaky");
         assert_eq!(job["status"], "dead");
+        // Counted: two failures taken, one to be retried, one burying the job.
+        let (_, metrics, _) = c.get_text("/metrics");
+        for line in ["leasefence_failures_total 2", "leasefence_retries_total 1", "leasefence_dead_total 1"] {
+            assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+        }
         // The admin's retry brings it back, above every fence handed out.
         let (status, _) = c.post_empty("/v1/jobs/flaky/retry");
         assert_eq!(status, 200);

@@ -6,6 +6,7 @@
 mod support;
 
 mod access;
+mod client;
 mod fencing;
 mod input;
 mod jobs;
