@@ -201,26 +201,48 @@ pub async fn complete(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<CompleteBody>,
 ) -> Result<Json<Done>, ApiError> {
+    let result = body.result;
+    let done = fenced(
+        &state,
+        "complete",
+        id,
+        body.owner,
+        body.fence,
+        move |s, j, o, f| s.complete(j, o, f, Now::system(), &result),
+    )
+    .await?;
+    state.metrics.completions.inc();
+    Ok(done)
+}
+
+/// One fenced write of `op` by `owner` under `fence` on the job `id`: `Done`, or a 409 with
+/// the refusal's reason (read after the refusal) and its counts.
+async fn fenced(
+    state: &AppState,
+    op: &'static str,
+    id: String,
+    owner: String,
+    fence: Fence,
+    write: impl FnOnce(&AnyStore, JobId<'_>, Owner<'_>, Fence) -> leasefence::Result<bool>
+    + Send
+    + 'static,
+) -> Result<Json<Done>, ApiError> {
     JobId::new(&id)?;
-    Owner::new(&body.owner)?;
+    Owner::new(&owner)?;
     let job = id.clone();
-    let outcome = state
+    let refusal = state
         .store
         .call(move |s| {
-            let (j, o, now) = (JobId::new(&job)?, Owner::new(&body.owner)?, Now::system());
-            if s.complete(j, o, body.fence, now, &body.result)? {
-                Ok(None)
-            } else {
-                Ok(Some(diagnose(s, j, &body.owner, body.fence)?))
+            let (j, o) = (JobId::new(&job)?, Owner::new(&owner)?);
+            match write(s, j, o, fence)? {
+                true => Ok(None),
+                false => Ok(Some(diagnose(s, j, &owner, fence)?)),
             }
         })
         .await?;
-    match outcome {
-        None => {
-            state.metrics.completions.inc();
-            Ok(Json(Done::job(id)))
-        }
-        Some(reason) => Err(refused(&state, "complete", &id, reason)),
+    match refusal {
+        None => Ok(Json(Done::job(id))),
+        Some(reason) => Err(refused(state, op, &id, reason)),
     }
 }
 
@@ -322,24 +344,15 @@ pub async fn release(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ReleaseBody>,
 ) -> Result<Json<Done>, ApiError> {
-    JobId::new(&id)?;
-    Owner::new(&body.owner)?;
-    let job = id.clone();
-    let outcome = state
-        .store
-        .call(move |s| {
-            let (j, o) = (JobId::new(&job)?, Owner::new(&body.owner)?);
-            if s.release(j, o, body.fence)? {
-                Ok(None)
-            } else {
-                Ok(Some(diagnose(s, j, &body.owner, body.fence)?))
-            }
-        })
-        .await?;
-    match outcome {
-        None => Ok(Json(Done::job(id))),
-        Some(reason) => Err(refused(&state, "release", &id, reason)),
-    }
+    fenced(
+        &state,
+        "release",
+        id,
+        body.owner,
+        body.fence,
+        |s, j, o, f| s.release(j, o, f),
+    )
+    .await
 }
 
 /// The fence gate: admit a write to an external resource under `fence` only if no higher

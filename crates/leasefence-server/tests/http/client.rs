@@ -152,7 +152,12 @@ fn a_refused_token_names_it_and_is_never_shown() {
     assert!(right.enqueue(id("x")).unwrap());
     // Bad input the server names comes back as the same argument.
     let err = right
-        .claim_batch(who("w"), Now::system(), ttl(30.0), BatchSize::new(5000).unwrap())
+        .claim_batch(
+            who("w"),
+            Now::system(),
+            ttl(30.0),
+            BatchSize::new(5000).unwrap(),
+        )
         .unwrap_err();
     assert_eq!(err.argument(), Some("n"), "{err}");
     assert_eq!(db.row("x").unwrap().fence, 0);
