@@ -18,7 +18,7 @@
 //! POST /v1/fences/{resource}/admit     {"fence"}
 //! POST /v1/jobs                        one job, or {"jobs": [...]}
 //! GET  /v1/jobs/{id}   /v1/jobs/{id}/history   /v1/jobs?status=&queue=&after=&limit=
-//! GET  /v1/stats
+//! GET  /v1/stats   /v1/schedules   POST /v1/schedules   DELETE /v1/schedules/{name}
 //! POST /v1/jobs/{id}/cancel|retry   DELETE /v1/jobs/{id}   POST /v1/queues/{name}/pause|resume
 //! GET  /v1/clock   /v1/openapi.json   /metrics   /healthz   /readyz
 //! ```
@@ -96,7 +96,7 @@ impl Default for ServerConfig {
 
 /// The application: every route, with the limits and the request metrics.
 pub fn router(store: AsyncStore, config: &ServerConfig) -> Router {
-    use routes::{batch, jobs, leases, ops};
+    use routes::{batch, jobs, leases, ops, schedules};
     let state = AppState {
         store,
         tokens: config.tokens.clone(),
@@ -119,6 +119,11 @@ pub fn router(store: AsyncStore, config: &ServerConfig) -> Router {
         .route("/v1/clock", get(batch::clock))
         .route("/v1/fences/{resource}/admit", post(leases::admit))
         .route("/v1/stats", get(ops::stats))
+        .route("/v1/schedules", get(schedules::list).post(schedules::add))
+        .route(
+            "/v1/schedules/{name}",
+            axum::routing::delete(schedules::remove),
+        )
         .route("/v1/queues/{name}/pause", post(ops::pause))
         .route("/v1/queues/{name}/resume", post(ops::resume))
         .route("/v1/openapi.json", get(openapi_json))

@@ -4,7 +4,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{batch, jobs, leases, ops};
+use crate::routes::{batch, jobs, leases, ops, schedules};
 
 /// The API's document.
 #[derive(OpenApi)]
@@ -22,6 +22,7 @@ use crate::routes::{batch, jobs, leases, ops};
         jobs::cancel, jobs::retry, jobs::delete,
         leases::claim, leases::renew, leases::complete, leases::fail, leases::release,
         leases::admit,
+        schedules::list, schedules::add, schedules::remove,
         ops::stats, ops::pause, ops::resume, ops::healthz, ops::readyz, ops::metrics,
     ),
     modifiers(&Tokens),

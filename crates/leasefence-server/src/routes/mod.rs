@@ -5,3 +5,4 @@ pub mod batch;
 pub mod jobs;
 pub mod leases;
 pub mod ops;
+pub mod schedules;

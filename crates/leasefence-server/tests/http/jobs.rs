@@ -119,3 +119,44 @@ backends! {
         assert_eq!((status, body["field"].as_str()), (400, Some("job_id")), "{body}");
     }
 }
+
+backends! {
+    fn schedules_are_added_listed_and_removed_by_the_admin(db: &Db) {
+        use leasefence_server::{ServerConfig, Token, Tokens};
+        let config = ServerConfig {
+            tokens: Tokens {
+                worker: Some(Token::new("sched-worker-token-1", "w").unwrap()),
+                admin: Some(Token::new("sched-admin-token-22", "a").unwrap()),
+            },
+            ..ServerConfig::default()
+        };
+        let server = Server::with(db, config);
+        let (worker, admin) = (server.client(Some("sched-worker-token-1")), server.client(Some("sched-admin-token-22")));
+        let body = serde_json::json!({"name": "nightly", "cron": "0 2 * * *", "tz": "Europe/Berlin", "queue": "reports", "payload": "p"});
+        assert_eq!(worker.post("/v1/schedules", body.clone()).0, 403);
+        let (status, answer) = admin.post("/v1/schedules", body.clone());
+        assert_eq!(status, 201, "{answer}");
+        let (status, answer) = admin.post("/v1/schedules", serde_json::json!({"name": "nightly", "cron": "* * * * *"}));
+        assert_eq!((status, answer["reason"].as_str()), (409, Some("known")), "{answer}");
+        for (bad, field) in [
+            (serde_json::json!({"name": "x", "cron": "not cron"}), "cron"),
+            (serde_json::json!({"name": "x", "cron": "* * * * *", "tz": "Mars/Olympus"}), "tz"),
+            (serde_json::json!({"name": "", "cron": "* * * * *"}), "name"),
+        ] {
+            let (status, answer) = admin.post("/v1/schedules", bad);
+            assert_eq!((status, answer["field"].as_str()), (400, Some(field)), "{answer}");
+        }
+        let (status, list) = worker.get("/v1/schedules");
+        assert_eq!(status, 200);
+        let all = list["schedules"].as_array().unwrap();
+        assert_eq!(all.len(), 1, "{list}");
+        let nightly = &all[0];
+        assert_eq!((nightly["cron"].as_str(), nightly["tz"].as_str(), nightly["queue"].as_str(), nightly["payload"].as_str()),
+                   (Some("0 2 * * *"), Some("Europe/Berlin"), Some("reports"), Some("p")));
+        assert!(nightly["next_slot"].as_i64().unwrap() > nightly["last_slot"].as_i64().unwrap());
+        assert_eq!(worker.delete("/v1/schedules/nightly").0, 403);
+        assert_eq!(admin.delete("/v1/schedules/nightly").0, 200);
+        assert_eq!(admin.delete("/v1/schedules/nightly").0, 404);
+        assert_eq!(worker.get("/v1/schedules").1["schedules"].as_array().unwrap().len(), 0);
+    }
+}

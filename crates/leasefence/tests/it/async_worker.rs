@@ -64,6 +64,13 @@ fn enqueue(sync: &dyn Store, id: &str, max_attempts: u32) {
     assert!(blocking(|| sync.enqueue_job(job)).unwrap());
 }
 
+/// `fut`, or a failure after 20 s: a broken worker fails the test instead of hanging it.
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
 /// A blocking call (the arranging store, the independent connection) from the test's async
 /// code: the PostgreSQL client must not run on a runtime thread.
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
@@ -137,7 +144,7 @@ async_cases! {
             tokio::task::yield_now().await;
             Ok(String::from_utf8_lossy(job.payload()).to_uppercase())
         });
-        let stats = w.run(std::future::pending()).await.unwrap();
+        let stats = within("the drained run", w.run(std::future::pending())).await.unwrap();
         assert_eq!((stats.claimed, stats.completed, stats.lost), (12, 12, 0));
         for i in 0..12 {
             let row = blocking(|| probe.row(&format!("job-{i:02}"))).unwrap();
@@ -152,7 +159,7 @@ async_cases! {
         let (w, mut outcomes) = worker(&store, |b| b.ttl(3.0).heartbeat_fraction(0.05),
             waits_for_loss(started_tx));
         let (stop, run) = spawn(&w);
-        assert_eq!(started.recv().await.unwrap(), "t");
+        assert_eq!(within("the handler to start", started.recv()).await.unwrap(), "t");
         // The worker "stalls": its lease runs out, and B takes the job over.
         blocking(|| probe.exec("UPDATE jobs SET until = 0 WHERE id = 't'"));
         let b = blocking(|| {
@@ -161,10 +168,10 @@ async_cases! {
         .unwrap()
         .expect("expired: B claims");
         assert_eq!(b.fence, 2);
-        let (id, outcome) = outcomes.recv().await.unwrap();
+        let (id, outcome) = within("the outcome", outcomes.recv()).await.unwrap();
         assert_eq!((id.as_str(), outcome), ("t", JobOutcome::Refused));
         stop.send(()).unwrap();
-        let stats = run.await.unwrap();
+        let stats = within("the worker to stop", run).await.unwrap();
         assert_eq!((stats.lost, stats.completed, stats.stale_refused), (1, 0, 0));
         let row = blocking(|| probe.row("t")).unwrap();
         assert_eq!((row.owner.as_deref(), row.fence, row.result, row.done), (Some("B"), 2, None, 0));
@@ -176,11 +183,11 @@ async_cases! {
         let (w, mut outcomes) = worker(&store, |b| b.ttl(3.0).heartbeat_fraction(0.05),
             waits_for_loss(started_tx));
         let (stop, run) = spawn(&w);
-        assert_eq!(started.recv().await.unwrap(), "c");
+        assert_eq!(within("the handler to start", started.recv()).await.unwrap(), "c");
         assert!(blocking(|| sync.cancel(JobId::new("c").unwrap(), Now::system())).unwrap());
-        assert_eq!(outcomes.recv().await.unwrap(), ("c".to_owned(), JobOutcome::Cancelled));
+        assert_eq!(within("the outcome", outcomes.recv()).await.unwrap(), ("c".to_owned(), JobOutcome::Cancelled));
         stop.send(()).unwrap();
-        let stats = run.await.unwrap();
+        let stats = within("the worker to stop", run).await.unwrap();
         assert_eq!((stats.cancelled, stats.lost, stats.completed), (1, 0, 0));
         let row = blocking(|| probe.row("c")).unwrap();
         assert_eq!((row.result, row.done, row.fence), (None, 1, 1));
@@ -195,7 +202,7 @@ async_cases! {
             }
             panic!("handler bug");
         });
-        let stats = w.run(std::future::pending()).await.unwrap();
+        let stats = within("the drained run", w.run(std::future::pending())).await.unwrap();
         assert_eq!((stats.timed_out, stats.dead, stats.retried), (1, 1, 1), "{stats:?}");
         let slow = blocking(|| probe.queue_row("slow"));
         assert!(slow.error.as_deref().unwrap().starts_with("timed out after 0.2 s"), "{slow:?}");
@@ -211,9 +218,9 @@ async_cases! {
         let (w, _) = worker(&store, |b| b.shutdown_deadline(Duration::ZERO),
             waits_for_loss(started_tx));
         let (stop, run) = spawn(&w);
-        assert_eq!(started.recv().await.unwrap(), "r");
+        assert_eq!(within("the handler to start", started.recv()).await.unwrap(), "r");
         stop.send(()).unwrap();
-        let stats = run.await.unwrap();
+        let stats = within("the worker to stop", run).await.unwrap();
         assert_eq!((stats.released, stats.completed), (1, 0));
         let row = blocking(|| probe.row("r")).unwrap();
         assert_eq!((row.owner, row.fence, row.until, row.done, row.result), (None, 1, 0.0, 0, None));

@@ -102,3 +102,34 @@ fn the_busy_timeout_option_bounds_the_wait() {
     blocker.execute_batch("ROLLBACK").unwrap();
     assert_eq!(db.rows(), vec![Row::fresh("job")]);
 }
+
+#[test]
+fn an_unavailable_server_is_retryable_like_a_busy_database_and_nothing_else_is() {
+    // What an HTTP store raises for a 503 or a server it cannot reach: the worker retries it.
+    let gone = Error::Unavailable {
+        target: "http://127.0.0.1:7878".into(),
+        reason: "connection refused".into(),
+    };
+    assert!(gone.is_retryable());
+    assert_eq!(gone.argument(), None);
+    assert_eq!(
+        gone.to_string(),
+        "http://127.0.0.1:7878 is unavailable: connection refused (retry the call)"
+    );
+    assert!(Error::Busy.is_retryable());
+    for other in [
+        Error::StorageFull {
+            database: "jobs.db".into(),
+        },
+        Error::Unsupported {
+            database: "jobs.db".into(),
+            detail: "x".into(),
+        },
+        Error::InvalidArgument {
+            argument: "ttl",
+            reason: "x".into(),
+        },
+    ] {
+        assert!(!other.is_retryable(), "{other}");
+    }
+}

@@ -1,0 +1,201 @@
+//! Periodic jobs over HTTP: list the schedules (worker token), add and remove them (admin
+//! token). Adding and removing are **operator verbs**, as in the library and the CLI: they
+//! touch no job. The runs themselves are enqueued by whoever holds the scheduler role (a
+//! worker with `--scheduler`, or `leasefence schedule tick`), under its own lease and fence.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use leasefence::{Now, Schedule, ScheduleName, Store};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::auth::{Admin, Worker};
+use crate::body::JsonBody;
+use crate::dto::{Done, payload_fields};
+use crate::error::{ApiError, ErrorBody, Reason};
+
+/// `POST /v1/schedules`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleBody {
+    /// The schedule's name; each run is the job `NAME@<slot in UTC>`.
+    pub name: String,
+    /// A cron expression: five fields, or six with seconds, or `@hourly`, `@daily`, …
+    pub cron: String,
+    /// The IANA time zone the expression is read in (default `UTC`).
+    pub tz: Option<String>,
+    /// The runs' queue (default `default`).
+    pub queue: Option<String>,
+    /// The runs' kind.
+    pub kind: Option<String>,
+    /// The runs' payload as text. At most one of `payload` and `payload_base64`.
+    pub payload: Option<String>,
+    /// The runs' payload as base64.
+    pub payload_base64: Option<String>,
+    /// The runs' priority.
+    pub priority: Option<i64>,
+    /// The runs' attempts budget (0: no limit).
+    pub max_attempts: Option<u32>,
+}
+
+/// A stored schedule.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScheduleOut {
+    /// The name.
+    pub name: String,
+    /// The cron expression.
+    pub cron: String,
+    /// The time zone.
+    pub tz: String,
+    /// The runs' queue.
+    pub queue: String,
+    /// The runs' kind.
+    pub kind: Option<String>,
+    /// The runs' payload as text, when it is UTF-8.
+    pub payload: Option<String>,
+    /// The runs' payload as base64.
+    pub payload_base64: Option<String>,
+    /// The runs' priority.
+    pub priority: i64,
+    /// The runs' attempts budget.
+    pub max_attempts: u32,
+    /// When it was added.
+    pub created_at: f64,
+    /// The last slot enqueued (or, before the first run, the second it was added).
+    pub last_slot: i64,
+    /// The next slot due (seconds since the epoch), if the expression has one.
+    pub next_slot: Option<i64>,
+}
+
+/// `GET /v1/schedules`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Schedules {
+    /// By name.
+    pub schedules: Vec<ScheduleOut>,
+}
+
+/// Every schedule with its next slot.
+#[utoipa::path(get, path = "/v1/schedules", tag = "queues",
+    responses((status = 200, description = "The schedules", body = Schedules)),
+    security(("worker" = [])))]
+pub async fn list(_: Worker, State(state): State<AppState>) -> Result<Json<Schedules>, ApiError> {
+    let infos = state.store.call(|s| s.schedules()).await?;
+    let schedules = infos
+        .into_iter()
+        .map(|info| {
+            let next_slot = info.next_slot()?;
+            let sch = &info.schedule;
+            let (payload, payload_base64) = payload_fields(sch.payload_bytes());
+            Ok(ScheduleOut {
+                name: sch.name().to_owned(),
+                cron: sch.cron().to_owned(),
+                tz: sch.tz().to_owned(),
+                queue: sch.queue_name().as_str().to_owned(),
+                kind: sch.kind_name().map(str::to_owned),
+                payload,
+                payload_base64,
+                priority: sch.priority_value(),
+                max_attempts: sch.max_attempts_value(),
+                created_at: info.created_at,
+                last_slot: info.last_slot,
+                next_slot,
+            })
+        })
+        .collect::<leasefence::Result<Vec<_>>>()?;
+    Ok(Json(Schedules { schedules }))
+}
+
+/// Operator verb: add a schedule (201), or 409 `known` when the name exists (left as stored).
+#[utoipa::path(post, path = "/v1/schedules", tag = "admin",
+    request_body = ScheduleBody,
+    responses(
+        (status = 201, description = "Added", body = Done),
+        (status = 400, description = "Bad input: `name`, `cron`, `tz`, `queue`, …", body = ErrorBody),
+        (status = 409, description = "Refused: `known` (the stored schedule is left as it was)", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub async fn add(
+    _: Admin,
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<ScheduleBody>,
+) -> Result<Response, ApiError> {
+    let mut schedule = Schedule::new(&body.name, &body.cron)?;
+    if let Some(tz) = &body.tz {
+        schedule = schedule.time_zone(tz)?;
+    }
+    if let Some(queue) = body.queue {
+        schedule = schedule.queue(queue)?;
+    }
+    if let Some(kind) = body.kind {
+        schedule = schedule.kind(kind)?;
+    }
+    match (body.payload, body.payload_base64) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad(
+                "payload_base64",
+                "give `payload` or `payload_base64`, not both",
+            ));
+        }
+        (Some(text), None) => schedule = schedule.payload(text.into_bytes()),
+        (None, Some(b64)) => {
+            let bytes = B64
+                .decode(b64.as_bytes())
+                .map_err(|e| ApiError::bad("payload_base64", format!("not base64: {e}")))?;
+            schedule = schedule.payload(bytes);
+        }
+        (None, None) => {}
+    }
+    if let Some(priority) = body.priority {
+        schedule = schedule.priority(priority);
+    }
+    if let Some(max) = body.max_attempts {
+        schedule = schedule.max_attempts(max);
+    }
+    let name = body.name;
+    let added = state
+        .store
+        .call(move |s| {
+            let now = s.database_now()?.unwrap_or_else(Now::system);
+            s.add_schedule(&schedule, now)
+        })
+        .await?;
+    if added {
+        Ok((StatusCode::CREATED, Json(Done::job(name))).into_response())
+    } else {
+        Err(ApiError::refused(
+            Reason::Known,
+            &format!("add of schedule {name}"),
+        ))
+    }
+}
+
+/// Operator verb: remove a schedule (its runs already enqueued stay).
+#[utoipa::path(delete, path = "/v1/schedules/{name}", tag = "admin",
+    params(("name" = String, Path, description = "The schedule")),
+    responses(
+        (status = 200, description = "Removed", body = Done),
+        (status = 404, description = "No such schedule", body = ErrorBody),
+    ),
+    security(("admin" = [])))]
+pub async fn remove(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Done>, ApiError> {
+    ScheduleName::new(&name)?;
+    let n = name.clone();
+    let removed = state
+        .store
+        .call(move |s| s.remove_schedule(ScheduleName::new(&n)?))
+        .await?;
+    if removed {
+        Ok(Json(Done::job(name)))
+    } else {
+        Err(ApiError::NotFound(format!("no schedule {name}")))
+    }
+}
