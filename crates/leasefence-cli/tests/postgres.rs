@@ -1028,3 +1028,118 @@ fn a_bad_database_url_is_an_error_naming_the_argument() {
         "{run:#?}"
     );
 }
+
+/// `leasefence --db URL --pg-schema S serve --bind 127.0.0.1:0`, and its address.
+#[cfg(unix)]
+fn serve_pg(pg: &Pg) -> (std::process::Child, String) {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_leasefence"))
+        .args(["--db", &pg.url, "--pg-schema", &pg.schema])
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env_remove("LEASEFENCE_DB")
+        .env_remove("LEASEFENCE_WORKER_TOKEN")
+        .env_remove("LEASEFENCE_ADMIN_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    (child, url)
+}
+
+#[test]
+#[cfg(unix)]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn serve_on_postgres_refuses_the_stale_fence_by_the_database_clock() {
+    let Some(pg) = Pg::new() else { return };
+    let (mut server, url) = serve_pg(&pg);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let post = |path: &str, body: Value| -> (u16, Value) {
+        let mut resp = agent.post(&format!("{url}{path}")).send_json(body).unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.body_mut().read_json().unwrap())
+    };
+    assert_eq!(post("/v1/jobs", json!({"id": "r", "payload": "x"})).0, 201);
+    let (_, a) = post("/v1/claims", json!({"owner": "A", "ttl": 0.3}));
+    let until = a["leases"][0]["until"].as_f64().unwrap();
+    // The lease end is on the database's clock, as stored.
+    assert_eq!(pg.row("r").unwrap().until, until);
+    while pg.now() <= until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (status, b) = post(
+        "/v1/claims",
+        json!({"owner": "B", "ttl": 60, "job_id": "r"}),
+    );
+    assert_eq!(
+        (status, b["leases"][0]["fence"].as_i64()),
+        (200, Some(2)),
+        "{b}"
+    );
+    let (status, refused) = post(
+        "/v1/jobs/r/complete",
+        json!({"owner": "A", "fence": 1, "result": "stale"}),
+    );
+    assert_eq!(
+        (status, refused["reason"].as_str()),
+        (409, Some("stale_fence"))
+    );
+    let (status, _) = post(
+        "/v1/jobs/r/complete",
+        json!({"owner": "B", "fence": 2, "result": "fresh"}),
+    );
+    assert_eq!(status, 200);
+    let stored = pg.row("r").unwrap();
+    assert_eq!(
+        (
+            stored.owner.as_deref(),
+            stored.fence,
+            stored.result.as_deref(),
+            stored.done
+        ),
+        (Some("B"), 2, Some("fresh"), 1)
+    );
+    // A worker over HTTP drains the rest through the same server.
+    for id in ["w1", "w2", "w3"] {
+        assert_eq!(post("/v1/jobs", json!({"id": id, "payload": id})).0, 201);
+    }
+    let run = raw(
+        &[
+            "work",
+            "--server",
+            &url,
+            "--exec",
+            "tr a-z A-Z",
+            "--drain",
+            "--poll",
+            "0.05",
+        ],
+        None,
+        &[],
+    );
+    run.ok();
+    for id in ["w1", "w2", "w3"] {
+        assert_eq!(pg.row(id).unwrap().result, Some(id.to_uppercase()));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(server.wait().unwrap().success());
+}

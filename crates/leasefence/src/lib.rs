@@ -57,6 +57,12 @@
 //! (`WorkerBuilder::scheduler`), held under a lease and fence of its own, so no slot is ever
 //! enqueued twice and a stalled scheduler's late enqueue is refused.
 //!
+//! With the cargo feature `async`, [`AsyncStore`] runs the same calls for tokio services (each
+//! on tokio's blocking pool, never on the runtime's threads) and [`AsyncWorker`] takes
+//! `async fn` handlers, with the same fencing: a lease that ends under a handler drops it and
+//! nothing of it is written. `leasefence serve` (crate `leasefence-server`) is built on them and
+//! offers the contract over HTTP.
+//!
 //! # Backends
 //!
 //! - [`SqliteStore`]: one file on one machine, WAL, `synchronous = FULL`. Always built.
