@@ -74,3 +74,73 @@ fn unknown_routes_are_404_with_a_json_body() {
         "{body}"
     );
 }
+
+/// An independent connection holding SQLite's write lock until dropped (committed).
+struct Lock(rusqlite::Connection);
+
+impl Lock {
+    fn take(db: &Db) -> Lock {
+        let conn = rusqlite::Connection::open(&db.db).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        Lock(conn)
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        self.0.execute_batch("COMMIT").unwrap();
+    }
+}
+
+#[test]
+fn a_busy_database_is_a_retryable_503_that_changes_nothing() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let options = leasefence::AsyncOptions::new().sqlite(
+        leasefence::SqliteOptions::new()
+            .init(false)
+            .busy_timeout(std::time::Duration::from_millis(100)),
+    );
+    let server = Server::with_options(&db, ServerConfig::default(), options);
+    let c = server.client(None);
+    c.enqueue("j");
+    let lock = Lock::take(&db);
+    let (status, body, headers) =
+        c.post_with_headers("/v1/claims", json!({"owner": "A", "ttl": 30}));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("busy")),
+        "{body}"
+    );
+    assert_eq!(headers["retry-after"], "1");
+    drop(lock);
+    assert_eq!(
+        (db.row("j").unwrap().fence, db.row("j").unwrap().owner),
+        (0, None)
+    );
+    // Retried once the lock is gone: taken.
+    assert_eq!(c.claim("j", "A", 30.0), 1);
+}
+
+#[test]
+fn a_request_past_the_time_limit_is_a_503_and_the_server_goes_on() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let config = ServerConfig {
+        request_timeout: std::time::Duration::from_millis(200),
+        ..ServerConfig::default()
+    };
+    let server = Server::with(&db, config);
+    let c = server.client(None);
+    c.enqueue("j");
+    let lock = Lock::take(&db);
+    // The store waits for the lock (5 s busy timeout); the request is cut off at 200 ms.
+    let started = std::time::Instant::now();
+    let (status, body) = c.post("/v1/claims", json!({"owner": "A", "ttl": 30}));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("timeout")),
+        "{body}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    drop(lock);
+    assert_eq!(c.get("/healthz").0, 200);
+}

@@ -178,7 +178,12 @@ impl Server {
 
     /// Serves `db` with `config`.
     pub fn with(db: &Db, config: ServerConfig) -> Server {
-        let (db_string, options) = (db.db.clone(), db.options());
+        Self::with_options(db, config, db.options())
+    }
+
+    /// Serves `db` with `config`, its store opened with `options`.
+    pub fn with_options(db: &Db, config: ServerConfig, options: AsyncOptions) -> Server {
+        let db_string = db.db.clone();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -280,6 +285,20 @@ impl Client {
     pub fn post(&self, path: &str, body: Value) -> (u16, Value) {
         let req = self.auth(self.agent.post(&format!("{}{path}", self.base)));
         Self::answer(req.send_json(body))
+    }
+
+    /// POST of a JSON body, with the answer's headers.
+    pub fn post_with_headers(
+        &self,
+        path: &str,
+        body: Value,
+    ) -> (u16, Value, ureq::http::HeaderMap) {
+        let req = self.auth(self.agent.post(&format!("{}{path}", self.base)));
+        let mut resp = req.send_json(body).expect("the request reached the server");
+        let headers = resp.headers().clone();
+        let status = resp.status().as_u16();
+        let value = resp.body_mut().read_json().unwrap_or(Value::Null);
+        (status, value, headers)
     }
 
     /// POST of raw bytes.
