@@ -34,10 +34,12 @@ pub enum Error {
     )]
     Busy,
 
-    /// A server between this process and the database — `leasefence serve`, reached through an
-    /// HTTP store — could not be reached, or answered that it is busy or unavailable (HTTP 503).
-    /// The same call can be retried; a write whose answer was lost on the way back may have
-    /// taken effect, which a fenced retry tells (it is refused as done or stale).
+    /// Something between this process and the database was unavailable: a server —
+    /// `leasefence serve`, reached through an HTTP store — could not be reached or answered
+    /// that it is busy (HTTP 503), or an async store's connections all stayed busy past its
+    /// acquire timeout (then nothing ran). The same call can be retried; a write whose answer
+    /// was lost on the way back may have taken effect, which a fenced retry tells (it is
+    /// refused as done or stale).
     #[error("{target} is unavailable: {reason} (retry the call)")]
     Unavailable {
         /// The server, as shown to people (its URL, never a token).

@@ -7,6 +7,7 @@
 //! restarted, sees exactly what the store holds.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 #[cfg(feature = "postgres")]
 use crate::PgOptions;
@@ -17,6 +18,7 @@ use tokio::sync::Semaphore;
 #[derive(Debug, Clone)]
 pub struct AsyncOptions {
     connections: u32,
+    acquire_timeout: Option<Duration>,
     sqlite: SqliteOptions,
     #[cfg(feature = "postgres")]
     postgres: PgOptions,
@@ -35,6 +37,7 @@ impl AsyncOptions {
     pub fn new() -> Self {
         AsyncOptions {
             connections: 4,
+            acquire_timeout: None,
             sqlite: SqliteOptions::new().init(false),
             #[cfg(feature = "postgres")]
             postgres: PgOptions::new().database_clock(true),
@@ -45,6 +48,14 @@ impl AsyncOptions {
     /// blocking a thread, for a connection to come free.
     pub fn connections(mut self, connections: u32) -> Self {
         self.connections = connections.max(1);
+        self
+    }
+
+    /// How long a call may wait for a free connection (default: as long as it takes). Past it
+    /// the call is [`Error::Unavailable`](crate::Error::Unavailable), retryable, and nothing
+    /// of it ran. Once a call has its connection it runs to the end.
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = Some(timeout);
         self
     }
 
@@ -98,6 +109,7 @@ struct Inner {
     /// One permit per connection; a call holds one for its whole run.
     permits: Arc<Semaphore>,
     connections: u32,
+    acquire_timeout: Option<Duration>,
     backend: &'static str,
     shown: String,
 }
@@ -172,6 +184,7 @@ impl AsyncStore {
                 idle: Mutex::new(vec![first]),
                 permits: Arc::new(Semaphore::new(options.connections as usize)),
                 connections: options.connections,
+                acquire_timeout: options.acquire_timeout,
                 backend,
                 shown,
             }),
@@ -199,10 +212,21 @@ impl AsyncStore {
         T: Send + 'static,
         F: FnOnce(&AnyStore) -> crate::Result<T> + Send + 'static,
     {
-        let permit = Arc::clone(&self.inner.permits)
-            .acquire_owned()
-            .await
-            .expect("the semaphore is never closed");
+        let acquire = Arc::clone(&self.inner.permits).acquire_owned();
+        let permit = match self.inner.acquire_timeout {
+            None => acquire.await,
+            Some(limit) => tokio::time::timeout(limit, acquire).await.map_err(|_| {
+                crate::Error::Unavailable {
+                    target: self.inner.shown.clone(),
+                    reason: format!(
+                        "every one of its {} connections stayed busy for {} s; nothing was run",
+                        self.inner.connections,
+                        limit.as_secs_f64()
+                    ),
+                }
+            })?,
+        }
+        .expect("the semaphore is never closed");
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
             let _permit = permit;

@@ -20,7 +20,8 @@ use crate::error::{Error, Result};
 use crate::store::Store as _;
 use crate::types::{Backoff, BatchSize, Lease, Now, Owner, Queues, Ttl};
 use crate::worker::{
-    HandlerError, JobOutcome, LOSS_OPERATOR, WorkerStats, default_owner_prefix, loss_reason,
+    HandlerError, JobOutcome, LOSS_OPERATOR, LOSS_TAKEN_OVER, WorkerStats, default_owner_prefix,
+    loss_reason,
 };
 
 /// What an async handler returns: the result to store, or the error to record.
@@ -29,6 +30,9 @@ pub type AsyncResult = std::result::Result<String, HandlerError>;
 type Handler =
     dyn Fn(AsyncJob) -> std::pin::Pin<Box<dyn Future<Output = AsyncResult> + Send>> + Send + Sync;
 type OnOutcome = dyn Fn(&Lease, &JobOutcome) + Send + Sync;
+
+/// How often a busy or unavailable store is tried again for one outcome's write.
+const WRITE_RETRIES: u32 = 5;
 
 /// Configures an [`AsyncWorker`]; see [`AsyncWorker::builder`].
 pub struct AsyncWorkerBuilder {
@@ -149,12 +153,21 @@ impl AsyncWorkerBuilder {
                 ),
             ));
         }
-        if let Some(t) = self.timeout.filter(|t| !(t.is_finite() && *t > 0.0)) {
-            return Err(Error::invalid(
-                "timeout",
-                format!("must be seconds > 0, got {t}"),
-            ));
-        }
+        let heartbeat = Duration::try_from_secs_f64(self.ttl * self.heartbeat_fraction)
+            .map_err(|_| Error::invalid("ttl", format!("{} s is too long a lease", self.ttl)))?;
+        let limit = match self.timeout {
+            None => None,
+            Some(t) if t.is_finite() && t > 0.0 => Some(
+                Duration::try_from_secs_f64(t)
+                    .map_err(|_| Error::invalid("timeout", format!("{t} s is too long")))?,
+            ),
+            Some(t) => {
+                return Err(Error::invalid(
+                    "timeout",
+                    format!("must be seconds > 0, got {t}"),
+                ));
+            }
+        };
         if self.poll.is_zero() {
             return Err(Error::invalid("poll_interval", "must be greater than 0"));
         }
@@ -171,11 +184,12 @@ impl AsyncWorkerBuilder {
                 store: self.store,
                 concurrency: self.concurrency,
                 ttl,
-                heartbeat: Duration::from_secs_f64(self.ttl * self.heartbeat_fraction),
+                heartbeat,
                 queues,
                 drain: self.drain,
                 poll: self.poll,
                 timeout: self.timeout,
+                limit,
                 backoff: self.backoff,
                 shutdown_deadline: self.shutdown_deadline,
                 owner,
@@ -192,6 +206,17 @@ impl AsyncWorkerBuilder {
 struct Held {
     lease: Lease,
     lost: watch::Sender<Option<Loss>>,
+    /// The handler is over and its outcome is being written (fenced): neither a refused renew
+    /// nor the shutdown deadline ends it any more.
+    writing: bool,
+}
+
+/// A held lease's key: the job and the fence (this worker may hold a newer lease of the same
+/// job while an older task is still finishing).
+type Key = (String, crate::types::Fence);
+
+fn key(lease: &Lease) -> Key {
+    (lease.job_id.clone(), lease.fence)
 }
 
 struct Inner {
@@ -203,13 +228,15 @@ struct Inner {
     drain: bool,
     poll: Duration,
     timeout: Option<f64>,
+    /// `timeout` as a duration, checked when built.
+    limit: Option<Duration>,
     backoff: Backoff,
     shutdown_deadline: Duration,
     owner: String,
     handler: Box<Handler>,
     on_outcome: Option<Arc<OnOutcome>>,
-    /// The leases held now, by job id.
-    held: Mutex<HashMap<String, Held>>,
+    /// The leases held now, by job and fence.
+    held: Mutex<HashMap<Key, Held>>,
     stats: Mutex<WorkerStats>,
 }
 
@@ -222,11 +249,12 @@ impl Inner {
         f(&mut lock(&self.stats));
     }
 
-    /// Ends the lease of `job_id` for `loss` (once): its handler's signal fires.
-    fn end(&self, job_id: &str, loss: Loss) -> bool {
+    /// Ends the lease `key` for `loss` (once, and not once its outcome is being written): its
+    /// handler's signal fires.
+    fn end(&self, key: &Key, loss: Loss) -> bool {
         let held = lock(&self.held);
-        match held.get(job_id) {
-            Some(h) if h.lost.borrow().is_none() => {
+        match held.get(key) {
+            Some(h) if !h.writing && h.lost.borrow().is_none() => {
                 h.lost.send_replace(Some(loss));
                 true
             }
@@ -234,9 +262,43 @@ impl Inner {
         }
     }
 
+    /// Why the lease `key` ended, or — when it has not — marks it as being written, so that
+    /// nothing ends it any more. Taken under the lock, so a loss and a write never cross.
+    fn start_writing(&self, key: &Key) -> Option<Loss> {
+        let mut held = lock(&self.held);
+        let h = held.get_mut(key)?;
+        let loss = *h.lost.borrow();
+        if loss.is_none() {
+            h.writing = true;
+        }
+        loss
+    }
+
     fn report(&self, lease: &Lease, outcome: &JobOutcome) {
         if let Some(f) = &self.on_outcome {
-            f(lease, outcome);
+            // A panicking hook must not take the worker (or the release of its leases) down.
+            let call = std::panic::AssertUnwindSafe(|| f(lease, outcome));
+            if std::panic::catch_unwind(call).is_err() {
+                tracing::error!(job_id = %lease.job_id, "the on_outcome hook panicked");
+            }
+        }
+    }
+
+    /// Runs a write, trying it again a few times while the store is busy or unavailable.
+    async fn write<T: Send + 'static>(
+        &self,
+        op: impl Fn(&crate::AnyStore) -> Result<T> + Clone + Send + 'static,
+    ) -> Result<T> {
+        let mut tries = 0u32;
+        loop {
+            match self.store.call(op.clone()).await {
+                Err(e) if e.is_retryable() && tries < WRITE_RETRIES => {
+                    tries += 1;
+                    self.count(|s| s.errors += 1);
+                    tokio::time::sleep(Duration::from_millis(25) * tries).await;
+                }
+                other => return other,
+            }
         }
     }
 }
@@ -340,7 +402,12 @@ impl AsyncWorker {
                         inner.count(|s| s.claimed += 1);
                         let (tx, rx) = watch::channel(None);
                         let job = AsyncJob::new(lease.clone(), rx, inner.store.clone());
-                        lock(&inner.held).insert(lease.job_id.clone(), Held { lease, lost: tx });
+                        let held = Held {
+                            lease,
+                            lost: tx,
+                            writing: false,
+                        };
+                        lock(&inner.held).insert(key(&held.lease), held);
                         tasks.spawn(run_job(Arc::clone(inner), job));
                     }
                     !got
@@ -380,23 +447,24 @@ impl AsyncWorker {
                 _ = &mut deadline => break,
             }
         }
-        let left: Vec<Lease> = lock(&inner.held)
-            .values()
-            .map(|h| h.lease.clone())
-            .collect();
-        for lease in &left {
-            inner.end(&lease.job_id, Loss::Shutdown);
+        // Past the deadline: every handler still running is told to stop (its future is
+        // dropped); outcomes already being written finish, fenced, and are not released.
+        let running: Vec<Key> = lock(&inner.held).keys().cloned().collect();
+        for k in &running {
+            inner.end(k, Loss::Shutdown);
         }
-        tasks.abort_all();
         while tasks.join_next().await.is_some() {}
+        let left: Vec<Lease> = lock(&inner.held)
+            .drain()
+            .filter(|(_, h)| *h.lost.borrow() == Some(Loss::Shutdown))
+            .map(|(_, h)| h.lease)
+            .collect();
         for lease in left {
             let l = lease.clone();
             let released = inner
-                .store
-                .call(move |s| s.release_lease(&l))
+                .write(move |s| s.release_lease(&l))
                 .await
                 .unwrap_or(false);
-            lock(&inner.held).remove(&lease.job_id);
             if released {
                 inner.count(|s| s.released += 1);
                 inner.report(&lease, &JobOutcome::Released);
@@ -424,22 +492,23 @@ impl Drop for AbortOnDrop {
 /// Runs one job's handler and writes its outcome through the fence.
 async fn run_job(inner: Arc<Inner>, job: AsyncJob) {
     let lease = job.lease().clone();
+    let k = key(&lease);
     let signal = job.clone();
     // A task of its own, so that a panic is the attempt's failure, not the worker's.
     let mut work = AbortOnDrop(tokio::spawn((inner.handler)(job)));
-    let limit = inner.timeout.map(Duration::from_secs_f64);
+    let limit = inner.limit;
     // The handler, until it returns, its lease ends, or the time limit.
     let answer = tokio::select! {
         answer = &mut work.0 => Some(answer.unwrap_or_else(|e| Err(format!("the handler panicked: {e}").into()))),
         _ = signal.lost() => None,
         _ = async { match limit { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {
-            inner.end(&lease.job_id, Loss::TimedOut);
+            inner.end(&k, Loss::TimedOut);
             None
         }
     };
     // A handler whose lease ended is dropped at its next await.
     drop(work);
-    let outcome = match (answer, signal.loss()) {
+    let outcome = match (answer, inner.start_writing(&k)) {
         (_, Some(Loss::Shutdown)) => return, // released by `run`
         (_, Some(Loss::TakenOver)) => JobOutcome::Refused,
         (_, Some(Loss::Operator)) => JobOutcome::Cancelled,
@@ -456,18 +525,14 @@ async fn run_job(inner: Arc<Inner>, job: AsyncJob) {
         (Some(Ok(result)), None) => {
             let l = lease.clone();
             match inner
-                .store
-                .call(move |s| s.complete_lease(&l, Now::system(), &result))
+                .write(move |s| s.complete_lease(&l, Now::system(), &result))
                 .await
             {
                 Ok(true) => {
                     inner.count(|s| s.completed += 1);
                     JobOutcome::Completed
                 }
-                Ok(false) => {
-                    inner.count(|s| s.stale_refused += 1);
-                    JobOutcome::Refused
-                }
+                Ok(false) => refused(&inner, &lease).await,
                 Err(e) => {
                     inner.count(|s| s.errors += 1);
                     JobOutcome::StoreError(e.to_string())
@@ -476,16 +541,37 @@ async fn run_job(inner: Arc<Inner>, job: AsyncJob) {
         }
         (Some(Err(e)), None) => fail(&inner, &lease, e.to_string()).await,
     };
-    lock(&inner.held).remove(&lease.job_id);
+    lock(&inner.held).remove(&k);
     inner.report(&lease, &outcome);
+}
+
+/// A write of `lease`'s outcome the store refused: an operator ended the job (counted as
+/// cancelled), or the lease was taken over (a stale write refused). A read that fails counts
+/// as taken over, as in the blocking worker.
+async fn refused(inner: &Inner, lease: &Lease) -> JobOutcome {
+    let l = lease.clone();
+    let reason = inner
+        .store
+        .call(move |s| {
+            let now = s.database_now()?.unwrap_or_else(Now::system);
+            Ok(loss_reason(s.inspect(l.job(), now)?.as_ref(), &l))
+        })
+        .await
+        .unwrap_or(LOSS_TAKEN_OVER);
+    if reason == LOSS_OPERATOR {
+        inner.count(|s| s.cancelled += 1);
+        JobOutcome::Cancelled
+    } else {
+        inner.count(|s| s.stale_refused += 1);
+        JobOutcome::Refused
+    }
 }
 
 /// Records a failed attempt through the fence: retried after the backoff, or dead.
 async fn fail(inner: &Inner, lease: &Lease, error: String) -> JobOutcome {
     let (l, backoff, e) = (lease.clone(), inner.backoff, error.clone());
     let answer = inner
-        .store
-        .call(move |s| {
+        .write(move |s| {
             let now = s.database_now()?.unwrap_or_else(Now::system);
             s.fail(&l, now, &e, Some(backoff.retry_at(&l, now)))
         })
@@ -499,10 +585,7 @@ async fn fail(inner: &Inner, lease: &Lease, error: String) -> JobOutcome {
             inner.count(|s| s.dead += 1);
             JobOutcome::Dead { error }
         }
-        Ok(None) => {
-            inner.count(|s| s.stale_refused += 1);
-            JobOutcome::Refused
-        }
+        Ok(None) => refused(inner, lease).await,
         Err(e) => {
             inner.count(|s| s.errors += 1);
             JobOutcome::StoreError(e.to_string())
@@ -519,7 +602,7 @@ async fn heartbeat(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
         }
         let leases: Vec<Lease> = lock(&inner.held)
             .values()
-            .filter(|h| h.lost.borrow().is_none())
+            .filter(|h| !h.writing && h.lost.borrow().is_none())
             .map(|h| h.lease.clone())
             .collect();
         if leases.is_empty() {
@@ -531,17 +614,22 @@ async fn heartbeat(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
             .call(move |s| {
                 let refs: Vec<&Lease> = batch.iter().collect();
                 let taken = s.renew_batch(&refs, Now::system(), ttl)?;
-                // Why each refused one ended: one read each.
-                let mut why = Vec::new();
-                for (lease, ok) in batch.iter().zip(&taken) {
-                    if !ok {
-                        let now = s.database_now()?.unwrap_or_else(Now::system);
-                        why.push((
-                            lease.job_id.clone(),
-                            loss_reason(s.inspect(lease.job(), now)?.as_ref(), lease),
-                        ));
-                    }
-                }
+                // Why each refused one ended: one read each; a read that fails counts as
+                // taken over (as in the blocking worker), never as a reason to keep it.
+                let why: Vec<(Key, u8)> = batch
+                    .iter()
+                    .zip(&taken)
+                    .filter(|(_, ok)| !**ok)
+                    .map(|(lease, _)| {
+                        let reason = s
+                            .database_now()
+                            .map(|now| now.unwrap_or_else(Now::system))
+                            .and_then(|now| s.inspect(lease.job(), now))
+                            .map(|info| loss_reason(info.as_ref(), lease))
+                            .unwrap_or(LOSS_TAKEN_OVER);
+                        (key(lease), reason)
+                    })
+                    .collect();
                 Ok((taken, why))
             })
             .await;
@@ -549,13 +637,13 @@ async fn heartbeat(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
             Ok((taken, why)) => {
                 let renewed = taken.iter().filter(|ok| **ok).count() as u64;
                 inner.count(|s| s.renewed += renewed);
-                for (job_id, reason) in why {
+                for (k, reason) in why {
                     let loss = if reason == LOSS_OPERATOR {
                         Loss::Operator
                     } else {
                         Loss::TakenOver
                     };
-                    if inner.end(&job_id, loss) {
+                    if inner.end(&k, loss) {
                         inner.count(|s| match loss {
                             Loss::Operator => s.cancelled += 1,
                             _ => s.lost += 1,

@@ -66,7 +66,7 @@ mod loss;
 #[cfg(feature = "async")]
 pub(crate) use builder::default_owner_prefix;
 #[cfg(feature = "async")]
-pub(crate) use job::LOSS_OPERATOR;
+pub(crate) use job::{LOSS_OPERATOR, LOSS_TAKEN_OVER};
 #[cfg(feature = "async")]
 pub(crate) use loss::reason as loss_reason;
 mod stats;

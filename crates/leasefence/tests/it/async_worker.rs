@@ -258,6 +258,89 @@ fn bad_settings_name_their_argument() {
             Some("poll_interval")
         );
         assert_eq!(arg(b().owner("").build(ok)), Some("owner"));
+        assert_eq!(arg(b().timeout(1e300).build(ok)), Some("timeout"));
+        assert_eq!(arg(b().ttl(1e300).build(ok)), Some("ttl"));
         assert_eq!(arg(b().queue("Not A Queue").build(ok)), Some("queue"));
+    });
+}
+
+#[test]
+fn a_panicking_outcome_hook_does_not_stop_the_worker() {
+    let db = Db::new();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
+            .await
+            .unwrap();
+        let sync = leasefence::SqliteStore::open(&db.path).unwrap();
+        enqueue(&sync, "a", 0);
+        enqueue(&sync, "b", 0);
+        let w = AsyncWorker::builder(store)
+            .drain(true)
+            .poll_interval(Duration::from_millis(20))
+            .on_outcome(|_, _| panic!("a broken hook"))
+            .build(|job: AsyncJob| async move { Ok(job.job_id().to_uppercase()) })
+            .unwrap();
+        let stats = within("the drained run", w.run(std::future::pending()))
+            .await
+            .unwrap();
+        assert_eq!(stats.completed, 2);
+        assert_eq!(
+            blocking(|| db.row("b")).unwrap().result.as_deref(),
+            Some("B")
+        );
+    });
+}
+
+#[test]
+fn a_call_that_waits_past_the_acquire_timeout_is_unavailable_and_runs_nothing() {
+    let db = Db::new();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let options = AsyncOptions::new()
+            .connections(1)
+            .acquire_timeout(Duration::from_millis(50));
+        let store = AsyncStore::open(db.path.to_str().unwrap(), options)
+            .await
+            .unwrap();
+        let (held_tx, held) = oneshot::channel::<()>();
+        let (release_tx, release) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .call(move |_| {
+                        let _ = held_tx.send(());
+                        let _ = release.recv();
+                        Ok(())
+                    })
+                    .await
+            })
+        };
+        within("the connection to be taken", held).await.unwrap();
+        let err = store
+            .call(|s| s.enqueue(JobId::new("never")?))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, leasefence::Error::Unavailable { .. }) && err.is_retryable(),
+            "{err}"
+        );
+        release_tx.send(()).unwrap();
+        within("the holder", holder).await.unwrap().unwrap();
+        assert!(
+            blocking(|| db.row("never")).is_none(),
+            "the waiting call ran nothing"
+        );
+        // Free again: the next call runs.
+        assert!(store.call(|s| s.enqueue(JobId::new("now")?)).await.unwrap());
     });
 }
