@@ -88,6 +88,23 @@ fn unsafe_or_bad_settings_are_refused_before_serving() {
     );
     run.bad("`worker token`");
     assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+    // The same token for workers and the admin would make every worker an admin.
+    support::Run::of(
+        sb.dir.path(),
+        &[
+            "--db",
+            sb.db().to_str().unwrap(),
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+        ],
+        None,
+        &[
+            ("LEASEFENCE_WORKER_TOKEN", "one-token-for-both-0000"),
+            ("LEASEFENCE_ADMIN_TOKEN", "one-token-for-both-0000"),
+        ],
+    )
+    .bad("`admin token`");
     // A missing token file names the file.
     sb.lf(&["serve", "--worker-token-file", "nope.token"])
         .bad("nope.token");

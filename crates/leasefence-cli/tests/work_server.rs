@@ -94,16 +94,23 @@ fn a_drained_queue_over_http_stores_every_result() {
             .0,
         200
     );
+    // The command sees no token: the worker's credentials are not the job's.
     let (code, out, err) = finish(worker(
         &sb,
         &serving.url,
-        &["--exec", "tr a-z A-Z", "--drain", "--concurrency", "2"],
+        &[
+            "--exec",
+            r#"tr a-z A-Z; printf " %s" "${LEASEFENCE_WORKER_TOKEN:-no-token}""#,
+            "--drain",
+            "--concurrency",
+            "2",
+        ],
     ));
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("stopped: 5 claimed, 5 completed"), "{out}");
     for i in 1..=5 {
         let state = sb.lf(&["--json", "state", &format!("j{i}")]).ok().json();
-        assert_eq!(state["result"], format!("HELLO {i}"));
+        assert_eq!(state["result"], format!("HELLO {i} no-token"));
         assert_eq!(state["done"], true);
     }
     assert!(!err.contains(WORKER), "the token is never echoed");

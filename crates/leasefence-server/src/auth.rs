@@ -43,6 +43,11 @@ impl Token {
         Ok(Token(text.as_bytes().to_vec()))
     }
 
+    /// Whether two tokens are the same (constant time).
+    pub fn same_as(&self, other: &Token) -> bool {
+        self.matches(&other.0)
+    }
+
     /// The token's text, to send it (never to show it).
     pub(crate) fn expose(&self) -> &str {
         // `new` admits printable ASCII only.

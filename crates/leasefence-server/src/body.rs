@@ -6,6 +6,11 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
+/// How long a request's body may take to arrive (set by the router from
+/// [`ServerConfig::request_timeout`](crate::ServerConfig::request_timeout)).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyTimeout(pub std::time::Duration);
+
 /// A JSON request body. Bad JSON is a 400 naming the field (`ttl`, `jobs[2].id`, or `body` for
 /// JSON that does not parse at all); a body over the server's limit is a 413. The
 /// `Content-Type` is not checked, so `curl -d '{…}'` works as written.
@@ -20,16 +25,21 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::TooLarge(format!(
-                    "the request body is larger than the server's limit: {}",
-                    rejection.body_text()
-                ))
-            } else {
-                ApiError::bad("body", rejection.body_text())
-            }
-        })?;
+        let limit = req
+            .extensions()
+            .get::<BodyTimeout>()
+            .map_or(std::time::Duration::from_secs(30), |t| t.0);
+        let read = Bytes::from_request(req, state);
+        let bytes = tokio::time::timeout(limit, read)
+            .await
+            .map_err(|_| ApiError::Timeout)?
+            .map_err(|rejection| {
+                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::TooLarge("the request body is larger than the server's limit".into())
+                } else {
+                    ApiError::bad("body", "the request body could not be read")
+                }
+            })?;
         parse(&bytes).map(JsonBody)
     }
 }

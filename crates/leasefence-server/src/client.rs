@@ -15,8 +15,6 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as B64;
 use leasefence::{
     Enqueued, Error, Failed, Fence, JobId, JobInfo, JobState, Lease, NewJob, Now, Owner, Queue,
     QueueInfo, Queues, Resource, Stats, Status, Store, Ttl,
@@ -24,6 +22,10 @@ use leasefence::{
 use serde_json::{Value, json};
 
 use crate::auth::Token;
+
+mod wire;
+
+use wire::{argument, chunks_by_size, job_body, lease_ref, oks, payload, segment, stats_of};
 
 type Result<T> = leasefence::Result<T>;
 
@@ -44,39 +46,6 @@ impl std::fmt::Debug for HttpStore {
     }
 }
 
-/// Percent-encodes one path segment (a job id, queue or resource name may hold any text).
-fn segment(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
-}
-
-/// The field names a server's 400 may carry, as the library's `'static` argument names.
-fn argument(field: &str) -> &'static str {
-    const KNOWN: [&str; 20] = [
-        "job_id",
-        "owner",
-        "ttl",
-        "fence",
-        "result",
-        "error",
-        "n",
-        "queue",
-        "queues",
-        "kind",
-        "payload",
-        "priority",
-        "not_before",
-        "max_attempts",
-        "unique_key",
-        "unique_for",
-        "status",
-        "limit",
-        "after",
-        "resource",
-    ];
-    let last = field.rsplit('.').next().unwrap_or(field);
-    KNOWN.into_iter().find(|k| *k == last).unwrap_or("request")
-}
-
 impl HttpStore {
     /// A client of the server at `url` (`http://host:port` or `https://…`), sending `token`
     /// as its bearer token. Nothing is sent until the first call.
@@ -88,10 +57,12 @@ impl HttpStore {
         let rest = base
             .strip_prefix("http://")
             .or_else(|| base.strip_prefix("https://"));
-        if rest.is_none_or(|r| r.is_empty() || r.contains(['?', '#', ' '])) {
+        if rest.is_none_or(|r| r.is_empty() || r.contains(['?', '#', ' ', '@'])) {
             return Err(Error::InvalidArgument {
                 argument: "server",
-                reason: format!("`{url}` is not an http:// or https:// URL of a server"),
+                reason: "not an http:// or https:// URL of a server, without user or password \
+                         (the token is the credential); e.g. http://127.0.0.1:7878"
+                    .into(),
             });
         }
         let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -125,8 +96,16 @@ impl HttpStore {
         }
     }
 
-    /// Sends one request; `(status, body)` for 200, 201, 404 and 409, an error otherwise.
-    fn send(&self, method: &str, path: &str, body: Option<Value>) -> Result<(u16, Value)> {
+    /// Sends one request; `(status, body)` for 200, 201 and 409 — and 404 where `found`
+    /// names what a 404 means (an unknown job or schedule) — an error otherwise: a 404
+    /// elsewhere is a wrong URL, never a refusal.
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        found: bool,
+    ) -> Result<(u16, Value)> {
         let url = format!("{}{path}", self.base);
         let bearer = self
             .token
@@ -164,7 +143,8 @@ impl HttpStore {
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let message = || value["message"].as_str().unwrap_or("").to_owned();
         match status {
-            200 | 201 | 404 | 409 => Ok((status, value)),
+            200 | 201 | 409 => Ok((status, value)),
+            404 if found && value["error"] == "not_found" => Ok((status, value)),
             400 | 413 => Err(Error::InvalidArgument {
                 argument: argument(value["field"].as_str().unwrap_or("request")),
                 reason: message(),
@@ -173,16 +153,29 @@ impl HttpStore {
                 argument: "token",
                 reason: format!("the server refused it ({status}): {}", message()),
             }),
-            503 => Err(self.unavailable(message())),
+            // Busy, unreachable, a proxy's 502/504, rate limits: all retryable.
+            429 | 500..=599 => {
+                Err(self.unavailable(format!("the server answered {status}: {}", message())))
+            }
             other => Err(Error::Unsupported {
                 database: self.base.clone(),
-                detail: format!("the server answered {other}: {}", message()),
+                detail: format!(
+                    "the server answered {other} to {method} {path} (is {} a leasefence \
+                     server?): {}",
+                    self.base,
+                    message()
+                ),
             }),
         }
     }
 
     fn post(&self, path: &str, body: Value) -> Result<(u16, Value)> {
-        self.send("POST", path, Some(body))
+        self.send("POST", path, Some(body), false)
+    }
+
+    /// A POST whose 404 means an unknown job (the operator verbs).
+    fn post_found(&self, path: &str) -> Result<(u16, Value)> {
+        self.send("POST", path, Some(json!({})), true)
     }
 
     fn lease(&self, v: &Value) -> Result<Lease> {
@@ -239,59 +232,8 @@ impl HttpStore {
     }
 
     fn stats_body(&self) -> Result<Value> {
-        Ok(self.send("GET", "/v1/stats", None)?.1)
+        Ok(self.send("GET", "/v1/stats", None, false)?.1)
     }
-}
-
-/// The payload bytes of a lease or job answer.
-fn payload(v: &Value) -> Option<Vec<u8>> {
-    v["payload_base64"]
-        .as_str()
-        .and_then(|b| B64.decode(b).ok())
-}
-
-fn stats_of(v: &Value) -> Stats {
-    let n = |k: &str| v[k].as_u64().unwrap_or(0);
-    Stats {
-        ready: n("ready"),
-        scheduled: n("scheduled"),
-        leased: n("leased"),
-        expired: n("expired"),
-        retrying: n("retrying"),
-        done: n("done"),
-        dead: n("dead"),
-        cancelled: n("cancelled"),
-    }
-}
-
-fn job_body(job: &NewJob) -> Value {
-    let mut body = json!({ "id": job.id(), "queue": job.queue_name().as_str() });
-    if let Some(kind) = job.kind_name() {
-        body["kind"] = json!(kind);
-    }
-    if let Some(bytes) = job.payload_bytes() {
-        body["payload_base64"] = json!(B64.encode(bytes));
-    }
-    if job.priority_value() != 0 {
-        body["priority"] = json!(job.priority_value());
-    }
-    if job.not_before_value() != 0.0 {
-        body["not_before"] = json!(job.not_before_value());
-    }
-    if job.max_attempts_value() != 0 {
-        body["max_attempts"] = json!(job.max_attempts_value());
-    }
-    if let Some(key) = job.unique_key_value() {
-        body["unique_key"] = json!(key);
-    }
-    if let Some(seconds) = job.unique_for_value() {
-        body["unique_for"] = json!(seconds);
-    }
-    body
-}
-
-fn lease_ref(lease: &Lease) -> Value {
-    json!({ "job_id": lease.job_id, "owner": lease.owner, "fence": lease.fence })
 }
 
 impl Store for HttpStore {
@@ -354,10 +296,16 @@ impl Store for HttpStore {
     fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let body = json!({ "jobs": jobs.iter().map(job_body).collect::<Vec<_>>() });
         let (_, answer) = self.post("/v1/jobs", body)?;
-        answer["results"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let results = answer["results"].as_array().cloned().unwrap_or_default();
+        if results.len() != jobs.len() {
+            return Err(self.unavailable(format!(
+                "{} enqueue outcomes for {} jobs",
+                results.len(),
+                jobs.len()
+            )));
+        }
+        results
+            .iter()
             .map(|r| match r["outcome"].as_str() {
                 Some("inserted") => Ok(Enqueued::Inserted),
                 Some("known") => Ok(Enqueued::Known),
@@ -412,7 +360,7 @@ impl Store for HttpStore {
 
     fn cancel(&self, job_id: JobId<'_>, _now: Now) -> Result<bool> {
         let path = format!("/v1/jobs/{}/cancel", segment(job_id.as_str()));
-        Ok(self.post(&path, json!({}))?.0 == 200)
+        Ok(self.post_found(&path)?.0 == 200)
     }
 
     fn retry(&self, job_ids: &[JobId<'_>], _now: Now) -> Result<Vec<bool>> {
@@ -420,7 +368,7 @@ impl Store for HttpStore {
             .iter()
             .map(|id| {
                 let path = format!("/v1/jobs/{}/retry", segment(id.as_str()));
-                Ok(self.post(&path, json!({}))?.0 == 200)
+                Ok(self.post_found(&path)?.0 == 200)
             })
             .collect()
     }
@@ -438,6 +386,7 @@ impl Store for HttpStore {
                         "DELETE",
                         &format!("/v1/jobs/{}", segment(id.as_str())),
                         None,
+                        true,
                     )?
                     .0
                     == 200)
@@ -467,7 +416,7 @@ impl Store for HttpStore {
             if let Some(a) = &after {
                 query.push_str(&format!("&after={}", segment(a)));
             }
-            let (_, answer) = self.send("GET", &query, None)?;
+            let (_, answer) = self.send("GET", &query, None, false)?;
             let batch = answer["jobs"].as_array().cloned().unwrap_or_default();
             for job in &batch {
                 jobs.push(self.job_info(job)?);
@@ -485,6 +434,7 @@ impl Store for HttpStore {
             "GET",
             &format!("/v1/jobs/{}", segment(job_id.as_str())),
             None,
+            true,
         )? {
             (200, body) => Ok(Some(self.job_info(&body)?)),
             _ => Ok(None),
@@ -518,12 +468,12 @@ impl Store for HttpStore {
 
     fn pause(&self, queue: &Queue) -> Result<bool> {
         let path = format!("/v1/queues/{}/pause", segment(queue.as_str()));
-        Ok(self.post(&path, json!({}))?.0 == 200)
+        Ok(self.post(&path, json!({}))?.1["changed"] == true)
     }
 
     fn resume(&self, queue: &Queue) -> Result<bool> {
         let path = format!("/v1/queues/{}/resume", segment(queue.as_str()));
-        Ok(self.post(&path, json!({}))?.0 == 200)
+        Ok(self.post(&path, json!({}))?.1["changed"] == true)
     }
 
     fn queues(&self, _now: Now) -> Result<Vec<QueueInfo>> {
@@ -550,7 +500,7 @@ impl Store for HttpStore {
     }
 
     fn database_now(&self) -> Result<Option<Now>> {
-        let (_, body) = self.send("GET", "/v1/clock", None)?;
+        let (_, body) = self.send("GET", "/v1/clock", None, false)?;
         let now = body["now"]
             .as_f64()
             .ok_or_else(|| self.unavailable(format!("a clock the client cannot read: {body}")))?;
@@ -572,7 +522,9 @@ impl Store for HttpStore {
 
     fn complete_batch(&self, completions: &[(&Lease, &str)], _now: Now) -> Result<Vec<bool>> {
         let mut taken = Vec::with_capacity(completions.len());
-        for chunk in completions.chunks(1000) {
+        for chunk in chunks_by_size(completions, |(l, r)| {
+            l.job_id.len() + l.owner.len() + r.len()
+        }) {
             let items: Vec<Value> = chunk
                 .iter()
                 .map(|(l, result)| {
@@ -584,15 +536,4 @@ impl Store for HttpStore {
         }
         Ok(taken)
     }
-}
-
-/// The `ok` of each of `n` batch results, in order.
-fn oks(answer: &Value, n: usize) -> std::result::Result<Vec<bool>, String> {
-    let results = answer["results"]
-        .as_array()
-        .ok_or("a batch answer without results")?;
-    if results.len() != n {
-        return Err(format!("{} results for {n} items", results.len()));
-    }
-    Ok(results.iter().map(|r| r["ok"] == true).collect())
 }

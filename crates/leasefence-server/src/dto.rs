@@ -306,6 +306,9 @@ pub struct Done {
     /// After a fail that will be retried: from when.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<f64>,
+    /// After a pause or resume: whether it changed the queue (false: it already was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed: Option<bool>,
 }
 
 impl Done {
@@ -317,6 +320,7 @@ impl Done {
             until: None,
             outcome: None,
             retry_at: None,
+            changed: None,
         }
     }
 }
@@ -394,12 +398,13 @@ impl From<leasefence::JobInfo> for JobBody {
     }
 }
 
-/// A page of jobs, in id order.
+/// A page of jobs, in the order they were enqueued.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobPage {
     /// The jobs.
     pub jobs: Vec<JobBody>,
-    /// Pass as `after` for the next page; absent on the last page.
+    /// Pass as `after` for the next page; absent on the last page (a page may be short and
+    /// still have one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
 }

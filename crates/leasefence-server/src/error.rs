@@ -9,7 +9,7 @@
 //! | 404 | `not_found` | an unknown job or route |
 //! | 409 | `refused` | the contract refused it; `reason` says why; nothing changed |
 //! | 413 | `too_large` | the body is over the limit |
-//! | 503 | `busy` / `unavailable` | retryable: `Retry-After` says when |
+//! | 503 | `busy` / `unavailable` / `timeout` | retryable: `Retry-After` says when |
 //! | 500 | `internal` | anything else; the details go to the server's log, never the body |
 
 use axum::http::{HeaderValue, StatusCode, header};
@@ -42,6 +42,10 @@ pub enum Reason {
     Duplicate,
     /// An admit: a fence at least as high was already admitted for the resource.
     LowerFence,
+    /// A retry: the job is neither dead nor cancelled (it is waiting or running).
+    NotDead,
+    /// The store refused the write, but why could not be read back.
+    Unexplained,
 }
 
 impl Reason {
@@ -58,6 +62,8 @@ impl Reason {
             Reason::Known => "the job id is known; the job is left untouched",
             Reason::Duplicate => "an unfinished job of the queue holds the same unique key",
             Reason::LowerFence => "a fence at least as high was already admitted",
+            Reason::NotDead => "the job is neither dead nor cancelled",
+            Reason::Unexplained => "the store refused it (why could not be read back)",
         }
     }
 }
@@ -108,10 +114,16 @@ pub enum ApiError {
     },
     /// 413.
     TooLarge(String),
-    /// 503: the database was locked past the busy timeout; retry.
+    /// 503: the database was locked past the busy timeout, or every store connection stayed
+    /// busy; nothing was written; retry.
     Busy,
-    /// 503: the database cannot be reached; retry.
+    /// 503: the database cannot be reached; nothing was written; retry.
     Unavailable,
+    /// 503: the connection to the database was lost during the call: the write may have taken
+    /// effect; read the job back before retrying.
+    Lost,
+    /// 503: the request's body did not arrive in time; nothing was done.
+    Timeout,
     /// 500: details logged, not shown.
     Internal,
 }
@@ -145,7 +157,9 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Refused { .. } => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Busy | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Busy | ApiError::Unavailable | ApiError::Lost | ApiError::Timeout => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -186,12 +200,22 @@ impl ApiError {
             ApiError::TooLarge(what) => plain("too_large", &what),
             ApiError::Busy => plain(
                 "busy",
-                "the database is busy (another writer held the lock); nothing was written, \
-                 retry the request",
+                "the database is busy (another writer held the lock, or every store connection \
+                 stayed busy); nothing was written, retry the request",
             ),
             ApiError::Unavailable => plain(
                 "unavailable",
                 "the database cannot be reached; nothing was written, retry the request",
+            ),
+            ApiError::Lost => plain(
+                "unavailable",
+                "the connection to the database was lost during the call: the write may have \
+                 taken effect; read the job back before retrying",
+            ),
+            ApiError::Timeout => plain(
+                "timeout",
+                "the request's body did not arrive within the server's time limit; nothing was \
+                 done",
             ),
             ApiError::Internal => plain(
                 "internal",
@@ -208,10 +232,15 @@ impl From<leasefence::Error> for ApiError {
                 field: argument.to_owned(),
                 message: reason,
             },
-            leasefence::Error::Busy => ApiError::Busy,
-            leasefence::Error::CannotConnect { .. } | leasefence::Error::ConnectionLost { .. } => {
+            // Busy: the lock, or (AsyncStore's acquire timeout) every connection; nothing ran.
+            leasefence::Error::Busy | leasefence::Error::Unavailable { .. } => ApiError::Busy,
+            leasefence::Error::CannotConnect { .. } => {
                 tracing::warn!(error = %e, "store unreachable");
                 ApiError::Unavailable
+            }
+            leasefence::Error::ConnectionLost { .. } => {
+                tracing::warn!(error = %e, "store connection lost during a call");
+                ApiError::Lost
             }
             other => {
                 // The library's errors never carry a password; they stay in the log all the same.
@@ -225,7 +254,10 @@ impl From<leasefence::Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let retry = matches!(self, ApiError::Busy | ApiError::Unavailable);
+        let retry = matches!(
+            self,
+            ApiError::Busy | ApiError::Unavailable | ApiError::Lost | ApiError::Timeout
+        );
         let unauthorized = matches!(self, ApiError::Unauthorized);
         let mut response = (status, axum::Json(self.body())).into_response();
         if retry {

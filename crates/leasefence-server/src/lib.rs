@@ -37,7 +37,6 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -79,8 +78,11 @@ pub struct ServerConfig {
     pub tokens: Tokens,
     /// The largest request body taken, in bytes (default 1 MiB); larger ones get a 413.
     pub max_body_bytes: usize,
-    /// How long one request may take (default 30 s); a slower one gets a 503. Its store call
-    /// may still finish after that: read the job back before assuming it did not.
+    /// How long a request's body may take to arrive (default 30 s); a slower one gets a 503
+    /// `timeout` and nothing is done. (How long a request may wait for a free store
+    /// connection is the store's [`AsyncOptions::acquire_timeout`]; `leasefence serve` sets
+    /// both from `--request-timeout`.) A store call, once started, runs to its end, so an
+    /// answer never hides a write that went on without the client.
     pub request_timeout: Duration,
 }
 
@@ -162,25 +164,23 @@ async fn not_found() -> ApiError {
     ApiError::NotFound("no such route; see /v1/openapi.json".into())
 }
 
-/// Times every request, counts it by route and status, and cuts it off after the timeout.
-async fn measure(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// Times every request and counts it by route and status; gives the body extractor its time
+/// limit.
+async fn measure(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    // The label names a route of the router and one of the methods it serves: a request with
+    // a made-up method or path never makes a new series.
+    let method = match req.method().as_str() {
+        m @ ("GET" | "POST" | "DELETE" | "PUT" | "PATCH" | "HEAD" | "OPTIONS") => m,
+        _ => "OTHER",
+    };
     let op = match req.extensions().get::<MatchedPath>() {
-        Some(path) => format!("{} {}", req.method(), path.as_str()),
+        Some(path) => format!("{method} {}", path.as_str()),
         None => "unmatched".to_owned(),
     };
+    req.extensions_mut()
+        .insert(body::BodyTimeout(state.request_timeout));
     let start = Instant::now();
-    let response = match tokio::time::timeout(state.request_timeout, next.run(req)).await {
-        Ok(response) => response,
-        Err(_) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(serde_json::json!({
-                "error": "timeout",
-                "message": "the request took longer than the server's limit; it may still \
-                            take effect: read the job back before retrying",
-            })),
-        )
-            .into_response(),
-    };
+    let response = next.run(req).await;
     let labels = metrics::OpLabel { op: op.clone() };
     state
         .metrics

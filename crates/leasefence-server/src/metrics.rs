@@ -83,7 +83,13 @@ pub struct Metrics {
     jobs: Family<JobLabels, Gauge>,
     /// One scrape at a time rewrites `jobs`.
     scrape: Mutex<()>,
+    /// The last queue counts read and when: a scrape within [`COUNTS_MAX_AGE`] of it reuses
+    /// them, so scrapes (which need no token) cannot keep a store connection busy.
+    counts: Mutex<Option<(std::time::Instant, Vec<leasefence::QueueInfo>)>>,
 }
+
+/// How long the job counts of `/metrics` are reused (Prometheus scrapes every 15 s or more).
+pub const COUNTS_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -165,7 +171,23 @@ impl Metrics {
             requests,
             jobs,
             scrape: Mutex::new(()),
+            counts: Mutex::new(None),
         }
+    }
+
+    /// The queue counts read within [`COUNTS_MAX_AGE`], if any.
+    pub fn fresh_counts(&self) -> Option<Vec<leasefence::QueueInfo>> {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        counts
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < COUNTS_MAX_AGE)
+            .map(|(_, queues)| queues.clone())
+    }
+
+    /// Keeps `queues` as the latest counts.
+    pub fn keep_counts(&self, queues: &[leasefence::QueueInfo]) {
+        *self.counts.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((std::time::Instant::now(), queues.to_vec()));
     }
 
     /// A fenced write of `op` refused.

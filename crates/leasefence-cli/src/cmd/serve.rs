@@ -45,7 +45,8 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     max_body_bytes: usize,
 
-    /// How long one request may take, in seconds; a slower one gets 503.
+    /// How long a request may take to send its body and to get a free store connection, in
+    /// seconds; past it, 503 and nothing is done (a store call, once started, runs to its end).
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     request_timeout: f64,
 
@@ -108,8 +109,22 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         .into());
     }
     let (target, pg) = ctx.server_target()?;
+    if let (Some(w), Some(a)) = (&tokens.worker, &tokens.admin)
+        && w.same_as(a)
+    {
+        return Err(leasefence::Error::InvalidArgument {
+            argument: "admin token",
+            reason: "is the worker token: every worker could cancel, retry and delete jobs; give \
+                     the admin a token of its own"
+                .into(),
+        }
+        .into());
+    }
     let options = AsyncOptions::new()
         .connections(args.connections)
+        // A request waits this long at most for a free store connection (then 503, nothing
+        // done); a call that has its connection runs to its end.
+        .acquire_timeout(Duration::from_secs_f64(args.request_timeout))
         // A missing SQLite file is created with its tables, as `init` would (never resetting
         // a row); a PostgreSQL schema is created if absent, as every verb does.
         .sqlite(SqliteOptions::new().init(true).synchronous(synchronous))

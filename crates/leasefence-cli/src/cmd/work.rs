@@ -377,6 +377,10 @@ fn run_command<S: Store>(
         .env("LEASEFENCE_ATTEMPT", job.attempt().to_string())
         .env("LEASEFENCE_QUEUE", job.queue())
         .env_remove("LEASEFENCE_KIND")
+        // A job's code never gets the worker's credentials: with them it could complete, fail
+        // or claim any job (`work --server` reads its token from the environment).
+        .env_remove("LEASEFENCE_WORKER_TOKEN")
+        .env_remove("LEASEFENCE_ADMIN_TOKEN")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

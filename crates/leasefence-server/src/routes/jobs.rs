@@ -20,6 +20,9 @@ use crate::error::{ApiError, ErrorBody, Reason};
 pub const MAX_ENQUEUE: usize = 10_000;
 /// The most jobs one page of `GET /v1/jobs` holds.
 pub const MAX_PAGE: usize = 1000;
+/// With a queue filter, the most rows one request reads before it answers a short page whose
+/// `next` goes on from there (a rare queue never holds a store connection for long).
+pub const SCAN_ROWS: usize = 10_000;
 
 /// `{"jobs": [...]}`.
 #[derive(Debug, Deserialize)]
@@ -60,13 +63,21 @@ pub async fn enqueue(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<serde_json::Value>,
 ) -> Result<Response, ApiError> {
-    let now = Now::system().seconds();
     // `{"jobs": [...]}` is many; anything else is one job (the schema is `EnqueueBody`).
     let body = if body.get("jobs").is_some() {
         let many: ManyBody = from_value(body)?;
         EnqueueBody::Many { jobs: many.jobs }
     } else {
         EnqueueBody::One(from_value(body)?)
+    };
+    // A `delay` counts from the clock that judges leases (on PostgreSQL, the database's).
+    let delayed = match &body {
+        EnqueueBody::One(job) => job.delay.is_some(),
+        EnqueueBody::Many { jobs } => jobs.iter().any(|j| j.delay.is_some()),
+    };
+    let now = match delayed {
+        true => state.store.now().await?.seconds(),
+        false => Now::system().seconds(),
     };
     let (jobs, many) = match body {
         EnqueueBody::One(job) => (vec![job.into_job(now, None)?], false),
@@ -153,7 +164,9 @@ pub struct ListQuery {
     pub limit: Option<usize>,
 }
 
-/// Jobs in id order, a page at a time (keyset paging: pass `next` as `after`).
+/// Jobs in the order they were enqueued, a page at a time (keyset paging: pass `next` as
+/// `after`). With a queue filter a page may hold fewer than `limit` jobs and still have a
+/// `next`: go on until there is none.
 #[utoipa::path(get, path = "/v1/jobs", tag = "jobs",
     params(ListQuery),
     responses(
@@ -184,9 +197,11 @@ pub async fn list_jobs(
             let now = Now::system();
             let mut cursor = after;
             let mut jobs = Vec::new();
+            let mut scanned = 0;
             // One more than `limit` tells whether there is a next page. Without a queue
-            // filter one read is the page; with one, pages are read in id order until enough
-            // jobs of the queue are found or the store ends.
+            // filter one read is the page; with one, pages are read in order until enough
+            // jobs of the queue are found, the store ends, or SCAN_ROWS rows were read — then
+            // the page is short and `next` goes on from the last row read.
             loop {
                 let batch = s.list(
                     now,
@@ -195,6 +210,7 @@ pub async fn list_jobs(
                     limit + 1,
                 )?;
                 let end = batch.len() <= limit;
+                scanned += batch.len();
                 cursor = batch.last().map(|j| j.id().to_owned());
                 for job in batch {
                     if queue.as_ref().is_none_or(|q| q.as_str() == job.queue) {
@@ -204,20 +220,21 @@ pub async fn list_jobs(
                         }
                     }
                 }
-                if jobs.len() > limit || end {
-                    let has_next = jobs.len() > limit;
+                if jobs.len() > limit {
                     jobs.truncate(limit);
-                    return Ok((jobs, has_next));
+                    let next = jobs.last().map(|j| j.id().to_owned());
+                    return Ok((jobs, next));
+                }
+                if end {
+                    return Ok((jobs, None));
+                }
+                if scanned >= SCAN_ROWS {
+                    return Ok((jobs, cursor));
                 }
             }
         })
         .await?;
-    let (jobs, has_next) = page;
-    let next = if has_next {
-        jobs.last().map(|j| j.id().to_owned())
-    } else {
-        None
-    };
+    let (jobs, next) = page;
     Ok(Json(JobPage {
         jobs: jobs.into_iter().map(JobBody::from).collect(),
         next,
@@ -353,14 +370,19 @@ pub async fn cancel(
             if s.cancel(j, Now::system())? {
                 Ok(None)
             } else {
-                Ok(Some(s.state(j)?.is_some()))
+                // Best-effort, after the refusal: a failed read tells nothing more.
+                Ok(Some(s.state(j).map(|row| row.is_some())))
             }
         })
         .await?;
     match outcome {
         None => Ok(Json(Done::job(id))),
-        Some(true) => Err(ApiError::refused(Reason::Done, &format!("cancel of {id}"))),
-        Some(false) => Err(ApiError::NotFound(format!("no job {id}"))),
+        Some(Ok(true)) => Err(ApiError::refused(Reason::Done, &format!("cancel of {id}"))),
+        Some(Ok(false)) => Err(ApiError::NotFound(format!("no job {id}"))),
+        Some(Err(_)) => Err(ApiError::refused(
+            Reason::Unexplained,
+            &format!("cancel of {id}"),
+        )),
     }
 }
 
@@ -371,7 +393,7 @@ pub async fn cancel(
     responses(
         (status = 200, description = "Ready again", body = Done),
         (status = 404, description = "No such job", body = ErrorBody),
-        (status = 409, description = "Refused: the job is not dead or cancelled (`done` for a completed one, `leased` for one waiting or running)", body = ErrorBody),
+        (status = 409, description = "Refused: the job is not dead or cancelled (`done` for a completed one, `not_dead` for one waiting or running)", body = ErrorBody),
     ),
     security(("admin" = [])))]
 pub async fn retry(
@@ -389,15 +411,23 @@ pub async fn retry(
             if s.retry(&[j], Now::system())?.first() == Some(&true) {
                 Ok(None)
             } else {
-                Ok(Some(s.state(j)?.map(|row| row.done)))
+                // Best-effort, after the refusal: a failed read tells nothing more.
+                Ok(Some(s.state(j).map(|row| row.map(|row| row.done))))
             }
         })
         .await?;
     match outcome {
         None => Ok(Json(Done::job(id))),
-        Some(Some(true)) => Err(ApiError::refused(Reason::Done, &format!("retry of {id}"))),
-        Some(Some(false)) => Err(ApiError::refused(Reason::Leased, &format!("retry of {id}"))),
-        Some(None) => Err(ApiError::NotFound(format!("no job {id}"))),
+        Some(Ok(Some(true))) => Err(ApiError::refused(Reason::Done, &format!("retry of {id}"))),
+        Some(Ok(Some(false))) => Err(ApiError::refused(
+            Reason::NotDead,
+            &format!("retry of {id}"),
+        )),
+        Some(Ok(None)) => Err(ApiError::NotFound(format!("no job {id}"))),
+        Some(Err(_)) => Err(ApiError::refused(
+            Reason::Unexplained,
+            &format!("retry of {id}"),
+        )),
     }
 }
 

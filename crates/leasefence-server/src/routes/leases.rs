@@ -21,23 +21,21 @@ use crate::error::{ApiError, ErrorBody, Reason};
 pub const MAX_CLAIM: usize = 1000;
 
 /// Why a fenced write of `owner` under `fence` on `job` was refused, read after the refusal.
-pub(crate) fn diagnose(
-    s: &AnyStore,
-    job: JobId<'_>,
-    owner: &str,
-    fence: Fence,
-) -> leasefence::Result<Reason> {
-    Ok(match s.state(job)? {
-        None => Reason::Unknown,
-        Some(row) if row.done => Reason::Done,
-        Some(row) if row.fence != fence => Reason::StaleFence,
-        Some(row) => match row.owner.as_deref() {
+/// The read is best-effort: the refusal stands whatever it finds, and a read that fails is
+/// told as `unexplained`, never as an error (the write's answer is already decided).
+pub(crate) fn diagnose(s: &AnyStore, job: JobId<'_>, owner: &str, fence: Fence) -> Reason {
+    match s.state(job) {
+        Err(_) => Reason::Unexplained,
+        Ok(None) => Reason::Unknown,
+        Ok(Some(row)) if row.done => Reason::Done,
+        Ok(Some(row)) if row.fence != fence => Reason::StaleFence,
+        Ok(Some(row)) => match row.owner.as_deref() {
             None => Reason::NotHeld,
             Some(o) if o != owner => Reason::OtherOwner,
             // Owner and fence match: the lease ran out (or ran out as the write arrived).
             Some(_) => Reason::Expired,
         },
-    })
+    }
 }
 
 /// A refusal of `op` on `job` with its reason.
@@ -99,10 +97,12 @@ pub async fn claim(
                     match s.claim(job, o, now, t)? {
                         Some(lease) => Ok(Ok(vec![lease])),
                         None => {
-                            let reason = match s.state(job)? {
-                                None => Reason::Unknown,
-                                Some(row) if row.done => Reason::Done,
-                                Some(_) => Reason::Leased,
+                            // Best-effort, after the refusal.
+                            let reason = match s.state(job) {
+                                Err(_) => Reason::Unexplained,
+                                Ok(None) => Reason::Unknown,
+                                Ok(Some(row)) if row.done => Reason::Done,
+                                Ok(Some(_)) => Reason::Leased,
                             };
                             Ok(Err(reason))
                         }
@@ -156,17 +156,18 @@ pub async fn renew(
                 Now::system(),
             );
             // The lease end before the renew, for the headroom metric (not part of the check).
-            let before = s.state(j)?.map(|row| row.until);
+            let before = s.state(j).ok().flatten().map(|row| row.until);
             let at = s.database_now()?.unwrap_or(now);
             if s.renew(j, o, body.fence, now, t)? {
                 // The end as stored (on PostgreSQL set by the database's clock).
-                let until = match s.state(j)? {
+                // Best-effort: the renew has committed, whatever this read finds.
+                let until = match s.state(j).ok().flatten() {
                     Some(row) => row.until,
                     None => t.until(at)?,
                 };
                 Ok(Ok((until, before.map(|u| u - at.seconds()))))
             } else {
-                Ok(Err(diagnose(s, j, &body.owner, body.fence)?))
+                Ok(Err(diagnose(s, j, &body.owner, body.fence)))
             }
         })
         .await?;
@@ -236,7 +237,7 @@ async fn fenced(
             let (j, o) = (JobId::new(&job)?, Owner::new(&owner)?);
             match write(s, j, o, fence)? {
                 true => Ok(None),
-                false => Ok(Some(diagnose(s, j, &owner, fence)?)),
+                false => Ok(Some(diagnose(s, j, &owner, fence))),
             }
         })
         .await?;
@@ -301,7 +302,7 @@ pub async fn fail(
                 .transpose()?;
             match s.fail(&lease, now, &body.error, retry_at)? {
                 Some(failed) => Ok(Ok(failed)),
-                None => Ok(Err(diagnose(s, j, &body.owner, body.fence)?)),
+                None => Ok(Err(diagnose(s, j, &body.owner, body.fence))),
             }
         })
         .await?;

@@ -43,7 +43,7 @@ pub async fn stats(_: Worker, State(state): State<AppState>) -> Result<Json<Stat
 #[utoipa::path(post, path = "/v1/queues/{name}/pause", tag = "admin",
     params(("name" = String, Path, description = "The queue")),
     responses(
-        (status = 200, description = "Paused (or already paused)", body = Done),
+        (status = 200, description = "Paused; `changed` is false when it already was", body = Done),
         (status = 400, description = "Bad queue name", body = ErrorBody),
     ),
     security(("admin" = [])))]
@@ -53,15 +53,18 @@ pub async fn pause(
     Path(name): Path<String>,
 ) -> Result<Json<Done>, ApiError> {
     let queue = Queue::new(name.clone())?;
-    state.store.call(move |s| s.pause(&queue)).await?;
-    Ok(Json(Done::job(name)))
+    let changed = state.store.call(move |s| s.pause(&queue)).await?;
+    Ok(Json(Done {
+        changed: Some(changed),
+        ..Done::job(name)
+    }))
 }
 
 /// Resume a paused queue.
 #[utoipa::path(post, path = "/v1/queues/{name}/resume", tag = "admin",
     params(("name" = String, Path, description = "The queue")),
     responses(
-        (status = 200, description = "Resumed (or was not paused)", body = Done),
+        (status = 200, description = "Resumed; `changed` is false when it was not paused", body = Done),
         (status = 400, description = "Bad queue name", body = ErrorBody),
     ),
     security(("admin" = [])))]
@@ -71,8 +74,11 @@ pub async fn resume(
     Path(name): Path<String>,
 ) -> Result<Json<Done>, ApiError> {
     let queue = Queue::new(name.clone())?;
-    state.store.call(move |s| s.resume(&queue)).await?;
-    Ok(Json(Done::job(name)))
+    let changed = state.store.call(move |s| s.resume(&queue)).await?;
+    Ok(Json(Done {
+        changed: Some(changed),
+        ..Done::job(name)
+    }))
 }
 
 /// `GET /healthz` and `/readyz`.
@@ -134,13 +140,20 @@ pub async fn metrics(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
-    let queues = state
-        .store
-        .call(|s| {
-            let now = s.database_now()?.unwrap_or_else(leasefence::Now::system);
-            s.queues(now)
-        })
-        .await?;
+    let queues = match state.metrics.fresh_counts() {
+        Some(queues) => queues,
+        None => {
+            let queues = state
+                .store
+                .call(|s| {
+                    let now = s.database_now()?.unwrap_or_else(leasefence::Now::system);
+                    s.queues(now)
+                })
+                .await?;
+            state.metrics.keep_counts(&queues);
+            queues
+        }
+    };
     let text = state.metrics.render(&queues);
     let openmetrics = headers
         .get_all(header::ACCEPT)

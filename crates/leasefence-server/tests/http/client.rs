@@ -81,6 +81,7 @@ backends! {
         assert!(s.pause(&Queue::new("mail").unwrap()).unwrap());
         assert!(s.queues(now).unwrap().iter().any(|q| q.name == "mail" && q.paused));
         assert!(s.resume(&Queue::new("mail").unwrap()).unwrap());
+        assert!(!s.resume(&Queue::new("mail").unwrap()).unwrap(), "not paused: unchanged");
         assert!(s.admit(Resource::new("r").unwrap(), 5).unwrap());
         assert!(!s.admit(Resource::new("r").unwrap(), 4).unwrap());
         assert!(s.cancel(id("c"), now).unwrap());

@@ -122,25 +122,69 @@ fn a_busy_database_is_a_retryable_503_that_changes_nothing() {
 }
 
 #[test]
-fn a_request_past_the_time_limit_is_a_503_and_the_server_goes_on() {
+fn a_request_that_waits_past_the_limit_for_a_connection_is_a_503_and_runs_nothing() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let options = leasefence::AsyncOptions::new()
+        .connections(1)
+        .acquire_timeout(std::time::Duration::from_millis(200));
+    let server = Server::with_options(&db, ServerConfig::default(), options);
+    let c = server.client(None);
+    c.enqueue("j");
+    let lock = Lock::take(&db);
+    // The one connection waits for the lock (5 s busy timeout) inside a claim...
+    let first = {
+        let c = c.clone();
+        std::thread::spawn(move || c.post("/v1/claims", json!({"owner": "A", "ttl": 30})))
+    };
+    // A read never waits for the write lock (WAL), only for the connection: it is refused
+    // as busy exactly while the claim holds the one connection.
+    crate::support::wait_until("the first claim holds the connection", || {
+        let (status, body) = c.get("/v1/jobs/j");
+        status == 503 && body["error"] == "busy"
+    });
+    // ... so another request waits 200 ms for it, then is told to retry, and ran nothing.
+    let started = std::time::Instant::now();
+    let (status, body, headers) = c.post_with_headers("/v1/jobs", json!({"id": "late"}));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("busy")),
+        "{body}"
+    );
+    assert_eq!(headers["retry-after"], "1");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    drop(lock);
+    // The first claim, once it had its connection, ran to its end: its lease is delivered.
+    let (status, body) = first.join().unwrap();
+    assert_eq!(
+        (status, body["leases"][0]["fence"].as_i64()),
+        (200, Some(1)),
+        "{body}"
+    );
+    assert!(db.row("late").is_none());
+    assert_eq!(c.get("/healthz").0, 200);
+}
+
+#[test]
+fn a_body_that_does_not_arrive_in_time_is_a_503_timeout() {
+    use std::io::{Read as _, Write as _};
     let db = Db::new(crate::support::Backend::Sqlite).unwrap();
     let config = ServerConfig {
         request_timeout: std::time::Duration::from_millis(200),
         ..ServerConfig::default()
     };
     let server = Server::with(&db, config);
-    let c = server.client(None);
-    c.enqueue("j");
-    let lock = Lock::take(&db);
-    // The store waits for the lock (5 s busy timeout); the request is cut off at 200 ms.
-    let started = std::time::Instant::now();
-    let (status, body) = c.post("/v1/claims", json!({"owner": "A", "ttl": 30}));
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (503, Some("timeout")),
-        "{body}"
-    );
-    assert!(started.elapsed() < std::time::Duration::from_secs(4));
-    drop(lock);
-    assert_eq!(c.get("/healthz").0, 200);
+    let addr = server.url.strip_prefix("http://").unwrap();
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    // Headers promise 100 bytes; one arrives.
+    conn.write_all(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        .unwrap();
+    let mut answer = String::new();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = conn.read(&mut buf).unwrap();
+    answer.push_str(&String::from_utf8_lossy(&buf[..n]));
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("\"error\":\"timeout\""), "{answer}");
+    assert_eq!(db.count(), 0);
 }
