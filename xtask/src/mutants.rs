@@ -113,10 +113,16 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         "catalog: {} entries, each applies exactly once",
         catalog.mutant.len()
     );
+    let mut selected = selected;
     if options.since_base {
-        match crate::catalog_base::full_run_needed(root)? {
-            Some(why) => println!("catalog: running every entry: {why}"),
-            None => {
+        use crate::catalog_base::SinceBase;
+        match crate::catalog_base::since_base(root, &catalog)? {
+            SinceBase::All(why) => println!("catalog: running every entry: {why}"),
+            SinceBase::Entries(ids, why) => {
+                println!("catalog: {why}");
+                selected.retain(|m| ids.contains(&m.id));
+            }
+            SinceBase::Stands => {
                 println!(
                     "catalog: neither the library, its tests, Cargo.lock nor the catalog changed \
                      since the full run recorded in {}; its verdicts stand (docs/worksheet.md)",
@@ -242,7 +248,9 @@ fn run_in_scratch(
 
     // 5. Summary, and the worksheet after a run over the whole catalog.
     summarize(selected, &results, started.elapsed());
-    if options.only.is_empty() {
+    // Only a run of the whole catalog rewrites the worksheet (a `--since-base` run of the
+    // entries a change concerns leaves the full run's observations in place).
+    if options.only.is_empty() && selected.len() == catalog.mutant.len() {
         let path = worksheet::write(root, catalog, &results)?;
         println!("worksheet written: {}", path.display());
     }
