@@ -175,7 +175,7 @@ impl Metrics {
         }
     }
 
-    /// The queue counts read within [`COUNTS_MAX_AGE`], if any.
+    /// The queue counts read within the last five seconds, if any.
     pub fn fresh_counts(&self) -> Option<Vec<leasefence::QueueInfo>> {
         let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         counts
