@@ -28,6 +28,45 @@
 //! input, `field` names it. 401/403: token. 413: body too large. 503: busy or unreachable,
 //! retry after `Retry-After`. See `docs/http.md`.
 //!
+//! # Example
+//!
+//! A server on a free loopback port, and [`HttpStore`] — the `Store` contract as a client of
+//! it — telling a stalled worker that its lease was taken over:
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let db = dir.path().join("jobs.db");
+//! use leasefence::{AsyncOptions, AsyncStore, JobId, NewJob, Now, Owner, Store, Ttl};
+//! use leasefence_server::{HttpStore, ServerConfig};
+//!
+//! leasefence::init_db(&db)?;
+//! let runtime = tokio::runtime::Runtime::new()?;
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+//! let url = format!("http://{}", listener.local_addr()?);
+//! let store = runtime.block_on(AsyncStore::open(db.to_str().unwrap(), AsyncOptions::new()))?;
+//! let router = leasefence_server::router(store, &ServerConfig::default());
+//! let server = runtime.spawn(leasefence_server::serve(listener, router, async {
+//!     let _ = stopped.await;
+//! }));
+//!
+//! let http = HttpStore::new(&url, None)?; // no token: a loopback server without tokens
+//! let (job, ttl) = (JobId::new("report")?, Ttl::new(0.2)?);
+//! http.enqueue_job(NewJob::new("report")?)?;
+//! let a = http.claim(job, Owner::new("A")?, Now::system(), ttl)?.expect("ready");
+//! std::thread::sleep(std::time::Duration::from_millis(300)); // A stalls past its lease
+//! let b = http.claim(job, Owner::new("B")?, Now::system(), Ttl::new(30.0)?)?.expect("expired");
+//! assert!(b.fence > a.fence);
+//! assert!(!http.complete_lease(&a, Now::system(), "stale")?); // 409: refused
+//! assert!(http.complete_lease(&b, Now::system(), "fresh")?);
+//! assert_eq!(http.state(job)?.unwrap().result.as_deref(), Some("fresh"));
+//!
+//! stop.send(()).ok();
+//! runtime.block_on(server)??;
+//! # Ok(()) }
+//! ```
+//!
 //! [`Store`]: leasefence::Store
 
 use std::future::Future;
