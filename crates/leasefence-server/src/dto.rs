@@ -10,6 +10,10 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 
+/// The longest `delay` or `retry_in` taken, in seconds (about 31,700 years): longer ones are
+/// bad input, never a clock reading that overflows.
+pub const MAX_DELAY: f64 = 1e12;
+
 /// A job to enqueue.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -90,11 +94,13 @@ impl NewJobBody {
                 ));
             }
             (Some(at), None) => Some(at),
-            (None, Some(delay)) if delay.is_finite() && delay >= 0.0 => Some(now + delay),
+            (None, Some(delay)) if delay.is_finite() && (0.0..=MAX_DELAY).contains(&delay) => {
+                Some(now + delay)
+            }
             (None, Some(delay)) => {
                 return Err(ApiError::bad(
                     name("delay"),
-                    format!("must be a finite number of seconds >= 0, got {delay}"),
+                    format!("must be seconds from 0 to {MAX_DELAY}, got {delay}"),
                 ));
             }
             (None, None) => None,

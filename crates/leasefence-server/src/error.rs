@@ -7,6 +7,7 @@
 //! | 401 | `unauthorized` | no token, or not a known one (`WWW-Authenticate: Bearer`) |
 //! | 403 | `forbidden` | a worker token on an admin route |
 //! | 404 | `not_found` | an unknown job or route |
+//! | 405 | `method_not_allowed` | a route with another method |
 //! | 409 | `refused` | the contract refused it; `reason` says why; nothing changed |
 //! | 413 | `too_large` | the body is over the limit |
 //! | 503 | `busy` / `unavailable` / `timeout` | retryable: `Retry-After` says when |
@@ -103,6 +104,8 @@ pub enum ApiError {
     Forbidden(&'static str),
     /// 404.
     NotFound(String),
+    /// 405: the route exists, not with this method.
+    MethodNotAllowed,
     /// 409: the contract refused it.
     Refused {
         /// Why.
@@ -155,6 +158,7 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Refused { .. } => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Busy | ApiError::Unavailable | ApiError::Lost | ApiError::Timeout => {
@@ -186,6 +190,10 @@ impl ApiError {
             ),
             ApiError::Forbidden(why) => plain("forbidden", why),
             ApiError::NotFound(what) => plain("not_found", &what),
+            ApiError::MethodNotAllowed => plain(
+                "method_not_allowed",
+                "this route does not take that method; see /v1/openapi.json",
+            ),
             ApiError::Refused {
                 reason,
                 message,

@@ -172,6 +172,7 @@ pub fn router(store: AsyncStore, config: &ServerConfig) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), measure))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .with_state(state)
@@ -197,6 +198,10 @@ pub async fn serve(
 
 async fn openapi_json() -> Response {
     axum::Json(ApiDoc::openapi()).into_response()
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
 }
 
 async fn not_found() -> ApiError {

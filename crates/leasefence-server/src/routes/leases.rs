@@ -266,10 +266,16 @@ pub async fn fail(
 ) -> Result<Json<Done>, ApiError> {
     JobId::new(&id)?;
     Owner::new(&body.owner)?;
-    if let Some(r) = body.retry_in.filter(|r| !(r.is_finite() && *r >= 0.0)) {
+    if let Some(r) = body
+        .retry_in
+        .filter(|r| !(r.is_finite() && *r >= 0.0 && *r <= crate::dto::MAX_DELAY))
+    {
         return Err(ApiError::bad(
             "retry_in",
-            format!("must be seconds >= 0, got {r}"),
+            format!(
+                "must be seconds from 0 to {}, got {r}",
+                crate::dto::MAX_DELAY
+            ),
         ));
     }
     let job = id.clone();

@@ -25,6 +25,8 @@ backends! {
             ("/v1/jobs", json!({"jobs": [{"id": "ok"}, {"id": "y", "priority": "high"}]}), "jobs[1].priority"),
             ("/v1/jobs/j/renew", json!({"owner": "A", "fence": "1", "ttl": 5}), "fence"),
             ("/v1/jobs/j/fail", json!({"owner": "A", "fence": 1, "retry_in": -5}), "retry_in"),
+            ("/v1/jobs/j/fail", json!({"owner": "A", "fence": 1, "retry_in": 1e300}), "retry_in"),
+            ("/v1/jobs", json!({"id": "far", "delay": 1e300}), "delay"),
         ];
         for (path, body, field) in cases {
             let (status, answer) = c.post(path, body.clone());
