@@ -67,7 +67,8 @@ pub struct ItemResult {
     pub job_id: String,
     /// Whether the write was taken.
     pub ok: bool,
-    /// A renew taken: the lease's new end.
+    /// A renew taken: the lease's new end (on PostgreSQL, from the database's clock read just
+    /// before the batch: at most the call's duration before the stored end).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub until: Option<f64>,
     /// A refusal: why.
@@ -148,16 +149,21 @@ pub async fn renewals(
         .store
         .call(move |s| {
             let refs: Vec<&Lease> = leases.iter().collect();
-            let taken = s.renew_batch(&refs, Now::system(), Ttl::new(ttl)?)?;
+            let (now, ttl) = (Now::system(), Ttl::new(ttl)?);
+            // One clock reading for the whole batch instead of a read of each renewed row: on
+            // SQLite the store judges by `now`, so the end is exact; on PostgreSQL the
+            // database's clock read just before the batch, so the stored end is at most the
+            // call's duration later (a client renewing by it renews early, never late).
+            let clock = s.database_now()?.unwrap_or(now);
+            let taken = s.renew_batch(&refs, now, ttl)?;
+            let until = ttl.until(clock)?;
             leases
                 .iter()
                 .zip(taken)
                 .map(|(lease, ok)| {
                     let job = JobId::new(&lease.job_id)?;
                     Ok(if ok {
-                        // The end as stored (on PostgreSQL set by the database's clock).
-                        // Best-effort: the batch has committed, whatever this read finds.
-                        let until = s.state(job).ok().flatten().map(|row| row.until);
+                        let until = Some(until);
                         ItemResult {
                             job_id: lease.job_id.clone(),
                             ok,
