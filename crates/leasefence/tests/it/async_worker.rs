@@ -196,16 +196,20 @@ async_cases! {
     async fn the_time_limit_and_a_panic_are_failed_attempts(store, probe, sync) {
         enqueue(sync, "slow", 1);
         enqueue(sync, "boom", 2);
-        let (w, _) = worker(&store, |b| b.timeout(0.2).drain(true).concurrency(2), |job: AsyncJob| async move {
+        // The limit (0.4 s) falls between boom's panic and its retry's due time (at least 0.8 s
+        // after the failure), so the drained run sees both outcomes. `resume_unwind` panics
+        // without the panic hook: with RUST_BACKTRACE set, the hook's symbolised backtrace can
+        // take longer than the limit in a debug test binary.
+        let (w, _) = worker(&store, |b| b.timeout(0.4).drain(true).concurrency(2), |job: AsyncJob| async move {
             if job.job_id() == "slow" {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
             }
-            panic!("handler bug");
+            std::panic::resume_unwind(Box::new("handler bug"))
         });
         let stats = within("the drained run", w.run(std::future::pending())).await.unwrap();
         assert_eq!((stats.timed_out, stats.dead, stats.retried), (1, 1, 1), "{stats:?}");
         let slow = blocking(|| probe.queue_row("slow"));
-        assert!(slow.error.as_deref().unwrap().starts_with("timed out after 0.2 s"), "{slow:?}");
+        assert!(slow.error.as_deref().unwrap().starts_with("timed out after 0.4 s"), "{slow:?}");
         assert_eq!(slow.outcome.as_deref(), Some("dead"));
         let boom = blocking(|| probe.queue_row("boom"));
         assert!(boom.error.as_deref().unwrap().contains("panicked"), "{boom:?}");
