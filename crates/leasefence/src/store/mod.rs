@@ -1,4 +1,9 @@
-//! The `Store` trait: the seam every backend implements.
+//! The `Store` trait: the seam every backend implements, and the [`Watch`] it hands out.
+
+mod each;
+mod watch;
+
+pub use watch::Watch;
 
 use crate::error::Result;
 use crate::types::{
@@ -6,34 +11,22 @@ use crate::types::{
     Owner, Queue, QueueInfo, Queues, Resource, Stats, Status, Ttl,
 };
 
-/// A way to learn, without polling the queue, that jobs may have become ready: what an idle
-/// [`Worker`](crate::Worker) waits on ([`Store::watch`]). A hint, never a promise: after a
-/// wake-up the caller still claims, and may find nothing.
-pub trait Watch: Send {
-    /// Blocks for at most `timeout` (real time) until the store may have new ready jobs —
-    /// something was enqueued, retried or resumed, or (SQLite) anything was committed by
-    /// another connection — and returns `true`; `false` when the time ran out first.
-    ///
-    /// # Errors
-    /// Connection or backend failures; the caller falls back to polling.
-    fn wait(&mut self, timeout: std::time::Duration) -> Result<bool>;
-}
-
 /// The lease-and-fence contract, one method per operation.
 ///
 /// Every backend implements exactly these semantics; the contract suite in `tests/it` runs one
-/// set of test bodies against each of them. Arguments arrive already validated (see
-/// [`JobId`], [`Owner`], [`Now`], [`Ttl`], [`BatchSize`], [`Resource`]), so a backend never
-/// decides what is valid input; the decisions that are not storage (the order of a claimed
-/// batch, the default retry time) are shared code above the seam, so a backend implements
-/// storage only. `docs/architecture.md` lists what a new backend must provide.
+/// set of test bodies against each of them. Arguments arrive already validated ([`JobId`],
+/// [`Owner`], [`Now`], [`Ttl`], [`BatchSize`], [`Resource`]), so a backend never decides what
+/// is valid input; the decisions that are not storage (the order of a claimed batch, the
+/// default retry time) are shared code above the seam, so a backend implements storage only.
+/// `docs/architecture.md` lists what a new backend must provide.
 ///
 /// A refusal by the contract is a value (`false` / `None`), never an error. Every method returns
 /// an [`Error`](crate::Error) only when the call could not be judged (busy database, I/O failure,
 /// …), and then nothing was changed — with two exceptions, said where they apply: when the
 /// connection is lost ([`Error::ConnectionLost`](crate::Error::ConnectionLost)) while a commit
 /// is under way, whether it took effect is unknown until the state is read back; and the
-/// default [`Store::complete_batch`] (for a backend without its own) is not one transaction.
+/// default [`Store::complete_batch`] and [`Store::renew_batch`] (for a backend without its
+/// own) are not one transaction.
 ///
 /// Clock values are the caller's and assumed non-decreasing. A lease is **live** while
 /// `until > now`; at `now == until` it has expired.
@@ -54,13 +47,12 @@ pub trait Store {
     fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>>;
 
     /// Takes the lease on a claimable job and returns it: the new fence **and** the lease end,
-    /// with the job's payload and queue settings, so the caller never reads the row again.
-    ///
-    /// A job is claimable when it exists, is not done and its lease has expired (`until <= now`;
+    /// with the job's payload and queue settings, so the caller never reads the row again. A
+    /// job is claimable when it exists, is not done and its lease has expired (`until <= now`;
     /// `now == until` is expired). Then, atomically with that check: `owner = owner`,
-    /// `until = now + ttl`, `fence = fence + 1`, and the lease is returned. Unknown, done or
-    /// still-leased jobs return `None` and nothing changes. Of any number of concurrent claims
-    /// of one claimable job, exactly one gets a lease.
+    /// `until = now + ttl`, `fence = fence + 1`. Unknown, done or still-leased jobs return
+    /// `None` and nothing changes. Of any number of concurrent claims of one claimable job,
+    /// exactly one gets a lease.
     ///
     /// # Errors
     /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
@@ -108,10 +100,9 @@ pub trait Store {
 
     /// Gives a lease back early: for the row whose `owner` and `fence` match and that is not
     /// done, sets `owner = NULL`, `until = 0` and returns `true`. The **fence is kept**, so the
-    /// next claim hands out a higher one. Otherwise `false` and nothing changes.
-    ///
-    /// Release does not look at the clock: the matching holder of an expired lease that nobody
-    /// re-claimed may still release it.
+    /// next claim hands out a higher one. Otherwise `false` and nothing changes. Release does
+    /// not look at the clock: the matching holder of an expired lease that nobody re-claimed
+    /// may still release it.
     ///
     /// # Errors
     /// Busy or backend failures only.
@@ -124,12 +115,10 @@ pub trait Store {
     /// order, what happened: [`Enqueued::Inserted`]; [`Enqueued::Known`] for a known id, left
     /// untouched exactly as [`Store::enqueue`] leaves it; or [`Enqueued::Duplicate`] naming the
     /// job that holds the same [unique key](NewJob::unique_key) in the same queue. Uniqueness
-    /// is decided inside the insert by a unique index, so of any number of concurrent
-    /// enqueuers of one key, exactly one inserts; a later job of a batch can match an earlier
-    /// one of the same batch.
+    /// is decided inside the insert by a unique index, so of any number of concurrent enqueuers
+    /// of one key, exactly one inserts; a later job of a batch can match an earlier one.
     ///
     /// ```
-    /// # fn main() -> Result<(), leasefence::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use leasefence::{Enqueued, NewJob, SqliteStore, Store};
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
@@ -138,7 +127,7 @@ pub trait Store {
     /// // The same key in the same queue while r-1 is unfinished: nothing inserted.
     /// assert_eq!(store.enqueue_jobs(&[report("r-2")?])?, [Enqueued::Duplicate { of: "r-1".into() }]);
     /// assert_eq!(store.enqueue_jobs(&[report("r-1")?])?, [Enqueued::Known]);
-    /// # Ok(()) }
+    /// # Ok::<(), leasefence::Error>(())
     /// ```
     ///
     /// # Errors
@@ -151,25 +140,19 @@ pub trait Store {
     /// # Errors
     /// As [`Store::enqueue_jobs`].
     fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<bool>> {
-        Ok(self
-            .enqueue_jobs(jobs)?
-            .iter()
-            .map(Enqueued::is_inserted)
-            .collect())
+        Ok(each::inserted(&self.enqueue_jobs(jobs)?))
     }
 
     /// Enqueues one job with its payload and queue settings: [`Store::enqueue_many`] of one.
     /// `true` when inserted; `false` for a known id, left untouched.
     ///
     /// ```
-    /// # fn main() -> Result<(), leasefence::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use leasefence::{NewJob, SqliteStore, Store};
-    ///
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
     /// assert!(store.enqueue_job(NewJob::new("resize-1")?.payload(b"640x480".to_vec()))?);
     /// assert!(!store.enqueue_job(NewJob::new("resize-1")?)?); // known: untouched
-    /// # Ok(()) }
+    /// # Ok::<(), leasefence::Error>(())
     /// ```
     ///
     /// # Errors
@@ -187,17 +170,14 @@ pub trait Store {
     }
 
     /// Claims the best ready job of `queues`: highest priority, then earliest not-before, then
-    /// oldest. Ready means not done, lease expired (`until <= now`), due
-    /// (`not_before <= now`), attempts left, in one of `queues` and its queue not
-    /// [paused](Store::pause). Checked and written in one transaction, so concurrent callers
-    /// never get the same job under the same fence.
-    ///
-    /// This is [`Store::claim_batch_in`] of [`BatchSize::ONE`]; a backend may override it with
-    /// a faster statement of the same meaning (SQLite does), and its `claim_batch_in` must then
-    /// not call it back.
+    /// oldest. Ready means not done, lease expired (`until <= now`), due (`not_before <= now`),
+    /// attempts left, in one of `queues` and its queue not [paused](Store::pause). Checked and
+    /// written in one transaction, so concurrent callers never get the same job under the same
+    /// fence. This is [`Store::claim_batch_in`] of [`BatchSize::ONE`]; a backend may override
+    /// it with a faster statement of the same meaning (SQLite does), and its `claim_batch_in`
+    /// must then not call it back.
     ///
     /// ```
-    /// # fn main() -> Result<(), leasefence::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use leasefence::{NewJob, Now, Owner, Queue, Queues, SqliteStore, Store, Ttl};
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
@@ -209,7 +189,7 @@ pub trait Store {
     /// // A paused queue hands out nothing.
     /// store.pause(&Queue::new("emails")?)?;
     /// assert!(store.claim_next(w, now, ttl)?.is_none());
-    /// # Ok(()) }
+    /// # Ok::<(), leasefence::Error>(())
     /// ```
     ///
     /// # Errors
@@ -222,9 +202,7 @@ pub trait Store {
         now: Now,
         ttl: Ttl,
     ) -> Result<Option<Lease>> {
-        Ok(self
-            .claim_batch_in(queues, owner, now, ttl, BatchSize::ONE)?
-            .pop())
+        each::claim_next_in(self, queues, owner, now, ttl)
     }
 
     /// Claims up to `n` ready jobs of any queue: [`Store::claim_batch_in`] of [`Queues::All`].
@@ -282,18 +260,16 @@ pub trait Store {
 
     /// Makes dead or cancelled jobs ready again with a fresh attempts budget: an **operator
     /// verb**, not fenced (like `cancel`). One transaction; per id, in order, `true` if it was
-    /// retried. Dead means finished as dead, or its budget spent with its last lease expired.
-    /// A completed job keeps its result and an unknown, waiting or running job is left alone
-    /// (`false`). The fence is kept: the next claim continues above every fence handed out,
-    /// and a holder of a cancelled job's old lease can store nothing. The last error is
-    /// cleared with the budget, and the job is due at the earlier of its not-before and
-    /// `now`: at once. An id given twice is retried once and
-    /// both entries report it.
+    /// retried (an id given twice is retried once and both entries report it). Dead means
+    /// finished as dead, or its budget spent with its last lease expired. A completed job keeps
+    /// its result and an unknown, waiting or running job is left alone (`false`). The fence is
+    /// kept: the next claim continues above every fence handed out, and a holder of a cancelled
+    /// job's old lease can store nothing. The last error is cleared with the budget, and the
+    /// job is due at the earlier of its not-before and `now`: at once.
     ///
     /// ```
-    /// # fn main() -> Result<(), leasefence::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
-    /// use leasefence::{JobId, NewJob, Now, Owner, SqliteStore, Status, Store, Ttl};
+    /// use leasefence::{JobId, NewJob, Now, Owner, SqliteStore, Store, Ttl};
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
     /// store.enqueue_job(NewJob::new("flaky")?.max_attempts(1))?;
     /// let (w, t0, ttl) = (Owner::new("w")?, Now::new(0.0)?, Ttl::new(30.0)?);
@@ -302,7 +278,7 @@ pub trait Store {
     /// assert_eq!(store.retry(&[JobId::new("flaky")?], Now::new(2.0)?)?, [true]);
     /// let again = store.claim_next(w, Now::new(3.0)?, ttl)?.unwrap();
     /// assert_eq!((again.fence, again.attempt), (2, 1)); // fence continues, budget is fresh
-    /// # Ok(()) }
+    /// # Ok::<(), leasefence::Error>(())
     /// ```
     ///
     /// # Errors
@@ -341,7 +317,6 @@ pub trait Store {
     /// finishing or being enqueued meanwhile).
     ///
     /// ```
-    /// # fn main() -> Result<(), leasefence::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use leasefence::{JobId, NewJob, Now, SqliteStore, Store};
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
@@ -351,7 +326,7 @@ pub trait Store {
     /// assert_eq!(first.iter().map(|j| j.id()).collect::<Vec<_>>(), ["a", "b"]);
     /// let next = store.list(now, None, Some(JobId::new(first[1].id())?), 2)?;
     /// assert_eq!(next.iter().map(|j| j.id()).collect::<Vec<_>>(), ["c"]);
-    /// # Ok(()) }
+    /// # Ok::<(), leasefence::Error>(())
     /// ```
     ///
     /// # Errors
@@ -383,7 +358,6 @@ pub trait Store {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use leasefence::{AttemptOutcome, JobId, NewJob, Now, Owner, SqliteStore, Store, Ttl};
     /// use leasefence::WriteOp;
-    ///
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
     /// store.enqueue_many(&[NewJob::new("report")?])?;
     /// let (a, b) = (Owner::new("a")?, Owner::new("b")?);
@@ -413,7 +387,6 @@ pub trait Store {
     /// **operator verb**, not fenced. Needs the cargo feature `cron`.
     ///
     /// ```
-    /// # fn main() -> Result<(), leasefence::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use leasefence::{Now, Schedule, SqliteStore, Store};
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
@@ -423,7 +396,7 @@ pub trait Store {
     /// assert!(!store.add_schedule(&hourly, Now::new(t0 as f64 + 1.0)?)?); // known name
     /// let info = &store.schedules()?[0];
     /// assert_eq!((info.last_slot, info.next_slot()?), (t0, Some(t0 + 3_600)));
-    /// # Ok(()) }
+    /// # Ok::<(), leasefence::Error>(())
     /// ```
     ///
     /// # Errors
@@ -457,10 +430,9 @@ pub trait Store {
     /// in order, what its enqueue did. A lease that is no longer current returns `None`,
     /// changes nothing and is counted in the scheduler job's ledger as a refused `schedule`
     /// write. So a slot is enqueued at most once, whoever ticks, and a stalled scheduler's
-    /// late enqueue is refused.
-    ///
-    /// [`tick`](crate::tick) computes the runs; use it (or a [`Scheduler`](crate::Scheduler))
-    /// rather than calling this directly. Needs the cargo feature `cron`.
+    /// late enqueue is refused. [`tick`](crate::tick) computes the runs; use it (or a
+    /// [`Scheduler`](crate::Scheduler)) rather than calling this directly. Needs the cargo
+    /// feature `cron`.
     ///
     /// # Errors
     /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `scheduler` for a lease on
@@ -513,10 +485,9 @@ pub trait Store {
 
     /// The clock this store judges leases by, when that is not the caller's: `Some(reading)`
     /// for a store whose operations ignore their `now` argument and read the database's own
-    /// clock (`PgStore` opened with `PgOptions::database_clock`); `None` (the
-    /// default, and always on SQLite) when every operation judges by the `now` it is given.
-    ///
-    /// The [`Worker`](crate::Worker) uses it to put its own clock on the store's timescale.
+    /// clock (`PgStore` opened with `PgOptions::database_clock`); `None` (the default, and
+    /// always on SQLite) when every operation judges by the `now` it is given. The
+    /// [`Worker`](crate::Worker) uses it to put its own clock on the store's timescale.
     ///
     /// # Errors
     /// Connection or backend failures while reading the database's clock.
@@ -529,19 +500,7 @@ pub trait Store {
     /// read-only connection of its own and wakes on any other connection's commit to the file
     /// (and at once for an enqueue from this process); PostgreSQL's opens a connection of its
     /// own that `LISTEN`s for the `NOTIFY` of every enqueue, retry and resume in the schema.
-    ///
-    /// ```
-    /// # fn main() -> Result<(), leasefence::Error> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// use std::time::Duration;
-    /// use leasefence::{NewJob, SqliteStore, Store};
-    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
-    /// let mut watch = store.watch()?.expect("SQLite has a watch");
-    /// assert!(!watch.wait(Duration::from_millis(10))?); // nothing happened
-    /// store.enqueue_job(NewJob::new("j")?)?;
-    /// assert!(watch.wait(Duration::from_secs(5))?); // woken by the enqueue
-    /// # Ok(()) }
-    /// ```
+    /// [`Watch`] shows one in use.
     ///
     /// # Errors
     /// When the watch's own connection cannot be opened.
@@ -556,11 +515,7 @@ pub trait Store {
     /// # Errors
     /// As [`Store::renew`].
     fn renew_lease(&self, lease: &mut Lease, now: Now, ttl: Ttl) -> Result<bool> {
-        let renewed = self.renew(lease.job(), lease.holder(), lease.fence, now, ttl)?;
-        if renewed {
-            lease.until = ttl.until(now)?;
-        }
-        Ok(renewed)
+        each::renew_lease(self, lease, now, ttl)
     }
 
     /// [`Store::complete`] for `lease`.
@@ -573,26 +528,21 @@ pub trait Store {
 
     /// Completes several leases in **one transaction** (one commit, one fsync), each judged
     /// exactly as [`Store::complete`] judges it at `now`: per item, in input order, whether its
-    /// result was stored. A refused item changes nothing and does not stop the others; an
-    /// error stores none of them.
-    ///
-    /// This is how a worker with many short jobs amortises the commit.
-    /// [`SqliteStore`](crate::SqliteStore) and `PgStore` do it in one transaction; the default
-    /// implementation, for other stores, completes one lease per call, so an error there
-    /// leaves the items before it stored.
+    /// result was stored. A refused item changes nothing and does not stop the others. This is
+    /// how a worker with many short jobs amortises the commit. [`SqliteStore`](crate::SqliteStore)
+    /// and `PgStore` do it in one transaction; the default implementation, for other stores,
+    /// completes one lease per call (see `# Errors`).
     ///
     /// ```
-    /// # fn main() -> Result<(), leasefence::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use leasefence::{BatchSize, NewJob, Now, Owner, SqliteStore, Store, Ttl};
-    ///
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
     /// store.enqueue_many(&[NewJob::new("a")?, NewJob::new("b")?])?;
     /// let (w1, at, ttl) = (Owner::new("w1")?, Now::new(0.0)?, Ttl::new(30.0)?);
     /// let leases = store.claim_batch(w1, at, ttl, BatchSize::new(2)?)?;
     /// let results = [(&leases[0], "done a"), (&leases[1], "done b")];
     /// assert_eq!(store.complete_batch(&results, Now::new(1.0)?)?, [true, true]);
-    /// # Ok(()) }
+    /// # Ok::<(), leasefence::Error>(())
     /// ```
     ///
     /// # Errors
@@ -600,28 +550,21 @@ pub trait Store {
     /// of the results was then stored; with the default implementation, the items before the
     /// failing one may have been.
     fn complete_batch(&self, completions: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>> {
-        completions
-            .iter()
-            .map(|(lease, result)| self.complete_lease(lease, now, result))
-            .collect()
+        each::complete_each(self, completions, now)
     }
 
     /// Renews several leases at `now` in **one transaction** (one commit), each judged exactly
     /// as [`Store::renew`] judges it: per item, in input order, whether it was renewed to
-    /// `until = now + ttl` (owner and fence match, not done, `until > now`). A refused item
-    /// changes nothing and does not stop the others; an expired lease is never revived. An
-    /// error renews none of them. The leases themselves are not updated.
-    ///
-    /// This is how the worker's heartbeat renews every lease it holds with one call per tick.
-    /// [`SqliteStore`](crate::SqliteStore) and `PgStore` do it in one transaction; the default
-    /// implementation, for other stores, renews one lease per call, so an error there leaves
-    /// the items before it renewed.
+    /// `until = now + ttl` (owner and fence match, not done, `until > now`: an expired lease is
+    /// never revived). A refused item changes nothing and does not stop the others. The leases
+    /// themselves are not updated. This is how the worker's heartbeat renews every lease it
+    /// holds with one call per tick. [`SqliteStore`](crate::SqliteStore) and `PgStore` do it in
+    /// one transaction; the default implementation, for other stores, renews one lease per
+    /// call (see `# Errors`).
     ///
     /// ```
-    /// # fn main() -> Result<(), leasefence::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use leasefence::{BatchSize, NewJob, Now, Owner, SqliteStore, Store, Ttl};
-    ///
     /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
     /// store.enqueue_many(&[NewJob::new("a")?, NewJob::new("b")?])?;
     /// let ttl = Ttl::new(30.0)?;
@@ -629,7 +572,7 @@ pub trait Store {
     /// assert_eq!(store.renew_batch(&[&leases[0], &leases[1]], Now::new(10.0)?, ttl)?, [true, true]);
     /// // Both now live until 40; at 40 they have expired and are never revived.
     /// assert_eq!(store.renew_batch(&[&leases[0]], Now::new(40.0)?, ttl)?, [false]);
-    /// # Ok(()) }
+    /// # Ok::<(), leasefence::Error>(())
     /// ```
     ///
     /// # Errors
@@ -638,10 +581,7 @@ pub trait Store {
     /// `PgStore` none of the leases was then renewed; with the default implementation, the
     /// items before the failing one may have been.
     fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>> {
-        leases
-            .iter()
-            .map(|lease| self.renew(lease.job(), lease.holder(), lease.fence, now, ttl))
-            .collect()
+        each::renew_each(self, leases, now, ttl)
     }
 
     /// [`Store::release`] for `lease`.
