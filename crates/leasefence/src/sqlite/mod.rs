@@ -8,6 +8,8 @@ use rusqlite::{Connection, OpenFlags, params};
 mod connection;
 mod enqueue;
 mod ledger;
+mod operator;
+mod reads;
 mod rows;
 #[cfg(feature = "cron")]
 mod schedule;

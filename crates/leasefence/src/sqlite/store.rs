@@ -1,9 +1,12 @@
-//! [`Store`] for [`SqliteStore`]: each operation runs the statement of its file in `sql/`.
+//! [`Store`] for [`SqliteStore`]: each operation runs the statement of its file in `sql/`. The
+//! bodies of related operations live in sibling modules: `operator.rs` (cancel, retry,
+//! retry_dead, delete, purge), `reads.rs` (list, inspect, stats, queues), `ledger.rs`,
+//! `schedule.rs` and `enqueue.rs`.
 
 use rusqlite::{OptionalExtension, params};
 
 use super::connection::Immediate;
-use super::rows::{claimed_lease, job_info, status_column};
+use super::rows::claimed_lease;
 use super::{SqliteStore, sql};
 use crate::error::Result;
 use crate::policy::{self, Claimed};
@@ -252,118 +255,23 @@ impl Store for SqliteStore {
     }
 
     fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
-        self.write_one(sql::CANCEL, params![job_id.as_str(), now.seconds()])
+        self.cancel_job(job_id, now)
     }
 
     fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>> {
-        let now = now.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let mut retried = std::collections::BTreeSet::new();
-        {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::RETRY)
-                .map_err(|e| self.err(e))?;
-            for id in job_ids {
-                // The ledger first: an expired last attempt ends as lost, not as a release.
-                self.lose(now, Some(id.as_str()))?;
-                if !retried.contains(id.as_str())
-                    && stmt
-                        .execute(params![id.as_str(), now])
-                        .map_err(|e| self.err(e))?
-                        == 1
-                {
-                    retried.insert(id.as_str());
-                }
-            }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        if !retried.is_empty() {
-            self.notifier.notify();
-        }
-        Ok(job_ids
-            .iter()
-            .map(|id| retried.contains(id.as_str()))
-            .collect())
+        self.retry_jobs(job_ids, now)
     }
 
     fn retry_dead(&self, now: Now) -> Result<u64> {
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        // The ledger first: an expired last attempt ends as lost, not as a release.
-        self.lose(now.seconds(), None)?;
-        let changed = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::RETRY_DEAD)
-                .map_err(|e| self.err(e))?;
-            stmt.execute(params![now.seconds()])
-                .map_err(|e| self.err(e))?
-        };
-        tx.commit().map_err(|e| self.err(e))?;
-        if changed > 0 {
-            self.notifier.notify();
-        }
-        Ok(changed as u64)
+        self.retry_all_dead(now)
     }
 
     fn delete(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let mut deleted = std::collections::BTreeSet::new();
-        {
-            let mut delete = self
-                .conn
-                .prepare_cached(sql::DELETE)
-                .map_err(|e| self.err(e))?;
-            let mut floor = self
-                .conn
-                .prepare_cached(sql::FENCE_FLOOR)
-                .map_err(|e| self.err(e))?;
-            for id in job_ids {
-                let fence: Option<Fence> = delete
-                    .query_row(params![id.as_str()], |r| r.get(0))
-                    .optional()
-                    .map_err(|e| self.err(e))?;
-                if let Some(fence) = fence {
-                    // The same transaction: the deleted id's last fence becomes its floor.
-                    floor
-                        .execute(params![id.as_str(), fence])
-                        .map_err(|e| self.err(e))?;
-                    deleted.insert(id.as_str());
-                }
-            }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(job_ids
-            .iter()
-            .map(|id| deleted.contains(id.as_str()))
-            .collect())
+        self.delete_jobs(job_ids)
     }
 
     fn purge(&self, finished_before: Now) -> Result<u64> {
-        let before = finished_before.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let purged: Vec<(String, Fence)> = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::PURGE)
-                .map_err(|e| self.err(e))?;
-            stmt.query_map(params![before], |r| Ok((r.get(0)?, r.get(1)?)))
-                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-                .map_err(|e| self.err(e))?
-        };
-        {
-            // The same transaction: a purged id's last fence becomes its floor, so an id
-            // enqueued again continues above every fence it ever had.
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::FENCE_FLOOR)
-                .map_err(|e| self.err(e))?;
-            for (id, fence) in &purged {
-                stmt.execute(params![id, fence]).map_err(|e| self.err(e))?;
-            }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(purged.len() as u64)
+        self.purge_finished(finished_before)
     }
 
     fn list(
@@ -373,25 +281,7 @@ impl Store for SqliteStore {
         after: Option<JobId<'_>>,
         limit: usize,
     ) -> Result<Vec<JobInfo>> {
-        if let Some(after) = after {
-            self.cursor_exists(after)?;
-        }
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut stmt = self
-            .conn
-            .prepare_cached(sql::LIST)
-            .map_err(|e| self.err(e))?;
-        stmt.query_map(
-            params![
-                now.seconds(),
-                status.map(Status::as_str),
-                limit,
-                after.map(|a| a.as_str())
-            ],
-            job_info,
-        )
-        .and_then(|rows| rows.collect())
-        .map_err(|e| self.err(e))
+        self.list_jobs(now, status, after, limit)
     }
 
     #[cfg(feature = "cron")]
@@ -424,31 +314,11 @@ impl Store for SqliteStore {
     }
 
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(sql::INSPECT)
-            .map_err(|e| self.err(e))?;
-        stmt.query_row(params![now.seconds(), job_id.as_str()], job_info)
-            .optional()
-            .map_err(|e| self.err(e))
+        self.inspect_job(job_id, now)
     }
 
     fn stats(&self, now: Now) -> Result<Stats> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(sql::STATS)
-            .map_err(|e| self.err(e))?;
-        let counts = stmt
-            .query_map(params![now.seconds()], |r| {
-                Ok((status_column(r, 0)?, r.get::<_, i64>(1)?))
-            })
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| self.err(e))?;
-        let mut stats = Stats::default();
-        for (status, count) in counts {
-            *stats.slot(status) += count.max(0) as u64;
-        }
-        Ok(stats)
+        self.read_stats(now)
     }
 
     fn pause(&self, queue: &Queue) -> Result<bool> {
@@ -467,27 +337,7 @@ impl Store for SqliteStore {
     }
 
     fn queues(&self, now: Now) -> Result<Vec<QueueInfo>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(sql::QUEUES)
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(params![now.seconds()], |r| {
-                let status: Option<String> = r.get(2)?;
-                let status = match status {
-                    Some(_) => Some(status_column(r, 2)?),
-                    None => None,
-                };
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, bool>(1)?,
-                    status,
-                    r.get::<_, i64>(3)?,
-                ))
-            })
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| self.err(e))?;
-        Ok(crate::policy::queue_infos(rows))
+        self.read_queues(now)
     }
 
     fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
@@ -544,18 +394,6 @@ impl SqliteStore {
             self.notifier.notify();
         }
         changed
-    }
-
-    /// A `list` cursor must name a job that exists: an unknown one would silently page from
-    /// the start.
-    fn cursor_exists(&self, after: JobId<'_>) -> Result<()> {
-        match self.state(after)? {
-            Some(_) => Ok(()),
-            None => Err(crate::Error::invalid(
-                "after",
-                format!("no job has the id {after:?} (deleted or purged since that page?)"),
-            )),
-        }
     }
 
     /// `claim_next.sql`: the best ready job, in the same `BEGIN IMMEDIATE` as `bury.sql`. Both

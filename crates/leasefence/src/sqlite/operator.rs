@@ -1,0 +1,136 @@
+//! The operator verbs on SQLite, none of them fenced: `cancel` (one statement), and `retry`,
+//! `retry_dead`, `delete` and `purge`, each in one `BEGIN IMMEDIATE` (a retry first ends the
+//! lost attempts it finds, `lose.sql`; delete and purge keep each removed id's last fence as its
+//! floor, `fence_floor.sql`).
+
+use rusqlite::{OptionalExtension, params};
+
+use super::connection::Immediate;
+use super::{SqliteStore, sql};
+use crate::error::Result;
+use crate::types::{Fence, JobId, Now};
+
+impl SqliteStore {
+    /// `cancel.sql`: one statement.
+    pub(super) fn cancel_job(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
+        self.write_one(sql::CANCEL, params![job_id.as_str(), now.seconds()])
+    }
+
+    /// `lose.sql` and `retry.sql` for each id, in order, in one `BEGIN IMMEDIATE`; wakes this
+    /// process's watches when one was retried.
+    pub(super) fn retry_jobs(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>> {
+        let now = now.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut retried = std::collections::BTreeSet::new();
+        {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::RETRY)
+                .map_err(|e| self.err(e))?;
+            for id in job_ids {
+                // The ledger first: an expired last attempt ends as lost, not as a release.
+                self.lose(now, Some(id.as_str()))?;
+                if !retried.contains(id.as_str())
+                    && stmt
+                        .execute(params![id.as_str(), now])
+                        .map_err(|e| self.err(e))?
+                        == 1
+                {
+                    retried.insert(id.as_str());
+                }
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        if !retried.is_empty() {
+            self.notifier.notify();
+        }
+        Ok(job_ids
+            .iter()
+            .map(|id| retried.contains(id.as_str()))
+            .collect())
+    }
+
+    /// `lose.sql` for every job, then `retry_dead.sql`, in one `BEGIN IMMEDIATE`; wakes this
+    /// process's watches when one was retried.
+    pub(super) fn retry_all_dead(&self, now: Now) -> Result<u64> {
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        // The ledger first: an expired last attempt ends as lost, not as a release.
+        self.lose(now.seconds(), None)?;
+        let changed = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::RETRY_DEAD)
+                .map_err(|e| self.err(e))?;
+            stmt.execute(params![now.seconds()])
+                .map_err(|e| self.err(e))?
+        };
+        tx.commit().map_err(|e| self.err(e))?;
+        if changed > 0 {
+            self.notifier.notify();
+        }
+        Ok(changed as u64)
+    }
+
+    /// `delete.sql` for each id and `fence_floor.sql` for each deleted one, in one
+    /// `BEGIN IMMEDIATE`.
+    pub(super) fn delete_jobs(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let mut deleted = std::collections::BTreeSet::new();
+        {
+            let mut delete = self
+                .conn
+                .prepare_cached(sql::DELETE)
+                .map_err(|e| self.err(e))?;
+            let mut floor = self
+                .conn
+                .prepare_cached(sql::FENCE_FLOOR)
+                .map_err(|e| self.err(e))?;
+            for id in job_ids {
+                let fence: Option<Fence> = delete
+                    .query_row(params![id.as_str()], |r| r.get(0))
+                    .optional()
+                    .map_err(|e| self.err(e))?;
+                if let Some(fence) = fence {
+                    // The same transaction: the deleted id's last fence becomes its floor.
+                    floor
+                        .execute(params![id.as_str(), fence])
+                        .map_err(|e| self.err(e))?;
+                    deleted.insert(id.as_str());
+                }
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(job_ids
+            .iter()
+            .map(|id| deleted.contains(id.as_str()))
+            .collect())
+    }
+
+    /// `purge.sql`, then `fence_floor.sql` for each purged id, in one `BEGIN IMMEDIATE`.
+    pub(super) fn purge_finished(&self, finished_before: Now) -> Result<u64> {
+        let before = finished_before.seconds();
+        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let purged: Vec<(String, Fence)> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::PURGE)
+                .map_err(|e| self.err(e))?;
+            stmt.query_map(params![before], |r| Ok((r.get(0)?, r.get(1)?)))
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(|e| self.err(e))?
+        };
+        {
+            // The same transaction: a purged id's last fence becomes its floor, so an id
+            // enqueued again continues above every fence it ever had.
+            let mut stmt = self
+                .conn
+                .prepare_cached(sql::FENCE_FLOOR)
+                .map_err(|e| self.err(e))?;
+            for (id, fence) in &purged {
+                stmt.execute(params![id, fence]).map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(purged.len() as u64)
+    }
+}
