@@ -1,12 +1,21 @@
-//! `cargo xtask cargo-mutants`: cargo-mutants over the library's Rust code, judged by its output
-//! files rather than its exit code.
+//! `cargo xtask cargo-mutants`: cargo-mutants over the library's Rust code, staged (a quick
+//! screen, then the whole suite for every mutant the screen did not catch; see [`staged`]) and
+//! judged by each mutant's outcome rather than by cargo-mutants' exit code.
 //!
 //! cargo-mutants' exit code is 2 for missed mutants but 3 for timeouts, and a timeout takes
-//! precedence: a run with both exits 3. So this reads `mutants.out/missed.txt` and
-//! `mutants.out/timeout.txt` and fails when either is not empty.
+//! precedence: a run with both exits 3. So this reads `outcomes.json` and fails when any
+//! mutant was missed or timed out.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod groups;
+mod invoke;
+mod outcome;
+mod staged;
+
+use std::path::Path;
+
+use crate::git::{git, is_hex_commit};
+use groups::EXAMINED;
+use outcome::Verdict;
 
 /// Options of `cargo xtask cargo-mutants`.
 #[derive(Debug, Default)]
@@ -18,14 +27,13 @@ pub struct Options {
     pub since_base: bool,
     /// After a clean full run, record the commit it covered in [`BASE_FILE`].
     pub record_base: bool,
-    /// Parallel build/test jobs (cargo-mutants' `--jobs`).
-    pub jobs: u32,
+    /// Judge every mutant anew, keeping no verdict of an earlier run.
+    pub fresh: bool,
+    /// Only mutants in these files or folders (paths from the workspace root); all when empty.
+    pub files: Vec<String>,
     /// Further arguments for cargo-mutants.
     pub extra: Vec<String>,
 }
-
-/// The library's source, the only code cargo-mutants examines (see `.cargo/mutants.toml`).
-const EXAMINED: &str = "crates/leasefence/src";
 
 /// The recorded base: the commit at which the last full run was clean.
 pub const BASE_FILE: &str = "mutants/cargo-mutants.base";
@@ -70,10 +78,6 @@ fn resolve_base(root: &Path) -> Result<Option<String>, String> {
         return Ok(None);
     }
     Ok(Some(base))
-}
-
-pub(crate) fn is_hex_commit(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The commit a full run covers: HEAD, provided the library and the configuration are exactly
@@ -124,14 +128,17 @@ fn record_base(root: &Path, commit: &str, summary: &str) -> Result<(), String> {
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Runs cargo-mutants. Returns whether no mutant was missed and none timed out.
+/// Runs cargo-mutants, staged (see [`staged`]). Returns whether no mutant was missed and none
+/// timed out.
 ///
 /// # Errors
 /// cargo-mutants missing or failing for another reason (baseline tests failing, bad usage),
 /// git failing, or I/O failures.
 pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
-    if options.record_base && (options.in_diff.is_some() || options.since_base) {
-        return Err("--record-base needs a full run (no --in-diff, no --since-base)".into());
+    if options.record_base
+        && (options.in_diff.is_some() || options.since_base || !options.files.is_empty())
+    {
+        return Err("--record-base needs a full run (no --in-diff, --since-base or --file)".into());
     }
     if options.in_diff.is_some() && options.since_base {
         return Err("--in-diff and --since-base exclude each other".into());
@@ -141,79 +148,84 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
     } else {
         options.in_diff.clone()
     };
-    // Checked before the run (cargo-mutants copies the tree when it starts) and again after.
-    let covered = if options.record_base {
-        Some(covered_commit(root)?)
-    } else {
-        None
+    // The run mutates a clone of HEAD: checked before the run and again after.
+    let commit = match covered_commit(root) {
+        Ok(commit) => commit,
+        Err(why) if options.record_base => return Err(why),
+        Err(why) => {
+            let head = git(root, &["rev-parse", "HEAD"])?.trim().to_string();
+            println!(
+                "cargo-mutants: the run covers the commit {head}, not the working tree: {why}"
+            );
+            head
+        }
     };
     let started = std::time::Instant::now();
-    let out_dir = root.join("target").join("cargo-mutants");
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(&cargo);
-    cmd.current_dir(root)
-        .env_remove("CARGO_TARGET_DIR")
-        .args(["mutants", "--no-shuffle", "--jobs"])
-        .arg(options.jobs.max(1).to_string())
-        .arg("--output")
-        .arg(&out_dir);
-    if let Some(base) = &in_diff {
-        let diff = git_diff(root, base)?;
-        if diff.trim().is_empty() {
-            println!("cargo-mutants: no change to {EXAMINED} since {base}; nothing to mutate");
-            return Ok(true);
+    let tree = invoke::prepare_tree(root, &commit)?;
+    let config = tree.join(".cargo").join("mutants.toml");
+    let patch = match &in_diff {
+        Some(base) => {
+            let diff = git(
+                root,
+                &[
+                    "diff",
+                    "--no-color",
+                    "--no-ext-diff",
+                    base,
+                    &commit,
+                    "--",
+                    EXAMINED,
+                ],
+            )?;
+            if diff.trim().is_empty() {
+                println!(
+                    "cargo-mutants: no change to {EXAMINED} from {base} to {commit}; nothing to mutate"
+                );
+                return Ok(true);
+            }
+            let patch = invoke::out_dir(root).join("in-diff.patch");
+            std::fs::write(&patch, diff).map_err(|e| format!("{}: {e}", patch.display()))?;
+            println!("cargo-mutants: only lines of {EXAMINED} changed from {base} to {commit}");
+            Some(patch)
         }
-        let patch = out_dir.join("in-diff.patch");
-        std::fs::write(&patch, diff).map_err(|e| format!("{}: {e}", patch.display()))?;
-        println!("cargo-mutants: only lines of {EXAMINED} changed since {base}");
-        cmd.arg("--in-diff").arg(&patch);
+        None => None,
+    };
+    let mut mutants = invoke::list(&tree, &config, patch.as_deref())?;
+    if !options.files.is_empty() {
+        mutants.retain(|m| {
+            options.files.iter().any(|f| {
+                let f = f.trim_end_matches('/');
+                m.file == f || m.file.starts_with(&format!("{f}/"))
+            })
+        });
     }
-    cmd.args(&options.extra);
-    // A run that finds nothing to mutate writes no mutants.out: never read a previous run's.
-    let results = out_dir.join("mutants.out");
-    if results.exists() {
-        std::fs::remove_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
-    }
-    println!("running {cmd:?}");
-    let status = cmd.status().map_err(|e| {
-        format!(
-            "cannot run cargo-mutants ({e}); install it with `cargo install cargo-mutants --locked`"
-        )
-    })?;
-    // 0: all caught; 2: some missed; 3: some timed out (wins over 2). Anything else is an error.
-    match status.code() {
-        Some(0 | 2 | 3) => {}
-        Some(4) => return Err("cargo-mutants: the unmutated tree's tests fail".into()),
-        other => return Err(format!("cargo-mutants failed (exit {other:?})")),
-    }
-    if !results.exists() {
+    if mutants.is_empty() {
         println!("cargo-mutants: no mutants generated; nothing to judge");
         return Ok(true);
     }
-    let read = |name: &str| -> Vec<String> {
-        std::fs::read_to_string(results.join(name))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(str::to_string)
-            .collect()
-    };
-    let (caught, missed, timeout, unviable) = (
-        read("caught.txt"),
-        read("missed.txt"),
-        read("timeout.txt"),
-        read("unviable.txt"),
-    );
+    let tally = staged::run(
+        root,
+        &tree,
+        &commit,
+        &mutants,
+        options.fresh,
+        &options.extra,
+    )?;
+    let count = |v| tally.with(v).len();
+    let (caught, unviable) = (count(Verdict::Caught), count(Verdict::Unviable));
+    let (missed, timeout) = (tally.with(Verdict::Missed), tally.with(Verdict::Timeout));
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
     println!(
-        "\ncargo-mutants: {} caught, {} missed, {} timeout, {} unviable (exit {:?}; judged by \
-         {}/{{missed,timeout}}.txt)",
-        caught.len(),
+        "\ncargo-mutants at {commit}: {} mutants in {} files: {caught} caught, {} missed, {} \
+         timeout, {unviable} unviable ({} kept from earlier runs, {} caught by the screen, {} \
+         judged by the whole suite) in {minutes:.1} min",
+        mutants.len(),
+        staged::files(&mutants).len(),
         missed.len(),
         timeout.len(),
-        unviable.len(),
-        status.code(),
-        display(&results)
+        tally.kept,
+        tally.screened,
+        tally.suited,
     );
     for m in &missed {
         println!("  MISSED   {m}");
@@ -222,9 +234,7 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         println!("  TIMEOUT  {m}");
     }
     let clean = missed.is_empty() && timeout.is_empty();
-    let minutes = started.elapsed().as_secs_f64() / 60.0;
-    println!("cargo-mutants: wall time {minutes:.1} min");
-    if let Some(commit) = covered {
+    if options.record_base {
         if !clean {
             println!("cargo-mutants: not clean; {BASE_FILE} left as it was");
         } else if let Err(why) = unchanged_since(root, &commit) {
@@ -233,43 +243,14 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
             ));
         } else {
             let summary = format!(
-                "{} caught, {} unviable, 0 missed, 0 timeouts in {minutes:.0} min",
-                caught.len(),
-                unviable.len()
+                "{} mutants, {caught} caught, {unviable} unviable, 0 missed, 0 timeouts",
+                mutants.len()
             );
             record_base(root, &commit, &summary)?;
             println!("cargo-mutants: recorded {commit} in {BASE_FILE}; commit it");
         }
     }
     Ok(clean)
-}
-
-fn git_diff(root: &Path, base: &str) -> Result<String, String> {
-    git(
-        root,
-        &["diff", "--no-color", "--no-ext-diff", base, "--", EXAMINED],
-    )
-}
-
-/// Runs git in `root` and returns its standard output.
-pub(crate) fn git(root: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .current_dir(root)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn display(path: &Path) -> String {
-    PathBuf::from(path).display().to_string()
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 
 use std::path::Path;
 
-use crate::cargo_mutants::{git, is_hex_commit};
+use crate::git::{git, is_hex_commit};
 
 /// The file holding the base commit (40 hex digits; `#` lines are comments).
 pub const BASE_FILE: &str = "mutants/catalog.base";

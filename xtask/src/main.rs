@@ -14,9 +14,9 @@
 //!   benchmarks of `docs/benchmarks.md` (floor, leasefence, peers, alternating in one run).
 //! - `cargo xtask reliability [--quick]`: the long tier of the reliability tests (model-based
 //!   sequences, concurrency histories, pauses, crashes, faults), scaled up.
-//! - `cargo xtask cargo-mutants [--in-diff REV | --since-base | --record-base] [--jobs N]
-//!   [-- ARGS…]`: cargo-mutants over the library's Rust code with `.cargo/mutants.toml`, judged
-//!   by its output files; `--since-base` mutates only the lines changed since the commit recorded
+//! - `cargo xtask cargo-mutants [--in-diff REV | --since-base | --record-base] [--fresh]
+//!   [-- ARGS…]`: cargo-mutants over the library's Rust code with `.cargo/mutants.toml`, staged
+//!   (a quick screen, then the whole suite for what it did not catch), judged by its outcomes; `--since-base` mutates only the lines changed since the commit recorded
 //!   in `mutants/cargo-mutants.base` (the last clean full run), `--record-base` records it.
 //!
 //! Exit status: 0 all well; 1 a mutant not killed as predicted (or missed by cargo-mutants);
@@ -26,6 +26,7 @@ mod bench;
 mod cargo_mutants;
 mod catalog;
 mod catalog_base;
+mod git;
 mod mutants;
 mod process;
 mod reliability;
@@ -51,9 +52,15 @@ commands:
   worksheet [--check]
       Rewrite docs/worksheet.md from the catalog and the last observations. --check only
       verifies that it shows every entry and prediction of the catalog, as they are now.
-  cargo-mutants [--in-diff REV | --since-base | --record-base] [--jobs N] [-- ARGS...]
-      Run cargo-mutants over crates/leasefence/src (config: .cargo/mutants.toml); fail on
-      any missed or timed-out mutant. --in-diff REV: only lines changed since REV.
+  cargo-mutants [--in-diff REV | --since-base | --record-base] [--fresh] [--file PATH]...
+                [-- ARGS...]
+      Run cargo-mutants over crates/leasefence/src at HEAD (config: .cargo/mutants.toml); fail
+      on any missed or timed-out mutant. Staged: a quick screen (cargo-nextest, the tests of
+      the mutated file's concern, stopping at the first failure) may only say caught; every
+      mutant it does not catch is judged by the whole suite. Verdicts are kept in
+      target/cargo-mutants/verdicts.json: a later run skips a mutant caught or unviable in an
+      unchanged file (--fresh: judge all anew). --in-diff REV: only lines changed since REV.
+      --file PATH: only mutants in that file or folder (repeatable).
       --since-base: only lines changed since the commit in mutants/cargo-mutants.base (the
       last clean full run); the whole library if that commit is unknown (e.g. a shallow clone).
       --record-base: a full run that, when clean, records HEAD in mutants/cargo-mutants.base
@@ -161,20 +168,14 @@ fn run(args: &[String]) -> Result<bool, String> {
             Ok(true)
         }
         "cargo-mutants" => {
-            let mut options = cargo_mutants::Options {
-                jobs: 1,
-                ..Default::default()
-            };
+            let mut options = cargo_mutants::Options::default();
             while let Some(arg) = rest.next() {
                 match arg.as_str() {
                     "--in-diff" => options.in_diff = Some(value("--in-diff", rest.next())?),
                     "--since-base" => options.since_base = true,
                     "--record-base" => options.record_base = true,
-                    "--jobs" => {
-                        options.jobs = value("--jobs", rest.next())?
-                            .parse()
-                            .map_err(|e| format!("--jobs: {e}"))?
-                    }
+                    "--fresh" => options.fresh = true,
+                    "--file" => options.files.push(value("--file", rest.next())?),
                     "--" => options.extra.extend(rest.by_ref().cloned()),
                     other => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
                 }
