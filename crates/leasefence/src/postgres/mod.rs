@@ -15,7 +15,10 @@ use r2d2::{ManageConnection as _, Pool, PooledConnection};
 mod enqueue;
 mod errors;
 mod ledger;
+mod operator;
 mod pool;
+mod reads;
+mod rows;
 #[cfg(feature = "cron")]
 mod schedule;
 mod store;

@@ -1,5 +1,9 @@
-//! [`Store`] for [`PgStore`]: each operation runs the statement of its file in `sql/`.
+//! [`Store`] for [`PgStore`]: each operation runs the statement of its file in `sql/`. The
+//! bodies of related operations live in sibling modules, named as on SQLite: `operator.rs`
+//! (cancel, retry, retry_dead, delete, purge), `reads.rs` (list, inspect, stats, queues),
+//! `ledger.rs`, `schedule.rs` and `enqueue.rs`; `rows.rs` reads the rows.
 
+use super::rows::{claimed_lease, job_state};
 use super::{PgStore, key, sql, text};
 use crate::error::Result;
 use crate::policy::{self, Claimed};
@@ -249,110 +253,23 @@ impl Store for PgStore {
     }
 
     fn cancel(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
-        let now = self.clock(now)?;
-        self.write_one(
-            sql::CANCEL,
-            &[&key("job_id", job_id.as_str())?, &now.seconds()],
-        )
+        self.cancel_job(job_id, now)
     }
 
     fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>> {
-        let now = self.clock(now)?;
-        let ids = job_ids
-            .iter()
-            .map(|id| key("job_id", id.as_str()))
-            .collect::<Result<Vec<&str>>>()?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(sql::RETRY).map_err(|e| self.err(e))?;
-        let lose = conn.prepared(sql::LOSE).map_err(|e| self.err(e))?;
-        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
-        // One id at a time, in the order given: of several finished jobs with one unique key,
-        // the first retried holds it and the others stay as they are (as on SQLite).
-        let mut retried = std::collections::BTreeSet::new();
-        for id in &ids {
-            // The ledger first: an expired last attempt ends as lost, not as a release.
-            tx.execute(&lose, &[&now.seconds(), &Some(*id)])
-                .map_err(|e| self.err(e))?;
-            if !retried.contains(*id)
-                && tx
-                    .query_opt(&statement, &[id, &now.seconds()])
-                    .map_err(|e| self.err(e))?
-                    .is_some()
-            {
-                retried.insert(*id);
-            }
-        }
-        if !retried.is_empty() {
-            tx.execute(sql::NOTIFY, &[&self.schema()])
-                .map_err(|e| self.err(e))?;
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(ids.iter().map(|id| retried.contains(*id)).collect())
+        self.retry_jobs(job_ids, now)
     }
 
     fn retry_dead(&self, now: Now) -> Result<u64> {
-        let now = self.clock(now)?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(sql::RETRY_DEAD).map_err(|e| self.err(e))?;
-        let lose = conn.prepared(sql::LOSE).map_err(|e| self.err(e))?;
-        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
-        // The ledger first: an expired last attempt ends as lost, not as a release.
-        tx.execute(&lose, &[&now.seconds(), &None::<&str>])
-            .map_err(|e| self.err(e))?;
-        let changed = tx
-            .execute(&statement, &[&now.seconds()])
-            .map_err(|e| self.err(e))?;
-        if changed > 0 {
-            tx.execute(sql::NOTIFY, &[&self.schema()])
-                .map_err(|e| self.err(e))?;
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(changed)
+        self.retry_all_dead(now)
     }
 
     fn delete(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
-        let ids = job_ids
-            .iter()
-            .map(|id| key("job_id", id.as_str()))
-            .collect::<Result<Vec<&str>>>()?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut conn = self.conn()?;
-        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
-        // As for purge: a concurrent enqueue of a deleted id must see its new fence floor.
-        self.lock_ids(&mut tx, &ids)?;
-        let deleted: std::collections::BTreeSet<String> = tx
-            .query(sql::DELETE, &[&ids])
-            .map_err(|e| self.err(e))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(ids.iter().map(|id| deleted.contains(*id)).collect())
+        self.delete_jobs(job_ids)
     }
 
     fn purge(&self, finished_before: Now) -> Result<u64> {
-        let before = finished_before.seconds();
-        let mut conn = self.conn()?;
-        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
-        let ids: Vec<String> = tx
-            .query(sql::PURGEABLE, &[&before])
-            .map_err(|e| self.err(e))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        self.lock_ids(&mut tx, &refs)?;
-        let deleted: i64 = tx
-            .query_one(sql::PURGE, &[&before, &refs])
-            .map_err(|e| self.err(e))?
-            .get(0);
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(deleted.max(0) as u64)
+        self.purge_finished(finished_before)
     }
 
     fn list(
@@ -362,27 +279,7 @@ impl Store for PgStore {
         after: Option<JobId<'_>>,
         limit: usize,
     ) -> Result<Vec<JobInfo>> {
-        if let Some(after) = after
-            && self.state(after)?.is_none()
-        {
-            // An unknown cursor would silently page from the start.
-            return Err(crate::Error::invalid(
-                "after",
-                format!("no job has the id {after:?} (deleted or purged since that page?)"),
-            ));
-        }
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let now = self.clock(now)?;
-        let after = after.map(|a| key("after", a.as_str())).transpose()?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(sql::LIST).map_err(|e| self.err(e))?;
-        let rows = conn
-            .query(
-                &statement,
-                &[&now.seconds(), &status.map(Status::as_str), &limit, &after],
-            )
-            .map_err(|e| self.err(e))?;
-        rows.iter().map(job_info).collect()
+        self.list_jobs(now, status, after, limit)
     }
 
     #[cfg(feature = "cron")]
@@ -415,29 +312,11 @@ impl Store for PgStore {
     }
 
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {
-        let now = self.clock(now)?;
-        let id = key("job_id", job_id.as_str())?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(sql::INSPECT).map_err(|e| self.err(e))?;
-        let row = conn
-            .query_opt(&statement, &[&now.seconds(), &id])
-            .map_err(|e| self.err(e))?;
-        row.as_ref().map(job_info).transpose()
+        self.inspect_job(job_id, now)
     }
 
     fn stats(&self, now: Now) -> Result<Stats> {
-        let now = self.clock(now)?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(sql::STATS).map_err(|e| self.err(e))?;
-        let rows = conn
-            .query(&statement, &[&now.seconds()])
-            .map_err(|e| self.err(e))?;
-        let mut stats = Stats::default();
-        for r in &rows {
-            let status = Status::parse(r.get(0))?;
-            *stats.slot(status) += r.get::<_, i64>(1).max(0) as u64;
-        }
-        Ok(stats)
+        self.read_stats(now)
     }
 
     /// As the trait's, but `lease.until` is computed from the clock the renew was judged by
@@ -476,24 +355,7 @@ impl Store for PgStore {
     }
 
     fn queues(&self, now: Now) -> Result<Vec<QueueInfo>> {
-        let now = self.clock(now)?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(sql::QUEUES).map_err(|e| self.err(e))?;
-        let rows = conn
-            .query(&statement, &[&now.seconds()])
-            .map_err(|e| self.err(e))?
-            .iter()
-            .map(|r| {
-                let status: Option<&str> = r.get(2);
-                Ok((
-                    r.get::<_, String>(0),
-                    r.get::<_, bool>(1),
-                    status.map(Status::parse).transpose()?,
-                    r.get::<_, i64>(3),
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(policy::queue_infos(rows))
+        self.read_queues(now)
     }
 
     fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
@@ -563,57 +425,5 @@ impl PgStore {
             .query_opt(&statement, &[&owner.as_str(), &until, &now.seconds()])
             .map_err(|e| self.err(e))?;
         Ok(row.map(|r| claimed_lease(&r, owner)))
-    }
-}
-
-/// One row of `list.sql` or `inspect.sql`.
-fn job_info(r: &postgres::Row) -> Result<JobInfo> {
-    Ok(JobInfo {
-        state: job_state(r),
-        payload: r.get(6),
-        priority: r.get(7),
-        not_before: r.get(8),
-        max_attempts: to_u32(r.get(9)),
-        error: r.get(10),
-        finished_at: r.get(11),
-        status: Status::parse(r.get(12))?,
-        attempts: to_u32(r.get(13)),
-        outcome: r.get(14),
-        enqueued_at: r.get(15),
-        queue: r.get(16),
-        kind: r.get(17),
-        unique_key: r.get(18),
-    })
-}
-
-/// The lease of one row returned by the claim statements (their first seven columns).
-fn claimed_lease(r: &postgres::Row, owner: Owner<'_>) -> Lease {
-    Lease {
-        job_id: r.get(0),
-        owner: owner.as_str().to_owned(),
-        fence: r.get(1),
-        until: r.get(2),
-        payload: r.get(3),
-        priority: r.get(4),
-        max_attempts: to_u32(r.get(5)),
-        last_error: r.get(6),
-        attempt: to_u32(r.get(7)),
-        queue: r.get(8),
-        kind: r.get(9),
-    }
-}
-
-pub(super) fn to_u32(value: i64) -> u32 {
-    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
-}
-
-pub(super) fn job_state(r: &postgres::Row) -> JobState {
-    JobState {
-        id: r.get(0),
-        owner: r.get(1),
-        until: r.get(2),
-        fence: r.get(3),
-        result: r.get(4),
-        done: r.get::<_, i32>(5) != 0,
     }
 }

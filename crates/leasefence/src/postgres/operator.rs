@@ -1,0 +1,126 @@
+//! The operator verbs on PostgreSQL, none of them fenced: `cancel` (one statement), and
+//! `retry`, `retry_dead`, `delete` and `purge`, each in one transaction (a retry first ends the
+//! lost attempts it finds, `lose.sql`, and wakes the watches, `notify.sql`; delete and purge
+//! lock the ids against a concurrent enqueue, `lock_ids.sql`, and keep each removed id's last
+//! fence as its floor in their own statement).
+
+use super::{PgStore, key, sql};
+use crate::error::Result;
+use crate::types::{JobId, Now};
+
+impl PgStore {
+    /// `cancel.sql`: one statement.
+    pub(super) fn cancel_job(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
+        let now = self.clock(now)?;
+        self.write_one(
+            sql::CANCEL,
+            &[&key("job_id", job_id.as_str())?, &now.seconds()],
+        )
+    }
+
+    /// `lose.sql` and `retry.sql` for each id, in order, then `notify.sql` when one was retried,
+    /// in one transaction.
+    pub(super) fn retry_jobs(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>> {
+        let now = self.clock(now)?;
+        let ids = job_ids
+            .iter()
+            .map(|id| key("job_id", id.as_str()))
+            .collect::<Result<Vec<&str>>>()?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::RETRY).map_err(|e| self.err(e))?;
+        let lose = conn.prepared(sql::LOSE).map_err(|e| self.err(e))?;
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        // One id at a time, in the order given: of several finished jobs with one unique key,
+        // the first retried holds it and the others stay as they are (as on SQLite).
+        let mut retried = std::collections::BTreeSet::new();
+        for id in &ids {
+            // The ledger first: an expired last attempt ends as lost, not as a release.
+            tx.execute(&lose, &[&now.seconds(), &Some(*id)])
+                .map_err(|e| self.err(e))?;
+            if !retried.contains(*id)
+                && tx
+                    .query_opt(&statement, &[id, &now.seconds()])
+                    .map_err(|e| self.err(e))?
+                    .is_some()
+            {
+                retried.insert(*id);
+            }
+        }
+        if !retried.is_empty() {
+            tx.execute(sql::NOTIFY, &[&self.schema()])
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(ids.iter().map(|id| retried.contains(*id)).collect())
+    }
+
+    /// `lose.sql` for every job, `retry_dead.sql`, then `notify.sql` when one was retried, in one
+    /// transaction.
+    pub(super) fn retry_all_dead(&self, now: Now) -> Result<u64> {
+        let now = self.clock(now)?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::RETRY_DEAD).map_err(|e| self.err(e))?;
+        let lose = conn.prepared(sql::LOSE).map_err(|e| self.err(e))?;
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        // The ledger first: an expired last attempt ends as lost, not as a release.
+        tx.execute(&lose, &[&now.seconds(), &None::<&str>])
+            .map_err(|e| self.err(e))?;
+        let changed = tx
+            .execute(&statement, &[&now.seconds()])
+            .map_err(|e| self.err(e))?;
+        if changed > 0 {
+            tx.execute(sql::NOTIFY, &[&self.schema()])
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(changed)
+    }
+
+    /// `lock_ids.sql`, then `delete.sql` (which keeps the fence floors), in one transaction.
+    pub(super) fn delete_jobs(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
+        let ids = job_ids
+            .iter()
+            .map(|id| key("job_id", id.as_str()))
+            .collect::<Result<Vec<&str>>>()?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn()?;
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        // As for purge: a concurrent enqueue of a deleted id must see its new fence floor.
+        self.lock_ids(&mut tx, &ids)?;
+        let deleted: std::collections::BTreeSet<String> = tx
+            .query(sql::DELETE, &[&ids])
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(ids.iter().map(|id| deleted.contains(*id)).collect())
+    }
+
+    /// `purgeable.sql`, `lock_ids.sql`, then `purge.sql` (which keeps the fence floors), in one
+    /// transaction.
+    pub(super) fn purge_finished(&self, finished_before: Now) -> Result<u64> {
+        let before = finished_before.seconds();
+        let mut conn = self.conn()?;
+        let mut tx = conn.transaction().map_err(|e| self.err(e))?;
+        let ids: Vec<String> = tx
+            .query(sql::PURGEABLE, &[&before])
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.lock_ids(&mut tx, &refs)?;
+        let deleted: i64 = tx
+            .query_one(sql::PURGE, &[&before, &refs])
+            .map_err(|e| self.err(e))?
+            .get(0);
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(deleted.max(0) as u64)
+    }
+}

@@ -1,0 +1,92 @@
+//! The reads of the queue on PostgreSQL: `list` (and its cursor's check), `inspect`, `stats`
+//! and `queues`, one statement each; they change nothing.
+
+use super::rows::job_info;
+use super::{PgStore, key, sql};
+use crate::error::Result;
+use crate::policy;
+use crate::store::Store;
+use crate::types::{JobId, JobInfo, Now, QueueInfo, Stats, Status};
+
+impl PgStore {
+    /// `list.sql`, once the cursor `after` (when given) is known to name a job.
+    pub(super) fn list_jobs(
+        &self,
+        now: Now,
+        status: Option<Status>,
+        after: Option<JobId<'_>>,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>> {
+        if let Some(after) = after
+            && self.state(after)?.is_none()
+        {
+            // An unknown cursor would silently page from the start.
+            return Err(crate::Error::invalid(
+                "after",
+                format!("no job has the id {after:?} (deleted or purged since that page?)"),
+            ));
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let now = self.clock(now)?;
+        let after = after.map(|a| key("after", a.as_str())).transpose()?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::LIST).map_err(|e| self.err(e))?;
+        let rows = conn
+            .query(
+                &statement,
+                &[&now.seconds(), &status.map(Status::as_str), &limit, &after],
+            )
+            .map_err(|e| self.err(e))?;
+        rows.iter().map(job_info).collect()
+    }
+
+    /// `inspect.sql`.
+    pub(super) fn inspect_job(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {
+        let now = self.clock(now)?;
+        let id = key("job_id", job_id.as_str())?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::INSPECT).map_err(|e| self.err(e))?;
+        let row = conn
+            .query_opt(&statement, &[&now.seconds(), &id])
+            .map_err(|e| self.err(e))?;
+        row.as_ref().map(job_info).transpose()
+    }
+
+    /// `stats.sql`: the count of each status.
+    pub(super) fn read_stats(&self, now: Now) -> Result<Stats> {
+        let now = self.clock(now)?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::STATS).map_err(|e| self.err(e))?;
+        let rows = conn
+            .query(&statement, &[&now.seconds()])
+            .map_err(|e| self.err(e))?;
+        let mut stats = Stats::default();
+        for r in &rows {
+            let status = Status::parse(r.get(0))?;
+            *stats.slot(status) += r.get::<_, i64>(1).max(0) as u64;
+        }
+        Ok(stats)
+    }
+
+    /// `queues.sql`: each queue's counts by status, folded by `policy::queue_infos`.
+    pub(super) fn read_queues(&self, now: Now) -> Result<Vec<QueueInfo>> {
+        let now = self.clock(now)?;
+        let mut conn = self.conn()?;
+        let statement = conn.prepared(sql::QUEUES).map_err(|e| self.err(e))?;
+        let rows = conn
+            .query(&statement, &[&now.seconds()])
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| {
+                let status: Option<&str> = r.get(2);
+                Ok((
+                    r.get::<_, String>(0),
+                    r.get::<_, bool>(1),
+                    status.map(Status::parse).transpose()?,
+                    r.get::<_, i64>(3),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(policy::queue_infos(rows))
+    }
+}
