@@ -11,10 +11,13 @@
 //!
 //! `leasefence serve` (crate `leasefence-server`) is built on [`AsyncStore`].
 
+mod builder;
 mod job;
+mod outcome;
 mod store;
 mod worker;
 
+pub use builder::AsyncWorkerBuilder;
 pub use job::{AsyncJob, Loss};
 pub use store::{AsyncOptions, AsyncStore};
-pub use worker::{AsyncResult, AsyncWorker, AsyncWorkerBuilder};
+pub use worker::{AsyncResult, AsyncWorker};

@@ -5,6 +5,10 @@
 //! (`renew_batch`). A refused renew ends the lease: the handler's [`AsyncJob::lost`] fires and
 //! whatever it returns is not written. Results and failures are written only through the fenced
 //! `complete` and `fail`, so a handler that finished after a takeover is refused by the store.
+//!
+//! Its settings are checked in `builder.rs`; a job's task (its handler, then its outcome's
+//! fenced write) is `outcome.rs`; this file holds the held leases, the claim loop, the shutdown
+//! and the heartbeat.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,244 +18,77 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::builder::AsyncWorkerBuilder;
 use super::job::{AsyncJob, Loss};
+use super::outcome::run_job;
 use super::store::AsyncStore;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::store::Store as _;
 use crate::types::{Backoff, BatchSize, Lease, Now, Owner, Queues, Ttl};
 use crate::worker::{
-    HandlerError, JobOutcome, LOSS_OPERATOR, LOSS_TAKEN_OVER, WorkerStats, default_owner_prefix,
-    loss_reason,
+    HandlerError, JobOutcome, LOSS_OPERATOR, LOSS_TAKEN_OVER, WorkerStats, loss_reason,
 };
 
 /// What an async handler returns: the result to store, or the error to record.
 pub type AsyncResult = std::result::Result<String, HandlerError>;
 
-type Handler =
+pub(super) type Handler =
     dyn Fn(AsyncJob) -> std::pin::Pin<Box<dyn Future<Output = AsyncResult> + Send>> + Send + Sync;
-type OnOutcome = dyn Fn(&Lease, &JobOutcome) + Send + Sync;
+pub(super) type OnOutcome = dyn Fn(&Lease, &JobOutcome) + Send + Sync;
 
 /// How often a busy or unavailable store is tried again for one outcome's write.
 const WRITE_RETRIES: u32 = 5;
 
-/// Configures an [`AsyncWorker`]; see [`AsyncWorker::builder`].
-pub struct AsyncWorkerBuilder {
-    store: AsyncStore,
-    concurrency: usize,
-    ttl: f64,
-    heartbeat_fraction: f64,
-    queues: Vec<String>,
-    drain: bool,
-    poll: Duration,
-    timeout: Option<f64>,
-    backoff: Backoff,
-    shutdown_deadline: Duration,
-    owner: Option<String>,
-    on_outcome: Option<Arc<OnOutcome>>,
-}
-
-impl std::fmt::Debug for AsyncWorkerBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AsyncWorkerBuilder")
-            .field("store", &self.store)
-            .field("concurrency", &self.concurrency)
-            .field("ttl", &self.ttl)
-            .field("queues", &self.queues)
-            .finish_non_exhaustive()
-    }
-}
-
-impl AsyncWorkerBuilder {
-    /// How many jobs run at once (default 1).
-    pub fn concurrency(mut self, jobs: usize) -> Self {
-        self.concurrency = jobs;
-        self
-    }
-
-    /// The lease length in seconds (default 30); leases are renewed every third of it.
-    pub fn ttl(mut self, seconds: f64) -> Self {
-        self.ttl = seconds;
-        self
-    }
-
-    /// The share of the ttl between heartbeats (default 1/3), strictly between 0 and 1.
-    pub fn heartbeat_fraction(mut self, fraction: f64) -> Self {
-        self.heartbeat_fraction = fraction;
-        self
-    }
-
-    /// Serve only this queue (call again for more); default: every queue.
-    pub fn queue(mut self, name: impl Into<String>) -> Self {
-        self.queues.push(name.into());
-        self
-    }
-
-    /// Stop once nothing is ready and nothing runs (default: keep polling).
-    pub fn drain(mut self, drain: bool) -> Self {
-        self.drain = drain;
-        self
-    }
-
-    /// How long to wait between looks at an empty queue (default 500 ms).
-    pub fn poll_interval(mut self, interval: Duration) -> Self {
-        self.poll = interval;
-        self
-    }
-
-    /// A run-time limit per job in seconds: past it the handler is dropped and the attempt
-    /// fails with `timed out after …` (default: none).
-    pub fn timeout(mut self, seconds: f64) -> Self {
-        self.timeout = Some(seconds);
-        self
-    }
-
-    /// The retry delays of failed attempts (default [`Backoff::default`]).
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
-    /// How long running handlers may go on after shutdown is asked (default 10 s); then they
-    /// are dropped and their leases given back (fence kept).
-    pub fn shutdown_deadline(mut self, deadline: Duration) -> Self {
-        self.shutdown_deadline = deadline;
-        self
-    }
-
-    /// The owner every lease of this worker names (default `{hostname}-{pid}-async`).
-    pub fn owner(mut self, owner: impl Into<String>) -> Self {
-        self.owner = Some(owner.into());
-        self
-    }
-
-    /// Called once per claimed job with how it ended.
-    pub fn on_outcome(mut self, f: impl Fn(&Lease, &JobOutcome) + Send + Sync + 'static) -> Self {
-        self.on_outcome = Some(Arc::new(f));
-        self
-    }
-
-    /// The worker, running `handler` for each job.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming `concurrency` (0), `ttl`, `heartbeat_fraction`,
-    /// `timeout`, `poll_interval` (zero), `owner` or `queue`.
-    pub fn build<H, F>(self, handler: H) -> Result<AsyncWorker>
-    where
-        H: Fn(AsyncJob) -> F + Send + Sync + 'static,
-        F: Future<Output = AsyncResult> + Send + 'static,
-    {
-        if self.concurrency == 0 {
-            return Err(Error::invalid("concurrency", "must be at least 1"));
-        }
-        let ttl = Ttl::new(self.ttl)?;
-        if !(self.heartbeat_fraction > 0.0 && self.heartbeat_fraction < 1.0) {
-            return Err(Error::invalid(
-                "heartbeat_fraction",
-                format!(
-                    "must be strictly between 0 and 1, got {}",
-                    self.heartbeat_fraction
-                ),
-            ));
-        }
-        let heartbeat = Duration::try_from_secs_f64(self.ttl * self.heartbeat_fraction)
-            .map_err(|_| Error::invalid("ttl", format!("{} s is too long a lease", self.ttl)))?;
-        let limit = match self.timeout {
-            None => None,
-            Some(t) if t.is_finite() && t > 0.0 => Some(
-                Duration::try_from_secs_f64(t)
-                    .map_err(|_| Error::invalid("timeout", format!("{t} s is too long")))?,
-            ),
-            Some(t) => {
-                return Err(Error::invalid(
-                    "timeout",
-                    format!("must be seconds > 0, got {t}"),
-                ));
-            }
-        };
-        if self.poll.is_zero() {
-            return Err(Error::invalid("poll_interval", "must be greater than 0"));
-        }
-        let owner = self
-            .owner
-            .unwrap_or_else(|| format!("{}-async", default_owner_prefix()));
-        Owner::new(&owner)?;
-        let queues = match self.queues.is_empty() {
-            true => Queues::All,
-            false => Queues::only(self.queues.iter().map(String::as_str))?,
-        };
-        Ok(AsyncWorker {
-            inner: Arc::new(Inner {
-                store: self.store,
-                concurrency: self.concurrency,
-                ttl,
-                heartbeat,
-                queues,
-                drain: self.drain,
-                poll: self.poll,
-                timeout: self.timeout,
-                limit,
-                backoff: self.backoff,
-                shutdown_deadline: self.shutdown_deadline,
-                owner,
-                handler: Box::new(move |job| Box::pin(handler(job))),
-                on_outcome: self.on_outcome,
-                held: Mutex::new(HashMap::new()),
-                stats: Mutex::new(WorkerStats::default()),
-            }),
-        })
-    }
-}
-
 /// A held lease and the signal of its running handler.
-struct Held {
-    lease: Lease,
-    lost: watch::Sender<Option<Loss>>,
+pub(super) struct Held {
+    pub(super) lease: Lease,
+    pub(super) lost: watch::Sender<Option<Loss>>,
     /// The handler is over and its outcome is being written (fenced): neither a refused renew
     /// nor the shutdown deadline ends it any more.
-    writing: bool,
+    pub(super) writing: bool,
 }
 
 /// A held lease's key: the job and the fence (this worker may hold a newer lease of the same
 /// job while an older task is still finishing).
-type Key = (String, crate::types::Fence);
+pub(super) type Key = (String, crate::types::Fence);
 
-fn key(lease: &Lease) -> Key {
+pub(super) fn key(lease: &Lease) -> Key {
     (lease.job_id.clone(), lease.fence)
 }
 
-struct Inner {
-    store: AsyncStore,
-    concurrency: usize,
-    ttl: Ttl,
-    heartbeat: Duration,
-    queues: Queues,
-    drain: bool,
-    poll: Duration,
-    timeout: Option<f64>,
+pub(super) struct Inner {
+    pub(super) store: AsyncStore,
+    pub(super) concurrency: usize,
+    pub(super) ttl: Ttl,
+    pub(super) heartbeat: Duration,
+    pub(super) queues: Queues,
+    pub(super) drain: bool,
+    pub(super) poll: Duration,
+    pub(super) timeout: Option<f64>,
     /// `timeout` as a duration, checked when built.
-    limit: Option<Duration>,
-    backoff: Backoff,
-    shutdown_deadline: Duration,
-    owner: String,
-    handler: Box<Handler>,
-    on_outcome: Option<Arc<OnOutcome>>,
+    pub(super) limit: Option<Duration>,
+    pub(super) backoff: Backoff,
+    pub(super) shutdown_deadline: Duration,
+    pub(super) owner: String,
+    pub(super) handler: Box<Handler>,
+    pub(super) on_outcome: Option<Arc<OnOutcome>>,
     /// The leases held now, by job and fence.
-    held: Mutex<HashMap<Key, Held>>,
-    stats: Mutex<WorkerStats>,
+    pub(super) held: Mutex<HashMap<Key, Held>>,
+    pub(super) stats: Mutex<WorkerStats>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Inner {
-    fn count(&self, f: impl FnOnce(&mut WorkerStats)) {
+    pub(super) fn count(&self, f: impl FnOnce(&mut WorkerStats)) {
         f(&mut lock(&self.stats));
     }
 
     /// Ends the lease `key` for `loss` (once, and not once its outcome is being written): its
     /// handler's signal fires.
-    fn end(&self, key: &Key, loss: Loss) -> bool {
+    pub(super) fn end(&self, key: &Key, loss: Loss) -> bool {
         let held = lock(&self.held);
         match held.get(key) {
             Some(h) if !h.writing && h.lost.borrow().is_none() => {
@@ -264,7 +101,7 @@ impl Inner {
 
     /// Why the lease `key` ended, or — when it has not — marks it as being written, so that
     /// nothing ends it any more. Taken under the lock, so a loss and a write never cross.
-    fn start_writing(&self, key: &Key) -> Option<Loss> {
+    pub(super) fn start_writing(&self, key: &Key) -> Option<Loss> {
         let mut held = lock(&self.held);
         let h = held.get_mut(key)?;
         let loss = *h.lost.borrow();
@@ -274,7 +111,7 @@ impl Inner {
         loss
     }
 
-    fn report(&self, lease: &Lease, outcome: &JobOutcome) {
+    pub(super) fn report(&self, lease: &Lease, outcome: &JobOutcome) {
         if let Some(f) = &self.on_outcome {
             // A panicking hook must not take the worker (or the release of its leases) down.
             let call = std::panic::AssertUnwindSafe(|| f(lease, outcome));
@@ -285,7 +122,7 @@ impl Inner {
     }
 
     /// Runs a write, trying it again a few times while the store is busy or unavailable.
-    async fn write<T: Send + 'static>(
+    pub(super) async fn write<T: Send + 'static>(
         &self,
         op: impl Fn(&crate::AnyStore) -> Result<T> + Clone + Send + 'static,
     ) -> Result<T> {
@@ -326,7 +163,7 @@ impl Inner {
 /// ```
 #[derive(Clone)]
 pub struct AsyncWorker {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for AsyncWorker {
@@ -341,20 +178,7 @@ impl std::fmt::Debug for AsyncWorker {
 impl AsyncWorker {
     /// A worker on `store`, to configure.
     pub fn builder(store: AsyncStore) -> AsyncWorkerBuilder {
-        AsyncWorkerBuilder {
-            store,
-            concurrency: 1,
-            ttl: 30.0,
-            heartbeat_fraction: 1.0 / 3.0,
-            queues: Vec::new(),
-            drain: false,
-            poll: Duration::from_millis(500),
-            timeout: None,
-            backoff: Backoff::default(),
-            shutdown_deadline: Duration::from_secs(10),
-            owner: None,
-            on_outcome: None,
-        }
+        AsyncWorkerBuilder::new(store)
     }
 
     /// The owner its leases name.
@@ -475,120 +299,6 @@ impl AsyncWorker {
         match fatal {
             Some(e) => Err(e),
             None => Ok(self.stats()),
-        }
-    }
-}
-
-/// Aborts the handler's task when dropped: a handler never outlives its job's task (a lost
-/// lease, the time limit or the shutdown deadline).
-struct AbortOnDrop(tokio::task::JoinHandle<AsyncResult>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Runs one job's handler and writes its outcome through the fence.
-async fn run_job(inner: Arc<Inner>, job: AsyncJob) {
-    let lease = job.lease().clone();
-    let k = key(&lease);
-    let signal = job.clone();
-    // A task of its own, so that a panic is the attempt's failure, not the worker's.
-    let mut work = AbortOnDrop(tokio::spawn((inner.handler)(job)));
-    let limit = inner.limit;
-    // The handler, until it returns, its lease ends, or the time limit.
-    let answer = tokio::select! {
-        answer = &mut work.0 => Some(answer.unwrap_or_else(|e| Err(format!("the handler panicked: {e}").into()))),
-        _ = signal.lost() => None,
-        _ = async { match limit { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {
-            inner.end(&k, Loss::TimedOut);
-            None
-        }
-    };
-    // A handler whose lease ended is dropped at its next await.
-    drop(work);
-    let outcome = match (answer, inner.start_writing(&k)) {
-        (_, Some(Loss::Shutdown)) => return, // released by `run`
-        (_, Some(Loss::TakenOver)) => JobOutcome::Refused,
-        (_, Some(Loss::Operator)) => JobOutcome::Cancelled,
-        (_, Some(Loss::TimedOut)) | (None, None) => {
-            inner.count(|s| s.timed_out += 1);
-            let limit = inner.timeout.unwrap_or(0.0);
-            fail(
-                &inner,
-                &lease,
-                format!("timed out after {limit} s (the worker's time limit)"),
-            )
-            .await
-        }
-        (Some(Ok(result)), None) => {
-            let l = lease.clone();
-            match inner
-                .write(move |s| s.complete_lease(&l, Now::system(), &result))
-                .await
-            {
-                Ok(true) => {
-                    inner.count(|s| s.completed += 1);
-                    JobOutcome::Completed
-                }
-                Ok(false) => refused(&inner, &lease).await,
-                Err(e) => {
-                    inner.count(|s| s.errors += 1);
-                    JobOutcome::StoreError(e.to_string())
-                }
-            }
-        }
-        (Some(Err(e)), None) => fail(&inner, &lease, e.to_string()).await,
-    };
-    lock(&inner.held).remove(&k);
-    inner.report(&lease, &outcome);
-}
-
-/// A write of `lease`'s outcome the store refused: an operator ended the job (counted as
-/// cancelled), or the lease was taken over (a stale write refused). A read that fails counts
-/// as taken over, as in the blocking worker.
-async fn refused(inner: &Inner, lease: &Lease) -> JobOutcome {
-    let l = lease.clone();
-    let reason = inner
-        .store
-        .call(move |s| {
-            let now = s.database_now()?.unwrap_or_else(Now::system);
-            Ok(loss_reason(s.inspect(l.job(), now)?.as_ref(), &l))
-        })
-        .await
-        .unwrap_or(LOSS_TAKEN_OVER);
-    if reason == LOSS_OPERATOR {
-        inner.count(|s| s.cancelled += 1);
-        JobOutcome::Cancelled
-    } else {
-        inner.count(|s| s.stale_refused += 1);
-        JobOutcome::Refused
-    }
-}
-
-/// Records a failed attempt through the fence: retried after the backoff, or dead.
-async fn fail(inner: &Inner, lease: &Lease, error: String) -> JobOutcome {
-    let (l, backoff, e) = (lease.clone(), inner.backoff, error.clone());
-    let answer = inner
-        .write(move |s| {
-            let now = s.database_now()?.unwrap_or_else(Now::system);
-            s.fail(&l, now, &e, Some(backoff.retry_at(&l, now)))
-        })
-        .await;
-    match answer {
-        Ok(Some(crate::Failed::Retrying { at })) => {
-            inner.count(|s| s.retried += 1);
-            JobOutcome::Retrying { at, error }
-        }
-        Ok(Some(crate::Failed::Dead)) => {
-            inner.count(|s| s.dead += 1);
-            JobOutcome::Dead { error }
-        }
-        Ok(None) => refused(inner, lease).await,
-        Err(e) => {
-            inner.count(|s| s.errors += 1);
-            JobOutcome::StoreError(e.to_string())
         }
     }
 }
