@@ -377,6 +377,10 @@ impl Store for HttpStore {
         Err(self.unsupported("retry_dead"))
     }
 
+    fn retry_dead_in(&self, _queues: &Queues, _now: Now) -> Result<u64> {
+        Err(self.unsupported("retry_dead_in"))
+    }
+
     fn delete(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
         job_ids
             .iter()

@@ -143,11 +143,13 @@ pub use pg::{PgOptions, PgStore};
 #[cfg_attr(docsrs, doc(cfg(feature = "cron")))]
 pub use schedule::{Due, SCHEDULER_JOB, SCHEDULER_QUEUE, Scheduler, Step, Tick, due_runs, tick};
 pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
-pub use store::{Store, Watch};
+pub use store::{Observe, Store, Watch};
 pub use types::{
-    Attempt, AttemptOutcome, Backoff, BatchSize, DEFAULT_QUEUE, Enqueued, Failed, Fence, History,
-    JobId, JobInfo, JobState, Lease, MAX_KEY_LEN, MAX_QUEUE_NAME, NewJob, Now, Owner, Queue,
-    QueueInfo, Queues, Refusal, Resource, Stats, Status, Ttl, WriteOp,
+    Attempt, AttemptOutcome, AuditEntry, AuditRecord, Backoff, BatchSize, DEFAULT_QUEUE,
+    EXPIRING_WITHIN, Enqueued, Failed, Fence, FenceRecord, History, JobCursor, JobId, JobInfo,
+    JobOrder, JobPage, JobQuery, JobState, Lease, MAX_KEY_LEN, MAX_QUEUE_NAME, MAX_WINDOW, Minute,
+    NewJob, Now, Overview, Owner, Queue, QueueInfo, Queues, Refusal, Resource, Stats, Status,
+    THROUGHPUT_MINUTES, Ttl, WriteOp,
 };
 #[cfg(feature = "cron")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cron")))]

@@ -8,10 +8,11 @@
 
 use crate::error::{Error, Result};
 use crate::sqlite::{SqliteOptions, SqliteStore};
-use crate::store::Store;
+use crate::store::{Observe, Store};
 use crate::types::{
-    BatchSize, Enqueued, Failed, Fence, History, JobId, JobInfo, JobState, Lease, NewJob, Now,
-    Owner, Queue, QueueInfo, Queues, Resource, Stats, Status, Ttl,
+    AuditEntry, AuditRecord, BatchSize, Enqueued, Failed, Fence, FenceRecord, History, JobId,
+    JobInfo, JobPage, JobQuery, JobState, Lease, NewJob, Now, Overview, Owner, Queue, QueueInfo,
+    Queues, Resource, Stats, Status, Ttl,
 };
 #[cfg(feature = "postgres")]
 use crate::{PgOptions, PgStore};
@@ -326,6 +327,10 @@ impl Store for AnyStore {
         delegate!(self, s => s.retry(job_ids, now))
     }
 
+    fn retry_dead_in(&self, queues: &Queues, now: Now) -> Result<u64> {
+        delegate!(self, s => s.retry_dead_in(queues, now))
+    }
+
     fn retry_dead(&self, now: Now) -> Result<u64> {
         delegate!(self, s => s.retry_dead(now))
     }
@@ -411,5 +416,27 @@ impl Store for AnyStore {
 
     fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>> {
         delegate!(self, s => s.renew_batch(leases, now, ttl))
+    }
+}
+
+impl Observe for AnyStore {
+    fn overview(&self, now: Now) -> Result<Overview> {
+        delegate!(self, s => s.overview(now))
+    }
+
+    fn find_jobs(&self, now: Now, query: &JobQuery) -> Result<JobPage> {
+        delegate!(self, s => s.find_jobs(now, query))
+    }
+
+    fn fences(&self, after: Option<Resource<'_>>, limit: usize) -> Result<Vec<FenceRecord>> {
+        delegate!(self, s => s.fences(after, limit))
+    }
+
+    fn record_audit(&self, record: &AuditRecord<'_>, at: Now) -> Result<i64> {
+        delegate!(self, s => s.record_audit(record, at))
+    }
+
+    fn audit_log(&self, before: Option<i64>, limit: usize) -> Result<Vec<AuditEntry>> {
+        delegate!(self, s => s.audit_log(before, limit))
     }
 }

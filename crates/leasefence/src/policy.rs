@@ -1,11 +1,11 @@
 //! The decisions that are not storage, made once above the seam so that every backend agrees:
 //! the order in which a batch of claimed leases is handed out, when a failed job runs again
-//! when the caller did not say, and how per-queue counts are gathered.
+//! when the caller did not say, and how per-queue counts are gathered and summed.
 //!
 //! A backend calls these with what only it knows (the rows its statement returned, the clock
 //! reading it judged by); it never makes these choices itself.
 
-use crate::types::{Backoff, Lease, Now, QueueInfo, Stats, Status};
+use crate::types::{Backoff, JobCursor, JobInfo, JobPage, Lease, Now, QueueInfo, Stats, Status};
 
 /// One lease as a claim statement returned it, with the keys that rank it: the job's
 /// not-before time and its enqueue order (SQLite's rowid, PostgreSQL's `seq`).
@@ -36,6 +36,17 @@ pub(crate) fn retry_at(asked: Option<Now>, lease: &Lease, now: Now) -> Now {
     asked.unwrap_or_else(|| Backoff::default().retry_at(lease, now))
 }
 
+/// Every job by status: the sum of the queues' counts ([`Store::stats`](crate::Store::stats)).
+pub(crate) fn totals(queues: &[QueueInfo]) -> Stats {
+    let mut totals = Stats::default();
+    for queue in queues {
+        for status in Status::ALL {
+            *totals.slot(status) += queue.stats.get(status);
+        }
+    }
+    totals
+}
+
 /// The rows of a `queues` statement — `(queue, paused, status, count)`, ordered by queue, a
 /// queue without jobs once with no status — folded into one [`QueueInfo`] per queue.
 pub(crate) fn queue_infos(rows: Vec<(String, bool, Option<Status>, i64)>) -> Vec<QueueInfo> {
@@ -53,4 +64,31 @@ pub(crate) fn queue_infos(rows: Vec<(String, bool, Option<Status>, i64)>) -> Vec
         }
     }
     infos
+}
+
+/// One page of a job search from the rows its statement returned (each with the key it is
+/// ordered by) and its window (how many jobs it looked at, of at most `window`, and the last
+/// of them, `edge`). The next page goes on after the last job returned when the page is full;
+/// else after the window when the window was full (the filters were sparse there); else there
+/// is nothing left to look at.
+pub(crate) fn job_page<K>(
+    rows: Vec<(JobInfo, K)>,
+    limit: i64,
+    examined: i64,
+    window: i64,
+    cursor_of: impl Fn(&(JobInfo, K)) -> JobCursor,
+    edge: Option<JobCursor>,
+) -> JobPage {
+    let next = if rows.len() as i64 >= limit {
+        rows.last().map(cursor_of)
+    } else if examined >= window {
+        edge
+    } else {
+        None
+    };
+    JobPage {
+        jobs: rows.into_iter().map(|(job, _)| job).collect(),
+        next,
+        examined: examined.max(0) as usize,
+    }
 }

@@ -15,6 +15,7 @@ use r2d2::{ManageConnection as _, Pool, PooledConnection};
 mod enqueue;
 mod errors;
 mod ledger;
+mod observe;
 mod operator;
 mod pool;
 mod reads;
@@ -31,13 +32,14 @@ use crate::types::{Fence, JobId, Lease, Now, Owner, Ttl};
 
 /// The schema, one numbered migration per step, recorded in `schema_migrations` of the store's
 /// schema. Every migration is idempotent.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
     include_str!("migrations/0003_attempts.sql"),
     include_str!("migrations/0004_queues.sql"),
     include_str!("migrations/0005_ledger.sql"),
     include_str!("migrations/0006_schedules.sql"),
+    include_str!("migrations/0007_dashboard.sql"),
 ];
 
 mod sql;

@@ -6,7 +6,7 @@
 
 use super::{PgStore, key, sql};
 use crate::error::Result;
-use crate::types::{JobId, Now};
+use crate::types::{JobId, Now, Queues};
 
 impl PgStore {
     /// `cancel.sql`: one statement.
@@ -54,9 +54,13 @@ impl PgStore {
         Ok(ids.iter().map(|id| retried.contains(*id)).collect())
     }
 
-    /// `lose.sql` for every job, `retry_dead.sql`, then `notify.sql` when one was retried, in one
-    /// transaction.
-    pub(super) fn retry_all_dead(&self, now: Now) -> Result<u64> {
+    /// `lose.sql` for every job, `retry_dead.sql` for the jobs of `queues`, then `notify.sql`
+    /// when one was retried, in one transaction.
+    pub(super) fn retry_all_dead(&self, queues: &Queues, now: Now) -> Result<u64> {
+        let names: Option<Vec<&str>> = match queues {
+            Queues::All => None,
+            Queues::Only(list) => Some(list.iter().map(|q| q.as_str()).collect()),
+        };
         let now = self.clock(now)?;
         let mut conn = self.conn()?;
         let statement = conn.prepared(sql::RETRY_DEAD).map_err(|e| self.err(e))?;
@@ -66,7 +70,7 @@ impl PgStore {
         tx.execute(&lose, &[&now.seconds(), &None::<&str>])
             .map_err(|e| self.err(e))?;
         let changed = tx
-            .execute(&statement, &[&now.seconds()])
+            .execute(&statement, &[&now.seconds(), &names])
             .map_err(|e| self.err(e))?;
         if changed > 0 {
             tx.execute(sql::NOTIFY, &[&self.schema()])

@@ -1,12 +1,12 @@
-//! The reads of the queue on PostgreSQL: `list` (and its cursor's check), `inspect`, `stats`
-//! and `queues`, one statement each; they change nothing.
+//! The reads of the queue on PostgreSQL: `list` (and its cursor's check), `inspect` and
+//! `queues` (which `stats` sums), one statement each; they change nothing.
 
 use super::rows::job_info;
 use super::{PgStore, key, sql};
 use crate::error::Result;
 use crate::policy;
 use crate::store::Store;
-use crate::types::{JobId, JobInfo, Now, QueueInfo, Stats, Status};
+use crate::types::{JobId, JobInfo, Now, QueueInfo, Status};
 
 impl PgStore {
     /// `list.sql`, once the cursor `after` (when given) is known to name a job.
@@ -52,22 +52,6 @@ impl PgStore {
         row.as_ref().map(job_info).transpose()
     }
 
-    /// `stats.sql`: the count of each status.
-    pub(super) fn read_stats(&self, now: Now) -> Result<Stats> {
-        let now = self.clock(now)?;
-        let mut conn = self.conn()?;
-        let statement = conn.prepared(sql::STATS).map_err(|e| self.err(e))?;
-        let rows = conn
-            .query(&statement, &[&now.seconds()])
-            .map_err(|e| self.err(e))?;
-        let mut stats = Stats::default();
-        for r in &rows {
-            let status = Status::parse(r.get(0))?;
-            *stats.slot(status) += r.get::<_, i64>(1).max(0) as u64;
-        }
-        Ok(stats)
-    }
-
     /// `queues.sql`: each queue's counts by status, folded by `policy::queue_infos`.
     pub(super) fn read_queues(&self, now: Now) -> Result<Vec<QueueInfo>> {
         let now = self.clock(now)?;
@@ -75,18 +59,24 @@ impl PgStore {
         let statement = conn.prepared(sql::QUEUES).map_err(|e| self.err(e))?;
         let rows = conn
             .query(&statement, &[&now.seconds()])
-            .map_err(|e| self.err(e))?
-            .iter()
-            .map(|r| {
-                let status: Option<&str> = r.get(2);
-                Ok((
-                    r.get::<_, String>(0),
-                    r.get::<_, bool>(1),
-                    status.map(Status::parse).transpose()?,
-                    r.get::<_, i64>(3),
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(policy::queue_infos(rows))
+            .map_err(|e| self.err(e))?;
+        queue_infos(&rows)
     }
+}
+
+/// The rows of `queues.sql`, folded by `policy::queue_infos`.
+pub(super) fn queue_infos(rows: &[postgres::Row]) -> Result<Vec<QueueInfo>> {
+    let rows = rows
+        .iter()
+        .map(|r| {
+            let status: Option<&str> = r.get(2);
+            Ok((
+                r.get::<_, String>(0),
+                r.get::<_, bool>(1),
+                status.map(Status::parse).transpose()?,
+                r.get::<_, i64>(3),
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(policy::queue_infos(rows))
 }

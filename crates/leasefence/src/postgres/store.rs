@@ -10,7 +10,7 @@ use crate::policy::{self, Claimed};
 use crate::store::Store;
 use crate::types::{
     BatchSize, Enqueued, Failed, Fence, History, JobId, JobInfo, JobState, Lease, NewJob, Now,
-    Owner, Queue, QueueInfo, Queues, Resource, Stats, Status, Ttl,
+    Owner, Queue, QueueInfo, Queues, Resource, Status, Ttl,
 };
 
 impl Store for PgStore {
@@ -260,8 +260,8 @@ impl Store for PgStore {
         self.retry_jobs(job_ids, now)
     }
 
-    fn retry_dead(&self, now: Now) -> Result<u64> {
-        self.retry_all_dead(now)
+    fn retry_dead_in(&self, queues: &Queues, now: Now) -> Result<u64> {
+        self.retry_all_dead(queues, now)
     }
 
     fn delete(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
@@ -313,10 +313,6 @@ impl Store for PgStore {
 
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {
         self.inspect_job(job_id, now)
-    }
-
-    fn stats(&self, now: Now) -> Result<Stats> {
-        self.read_stats(now)
     }
 
     /// As the trait's, but `lease.until` is computed from the clock the renew was judged by

@@ -8,6 +8,7 @@ use rusqlite::{Connection, OpenFlags, params};
 mod connection;
 mod enqueue;
 mod ledger;
+mod observe;
 mod operator;
 mod reads;
 mod rows;
@@ -22,13 +23,14 @@ use connection::{Immediate, map_error, wait_when_busy};
 
 /// The schema, one numbered migration per step; `PRAGMA user_version` records how far a file
 /// has come. Every migration is idempotent.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
     include_str!("migrations/0003_attempts.sql"),
     include_str!("migrations/0004_queues.sql"),
     include_str!("migrations/0005_ledger.sql"),
     include_str!("migrations/0006_schedules.sql"),
+    include_str!("migrations/0007_dashboard.sql"),
 ];
 
 mod sql;

@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, params};
 use super::connection::Immediate;
 use super::{SqliteStore, sql};
 use crate::error::Result;
-use crate::types::{Fence, JobId, Now};
+use crate::types::{Fence, JobId, Now, Queues};
 
 impl SqliteStore {
     /// `cancel.sql`: one statement.
@@ -50,20 +50,29 @@ impl SqliteStore {
             .collect())
     }
 
-    /// `lose.sql` for every job, then `retry_dead.sql`, in one `BEGIN IMMEDIATE`; wakes this
-    /// process's watches when one was retried.
-    pub(super) fn retry_all_dead(&self, now: Now) -> Result<u64> {
+    /// `lose.sql` for every job, then `retry_dead.sql` for every queue of `queues` (once, for
+    /// all of them, with [`Queues::All`]), in one `BEGIN IMMEDIATE`; wakes this process's
+    /// watches when one was retried.
+    pub(super) fn retry_all_dead(&self, queues: &Queues, now: Now) -> Result<u64> {
+        let names: Vec<Option<&str>> = match queues {
+            Queues::All => vec![None],
+            Queues::Only(list) => list.iter().map(|q| Some(q.as_str())).collect(),
+        };
         let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
         // The ledger first: an expired last attempt ends as lost, not as a release.
         self.lose(now.seconds(), None)?;
-        let changed = {
+        let mut changed = 0;
+        {
             let mut stmt = self
                 .conn
                 .prepare_cached(sql::RETRY_DEAD)
                 .map_err(|e| self.err(e))?;
-            stmt.execute(params![now.seconds()])
-                .map_err(|e| self.err(e))?
-        };
+            for name in names {
+                changed += stmt
+                    .execute(params![now.seconds(), name])
+                    .map_err(|e| self.err(e))?;
+            }
+        }
         tx.commit().map_err(|e| self.err(e))?;
         if changed > 0 {
             self.notifier.notify();

@@ -1,5 +1,5 @@
-//! The reads of the queue on SQLite: `list` (and its cursor's check), `inspect`, `stats` and
-//! `queues`, one statement each; they change nothing.
+//! The reads of the queue on SQLite: `list` (and its cursor's check), `inspect` and `queues`
+//! (which `stats` sums), one statement each; they change nothing.
 
 use rusqlite::{OptionalExtension, params};
 
@@ -7,7 +7,7 @@ use super::rows::{job_info, status_column};
 use super::{SqliteStore, sql};
 use crate::error::Result;
 use crate::store::Store;
-use crate::types::{JobId, JobInfo, Now, QueueInfo, Stats, Status};
+use crate::types::{JobId, JobInfo, Now, QueueInfo, Status};
 
 impl SqliteStore {
     /// `list.sql`, once the cursor `after` (when given) is known to name a job.
@@ -60,25 +60,6 @@ impl SqliteStore {
         stmt.query_row(params![now.seconds(), job_id.as_str()], job_info)
             .optional()
             .map_err(|e| self.err(e))
-    }
-
-    /// `stats.sql`: the count of each status.
-    pub(super) fn read_stats(&self, now: Now) -> Result<Stats> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(sql::STATS)
-            .map_err(|e| self.err(e))?;
-        let counts = stmt
-            .query_map(params![now.seconds()], |r| {
-                Ok((status_column(r, 0)?, r.get::<_, i64>(1)?))
-            })
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| self.err(e))?;
-        let mut stats = Stats::default();
-        for (status, count) in counts {
-            *stats.slot(status) += count.max(0) as u64;
-        }
-        Ok(stats)
     }
 
     /// `queues.sql`: each queue's counts by status, folded by `policy::queue_infos`.

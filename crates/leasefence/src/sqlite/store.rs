@@ -13,7 +13,7 @@ use crate::policy::{self, Claimed};
 use crate::store::Store;
 use crate::types::{
     BatchSize, DEFAULT_QUEUE, Enqueued, Failed, Fence, History, JobId, JobInfo, JobState, Lease,
-    NewJob, Now, Owner, Queue, QueueInfo, Queues, Resource, Stats, Status, Ttl, WriteOp,
+    NewJob, Now, Owner, Queue, QueueInfo, Queues, Resource, Status, Ttl, WriteOp,
 };
 
 impl Store for SqliteStore {
@@ -262,8 +262,8 @@ impl Store for SqliteStore {
         self.retry_jobs(job_ids, now)
     }
 
-    fn retry_dead(&self, now: Now) -> Result<u64> {
-        self.retry_all_dead(now)
+    fn retry_dead_in(&self, queues: &Queues, now: Now) -> Result<u64> {
+        self.retry_all_dead(queues, now)
     }
 
     fn delete(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
@@ -315,10 +315,6 @@ impl Store for SqliteStore {
 
     fn inspect(&self, job_id: JobId<'_>, now: Now) -> Result<Option<JobInfo>> {
         self.inspect_job(job_id, now)
-    }
-
-    fn stats(&self, now: Now) -> Result<Stats> {
-        self.read_stats(now)
     }
 
     fn pause(&self, queue: &Queue) -> Result<bool> {

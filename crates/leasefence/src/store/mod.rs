@@ -1,8 +1,10 @@
 //! The `Store` trait: the seam every backend implements, and the [`Watch`] it hands out.
 
 mod each;
+mod observe;
 mod watch;
 
+pub use observe::Observe;
 pub use watch::Watch;
 
 use crate::error::Result;
@@ -285,12 +287,21 @@ pub trait Store {
     /// Busy or backend failures; then nothing was retried.
     fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>>;
 
-    /// [`retry`](Store::retry) for every dead job (cancelled ones are retried by id only);
-    /// returns how many. An operator verb, not fenced.
+    /// [`retry`](Store::retry) for every dead job (cancelled ones are retried by id only):
+    /// [`Store::retry_dead_in`] of [`Queues::All`].
+    ///
+    /// # Errors
+    /// As [`Store::retry_dead_in`].
+    fn retry_dead(&self, now: Now) -> Result<u64> {
+        self.retry_dead_in(&Queues::All, now)
+    }
+
+    /// [`retry`](Store::retry) for every dead job of `queues`, in one transaction; returns how
+    /// many. An operator verb, not fenced.
     ///
     /// # Errors
     /// Busy or backend failures; then nothing was retried.
-    fn retry_dead(&self, now: Now) -> Result<u64>;
+    fn retry_dead_in(&self, queues: &Queues, now: Now) -> Result<u64>;
 
     /// Removes jobs by id, finished or not: an **operator verb**, not fenced. One
     /// transaction; per id, in order, `true` if it existed (an id given twice: both entries
@@ -462,17 +473,21 @@ pub trait Store {
     fn resume(&self, queue: &Queue) -> Result<bool>;
 
     /// Every queue that has jobs or was ever paused, by name, with whether it is paused and
-    /// its jobs' counts by status at `now`. A read.
+    /// its jobs' counts by status at `now`. A read that never walks every job: finished jobs
+    /// are counted as they finish, and each unfinished status is read from an index of its
+    /// own candidates.
     ///
     /// # Errors
     /// Busy or backend failures.
     fn queues(&self, now: Now) -> Result<Vec<QueueInfo>>;
 
-    /// Counts of jobs by status at `now`.
+    /// Counts of jobs by status at `now`: the sum of [`Store::queues`]' counts.
     ///
     /// # Errors
     /// Busy or backend failures.
-    fn stats(&self, now: Now) -> Result<Stats>;
+    fn stats(&self, now: Now) -> Result<Stats> {
+        Ok(crate::policy::totals(&self.queues(now)?))
+    }
 
     /// The fence gate for a resource outside the store: admits `fence` (`true`) only if it is
     /// at least the highest fence already admitted for `resource`, and records it; otherwise

@@ -9,6 +9,8 @@
 //!   [`Stats`], [`Failed`]) and what it takes in ([`NewJob`]).
 //! - [`ledger`]: the attempt ledger ([`History`], [`Attempt`], [`AttemptOutcome`],
 //!   [`Refusal`], [`WriteOp`]).
+//! - [`observe`]: the operator's views ([`Overview`], [`JobQuery`], [`JobPage`],
+//!   [`FenceRecord`], [`AuditEntry`]).
 //! - [`queue`]: named queues ([`Queue`], [`Queues`], [`QueueInfo`]).
 //! - [`backoff`]: when a failed job runs again ([`Backoff`]).
 //! - `schedule` (feature `cron`): periodic jobs ([`Schedule`], [`ScheduleName`],
@@ -18,6 +20,7 @@ pub(crate) mod args;
 pub(crate) mod backoff;
 pub(crate) mod job;
 pub(crate) mod ledger;
+pub(crate) mod observe;
 pub(crate) mod queue;
 #[cfg(feature = "cron")]
 pub(crate) mod schedule;
@@ -26,6 +29,10 @@ pub use args::{BatchSize, JobId, Now, Owner, Resource, Ttl};
 pub use backoff::Backoff;
 pub use job::{Enqueued, Failed, JobInfo, JobState, Lease, MAX_KEY_LEN, NewJob, Stats, Status};
 pub use ledger::{Attempt, AttemptOutcome, History, Refusal, WriteOp};
+pub use observe::{
+    AuditEntry, AuditRecord, EXPIRING_WITHIN, FenceRecord, JobCursor, JobOrder, JobPage, JobQuery,
+    MAX_WINDOW, Minute, Overview, THROUGHPUT_MINUTES,
+};
 pub use queue::{DEFAULT_QUEUE, MAX_QUEUE_NAME, Queue, QueueInfo, Queues};
 #[cfg(feature = "cron")]
 pub use schedule::{MAX_SCHEDULE_NAME, Schedule, ScheduleInfo, ScheduleName, SlotRun, run_id};

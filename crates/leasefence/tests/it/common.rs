@@ -8,9 +8,17 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use leasefence::{
-    AnyOptions, AnyStore, Error, JobId, JobState, Lease, NewJob, Now, Owner, PgOptions, PgStore,
-    SqliteStore, Store, Ttl,
+    AnyOptions, AnyStore, Error, JobId, JobState, Lease, NewJob, Now, Observe, Owner, PgOptions,
+    PgStore, SqliteStore, Store, Ttl,
 };
+
+/// A store with the operator's views ([`Observe`]): what every backend of `backends!` is.
+pub trait Viewed: Store + Observe {}
+impl<T: Store + Observe> Viewed for T {}
+
+/// One row of the audit log, read straight from the store: `(seq, at, actor, action, target,
+/// result)`.
+pub type AuditRow = (i64, f64, String, String, String, String);
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 /// A stored row, read straight from the file by a connection the code under test never saw.
@@ -204,6 +212,8 @@ pub trait Probe {
     fn refusals(&self, id: &str) -> Vec<(i64, String, i64)>;
     /// The stored schedule `name`: `(cron, tz, queue, last_slot)`.
     fn schedule(&self, name: &str) -> Option<(String, String, String, i64)>;
+    /// The audit log, oldest first.
+    fn audit(&self) -> Vec<AuditRow>;
 
     /// A job leased by `owner` under `fence` until `until`, arranged directly in the store.
     fn leased(&self, id: &str, owner: &str, fence: i64, until: f64) -> Row {
@@ -328,6 +338,25 @@ impl Probe for Db {
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap()
+    }
+    fn audit(&self) -> Vec<AuditRow> {
+        let conn = self.raw();
+        let mut stmt = conn
+            .prepare("SELECT seq, at, actor, action, target, result FROM audit ORDER BY seq")
+            .unwrap();
+        stmt.query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
     }
     fn schedule(&self, name: &str) -> Option<(String, String, String, i64)> {
         self.raw()
@@ -764,6 +793,19 @@ impl Probe for PgDb {
             .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect()
     }
+    fn audit(&self) -> Vec<AuditRow> {
+        self.raw
+            .lock()
+            .unwrap()
+            .query(
+                "SELECT seq, at, actor, action, target, result FROM audit ORDER BY seq",
+                &[],
+            )
+            .expect("audit")
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+            .collect()
+    }
     fn schedule(&self, name: &str) -> Option<(String, String, String, i64)> {
         self.raw
             .lock()
@@ -1052,35 +1094,35 @@ pub mod on {
 
     /// The seed's free functions (a connection per call) as `Api`; a kept `SqliteStore` on the
     /// same file as the store.
-    pub fn seed(case: impl FnOnce(&dyn Api, &Db, &dyn Store)) {
+    pub fn seed(case: impl FnOnce(&dyn Api, &Db, &dyn Viewed)) {
         let db = Db::new();
         let store = SqliteStore::open(&db.path).expect("open store");
         case(&Seed(db.path.clone()), &db, &store);
     }
 
     /// One `SqliteStore` kept across calls.
-    pub fn kept(case: impl FnOnce(&dyn Api, &Db, &dyn Store)) {
+    pub fn kept(case: impl FnOnce(&dyn Api, &Db, &dyn Viewed)) {
         let db = Db::new();
         let api = Kept(SqliteStore::open(&db.path).expect("open store"));
         case(&api, &db, &api.0);
     }
 
     /// `AnyStore` opened from the file's path: every call goes through its forwarding.
-    pub fn any_sqlite(case: impl FnOnce(&dyn Api, &Db, &dyn Store)) {
+    pub fn any_sqlite(case: impl FnOnce(&dyn Api, &Db, &dyn Viewed)) {
         let db = Db::new();
         let api = Kept(db.any_store());
         case(&api, &db, &api.0);
     }
 
     /// One `PgStore` on a fresh schema.
-    pub fn pg(case: impl FnOnce(&dyn Api, &PgDb, &dyn Store)) {
+    pub fn pg(case: impl FnOnce(&dyn Api, &PgDb, &dyn Viewed)) {
         let Some(db) = PgDb::new() else { return };
         let api = Kept(db.store());
         case(&api, &db, &api.0);
     }
 
     /// `AnyStore` opened from a `postgres://` URL on a fresh schema.
-    pub fn any_pg(case: impl FnOnce(&dyn Api, &PgDb, &dyn Store)) {
+    pub fn any_pg(case: impl FnOnce(&dyn Api, &PgDb, &dyn Viewed)) {
         let Some(db) = PgDb::new() else { return };
         let api = Kept(db.any_store(db.options()));
         case(&api, &db, &api.0);
@@ -1088,7 +1130,7 @@ pub mod on {
 }
 
 /// The one list of backends: a `#[test]` per backend, each running `$run` (a closure taking
-/// `(&dyn Api, &Db or &PgDb, &dyn Store)`). `sqlite` lists the SQLite backends, `all` every
+/// `(&dyn Api, &Db or &PgDb, &dyn Viewed)`). `sqlite` lists the SQLite backends, `all` every
 /// backend; the PostgreSQL ones are reported as ignored when `LEASEFENCE_TEST_PG` is unset.
 macro_rules! backends {
     (sqlite $run:expr) => {
@@ -1147,6 +1189,20 @@ macro_rules! contract {
             fn case($api: &dyn Api, $db: &Db) $body
 
             crate::common::backends!(sqlite |api, db, _store| case(api, db));
+        }
+    };
+    (viewed $(#[$meta:meta])* fn $name:ident($api:ident, $db:ident, $s:ident) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[allow(unused_imports)]
+            use crate::common::*;
+
+            #[allow(unused_variables)]
+            fn case($api: &dyn Api, $db: &dyn Probe, $s: &dyn Viewed) $body
+
+            crate::common::backends!(all |api, db, store| case(api, db, store));
         }
     };
     ($(#[$meta:meta])* fn $name:ident($api:ident, $db:ident) $body:block) => {

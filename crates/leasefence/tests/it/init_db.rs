@@ -253,7 +253,7 @@ fn a_six_column_database_is_upgraded_without_touching_a_row() {
     // any operation upgrades it, even one that only reads; the six columns stay as they were
     assert_eq!(leasefence::state(&db.path, "a").unwrap().unwrap().fence, 7);
     assert_eq!(db.rows(), before);
-    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "6");
+    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "7");
     assert_eq!(db.queue_row("a").priority, 0);
     // The lease held across the upgrade has an open attempt in the ledger, claimed at an
     // unknown time; the finished job has none.
@@ -301,7 +301,7 @@ fn an_up_to_date_file_is_opened_and_read_while_another_connection_holds_the_writ
         Some(Row::fresh("j").as_state())
     );
     blocker.execute_batch("ROLLBACK").unwrap();
-    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "6");
+    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "7");
 }
 
 /// A version-2 file (the queue schema, whose fence counted the attempts) gets the attempts
@@ -320,7 +320,7 @@ fn a_version_2_file_gets_its_attempts_counted_from_the_fence() {
     let before = db.rows();
     let s = open(&db);
     assert_eq!(db.rows(), before, "the six columns are untouched");
-    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "6");
+    assert_eq!(sqlite3(&db.path, "PRAGMA user_version;").trim(), "7");
     let attempts: Vec<i64> = ["spent", "one-left", "unlimited"]
         .iter()
         .map(|id| db.queue_row(id).attempts)
@@ -422,7 +422,7 @@ fn on_postgresql_opening_again_never_resets_a_row_above_all_a_fence() {
     db.exec("DELETE FROM schema_migrations");
     drop(db.store());
     assert_eq!(db.stored(), before);
-    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [6]);
+    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [7]);
     // The old fence stays stale; the next claim continues the sequence.
     let s = db.store();
     assert!(
@@ -498,7 +498,7 @@ fn on_postgresql_a_hand_made_six_column_table_is_adopted_without_losing_a_row() 
             .collect::<Vec<_>>(),
         [Some("lost"), None]
     );
-    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [6]);
+    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [7]);
 }
 
 /// Opens a store on a hand-made `jobs` table lacking `missing` and checks that it is refused

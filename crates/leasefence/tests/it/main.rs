@@ -21,6 +21,7 @@ mod state;
 
 // The queue on top of them.
 mod admit;
+mod audit;
 mod cancel;
 mod claim_batch;
 mod claim_next;
@@ -31,9 +32,12 @@ mod delete;
 mod enqueue_jobs;
 mod enqueue_many;
 mod fail;
+mod fences;
+mod find_jobs;
 mod inspect;
 mod ledger;
 mod list;
+mod overview;
 mod pause;
 mod purge;
 mod queues;

@@ -168,6 +168,9 @@ impl Probe for KeptProbe<'_> {
     fn refusals(&self, id: &str) -> Vec<(i64, String, i64)> {
         self.db.refusals(id)
     }
+    fn audit(&self) -> Vec<crate::common::AuditRow> {
+        self.db.audit()
+    }
     fn schedule(&self, name: &str) -> Option<(String, String, String, i64)> {
         self.db.schedule(name)
     }
@@ -422,8 +425,8 @@ impl Store for Seed {
     fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> leasefence::Result<Vec<bool>> {
         self.queue.retry(job_ids, now)
     }
-    fn retry_dead(&self, now: Now) -> leasefence::Result<u64> {
-        self.queue.retry_dead(now)
+    fn retry_dead_in(&self, queues: &leasefence::Queues, now: Now) -> leasefence::Result<u64> {
+        self.queue.retry_dead_in(queues, now)
     }
     fn delete(&self, job_ids: &[JobId<'_>]) -> leasefence::Result<Vec<bool>> {
         self.queue.delete(job_ids)

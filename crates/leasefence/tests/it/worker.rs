@@ -952,8 +952,8 @@ mod heartbeat {
         fn retry(&self, ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>, Error> {
             self.inner.retry(ids, now)
         }
-        fn retry_dead(&self, now: Now) -> Result<u64, Error> {
-            self.inner.retry_dead(now)
+        fn retry_dead_in(&self, queues: &leasefence::Queues, now: Now) -> Result<u64, Error> {
+            self.inner.retry_dead_in(queues, now)
         }
         fn delete(&self, ids: &[JobId<'_>]) -> Result<Vec<bool>, Error> {
             self.inner.delete(ids)

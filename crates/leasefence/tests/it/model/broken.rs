@@ -168,8 +168,8 @@ impl Store for Broken {
     fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> leasefence::Result<Vec<bool>> {
         self.inner.retry(job_ids, now)
     }
-    fn retry_dead(&self, now: Now) -> leasefence::Result<u64> {
-        self.inner.retry_dead(now)
+    fn retry_dead_in(&self, queues: &leasefence::Queues, now: Now) -> leasefence::Result<u64> {
+        self.inner.retry_dead_in(queues, now)
     }
     fn delete(&self, job_ids: &[JobId<'_>]) -> leasefence::Result<Vec<bool>> {
         self.inner.delete(job_ids)
