@@ -365,28 +365,7 @@ pub trait Store {
     /// one; it is kept across `retry` and removed with its job by `delete` and `purge`. A read
     /// (one snapshot): it changes nothing.
     ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// use leasefence::{AttemptOutcome, JobId, NewJob, Now, Owner, SqliteStore, Store, Ttl};
-    /// use leasefence::WriteOp;
-    /// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
-    /// store.enqueue_many(&[NewJob::new("report")?])?;
-    /// let (a, b) = (Owner::new("a")?, Owner::new("b")?);
-    /// let stale = store.claim_next(a, Now::new(0.0)?, Ttl::new(10.0)?)?.unwrap();
-    /// let fresh = store.claim_next(b, Now::new(20.0)?, Ttl::new(10.0)?)?.unwrap();
-    /// assert!(!store.complete_lease(&stale, Now::new(21.0)?, "late")?); // refused
-    /// assert!(store.complete_lease(&fresh, Now::new(22.0)?, "done")?);
-    ///
-    /// let history = store.history(JobId::new("report")?)?.unwrap();
-    /// let outcomes: Vec<_> = history.attempts.iter().map(|a| (a.fence, a.outcome)).collect();
-    /// assert_eq!(
-    ///     outcomes,
-    ///     [(1, Some(AttemptOutcome::Lost)), (2, Some(AttemptOutcome::Completed))]
-    /// );
-    /// assert_eq!((history.refusals[0].fence, history.refusals[0].op), (1, WriteOp::Complete));
-    /// assert_eq!(history.refused_under(1), 1);
-    /// # Ok::<(), leasefence::Error>(())
-    /// ```
+    /// [`History`] shows one: a takeover and the stale write it refused.
     ///
     /// # Errors
     /// Busy or backend failures.
