@@ -8,7 +8,7 @@
 //! mutate. So:
 //!
 //! 1. **Screen.** cargo-nextest, which stops at the first failing test, runs only the tests of
-//!    the mutated file's concern (its [`Group`]), without the slow tests ([`SLOW`]) and with
+//!    the mutated file's concern (its [`Group`]), without the slow tests ([`SLOW`](super::groups::SLOW)) and with
 //!    100 model cases a store. A failure there is a real failure of a real test: the mutant is
 //!    caught. Passing proves nothing, so a mutant the screen does not catch goes on to
 //! 2. **the whole suite**: `cargo test -p leasefence` with `.cargo/mutants.toml`'s arguments,
