@@ -115,19 +115,19 @@ impl Tokens {
             })
             .map(str::trim)
             .ok_or(ApiError::Unauthorized)?;
-        // Both comparisons always run, so timing tells nothing about which one matched.
-        let admin = self
-            .admin
-            .as_ref()
-            .is_some_and(|t| t.matches(presented.as_bytes()));
-        let worker = self
-            .worker
-            .as_ref()
-            .is_some_and(|t| t.matches(presented.as_bytes()));
+        self.role_of(presented.as_bytes())
+            .ok_or(ApiError::Unauthorized)
+    }
+
+    /// What a presented token allows: `None` when it is neither the admin nor the worker
+    /// token. Both comparisons always run, so timing tells nothing about which one matched.
+    pub(crate) fn role_of(&self, presented: &[u8]) -> Option<Role> {
+        let admin = self.admin.as_ref().is_some_and(|t| t.matches(presented));
+        let worker = self.worker.as_ref().is_some_and(|t| t.matches(presented));
         match (admin, worker) {
-            (true, _) => Ok(Role::Admin),
-            (false, true) => Ok(Role::Worker),
-            (false, false) => Err(ApiError::Unauthorized),
+            (true, _) => Some(Role::Admin),
+            (false, true) => Some(Role::Worker),
+            (false, false) => None,
         }
     }
 }

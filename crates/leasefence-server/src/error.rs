@@ -152,7 +152,7 @@ impl ApiError {
         }
     }
 
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -166,6 +166,11 @@ impl ApiError {
             }
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
+    }
+
+    /// The status and the message of the body (what a dashboard page shows).
+    pub(crate) fn shown(self) -> (StatusCode, String) {
+        (self.status(), self.body().message)
     }
 
     fn body(self) -> ErrorBody {

@@ -84,6 +84,7 @@ use utoipa::OpenApi as _;
 mod auth;
 mod body;
 mod client;
+pub mod dashboard;
 mod dto;
 mod error;
 mod metrics;
@@ -107,6 +108,8 @@ pub struct AppState {
     pub tokens: Tokens,
     /// The metrics served at `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// The dashboard's sessions and settings.
+    pub dashboard: Arc<dashboard::Dashboard>,
     request_timeout: Duration,
 }
 
@@ -123,6 +126,9 @@ pub struct ServerConfig {
     /// both from `--request-timeout`.) A store call, once started, runs to its end, so an
     /// answer never hides a write that went on without the client.
     pub request_timeout: Duration,
+    /// The dashboard shows no payload or result, and serves no download of them
+    /// (`--hide-payloads`).
+    pub hide_payloads: bool,
 }
 
 impl Default for ServerConfig {
@@ -131,6 +137,7 @@ impl Default for ServerConfig {
             tokens: Tokens::default(),
             max_body_bytes: 1 << 20,
             request_timeout: Duration::from_secs(30),
+            hide_payloads: false,
         }
     }
 }
@@ -142,9 +149,11 @@ pub fn router(store: AsyncStore, config: &ServerConfig) -> Router {
         store,
         tokens: config.tokens.clone(),
         metrics: Arc::new(Metrics::new()),
+        dashboard: Arc::new(dashboard::Dashboard::new(config.hide_payloads)),
         request_timeout: config.request_timeout,
     };
     Router::new()
+        .merge(dashboard::routes(&state))
         .route("/v1/jobs", post(jobs::enqueue).get(jobs::list_jobs))
         .route("/v1/jobs/{id}", get(jobs::get_job).delete(jobs::delete))
         .route("/v1/jobs/{id}/history", get(jobs::history))

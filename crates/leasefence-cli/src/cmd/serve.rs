@@ -23,7 +23,12 @@ LEASEFENCE_ADMIN_TOKEN); never on the command line, where other users can read i
 16 printable characters, e.g. `head -c 32 /dev/urandom | base64`. Without any token every \
 route is open, and only a loopback address may be bound.
 
-/metrics, /healthz and /readyz need no token. See docs/http.md.")]
+/metrics, /healthz and /readyz need no token. See docs/http.md.
+
+The dashboard is at /dashboard: sign in with the worker token to look (read-only) or with the \
+admin token to act (cancel, retry, delete, release an expired lease, pause, resume); every \
+action is recorded in its audit log. Without tokens it is open, as every route. See \
+docs/dashboard.md.")]
 pub struct Args {
     /// The address to listen on (port 0: any free port, printed at start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
@@ -54,6 +59,11 @@ pub struct Args {
     /// `normal` (faster; the last commits may be lost on power loss, never on a crash).
     #[arg(long, value_name = "MODE", default_value = "full")]
     synchronous: String,
+
+    /// The dashboard shows no job payload or result, and serves no download of them (for
+    /// sensitive data); sizes, errors and every other field are still shown.
+    #[arg(long)]
+    hide_payloads: bool,
 }
 
 /// A token from its file or the environment variable; `None` when neither is set.
@@ -133,6 +143,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         tokens,
         max_body_bytes: args.max_body_bytes,
         request_timeout: Duration::from_secs_f64(args.request_timeout),
+        hide_payloads: args.hide_payloads,
     };
     init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -149,6 +160,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         let addr = listener.local_addr()?;
         // The first line on stdout is the address, for scripts that bind port 0.
         println!("listening on http://{addr}");
+        eprintln!("leasefence: the dashboard is at http://{addr}/dashboard");
         eprintln!(
             "leasefence: serving {} ({}) on http://{addr}; {}",
             store.shown(),

@@ -6,7 +6,9 @@
 mod support;
 
 mod access;
+mod browser;
 mod client;
+mod dashboard;
 mod fencing;
 mod input;
 mod jobs;

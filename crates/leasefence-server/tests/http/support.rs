@@ -92,6 +92,11 @@ impl Db {
         }
     }
 
+    /// The PostgreSQL schema of the case, `None` on SQLite.
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
     /// How the server opens this database.
     pub fn options(&self) -> AsyncOptions {
         let mut options = AsyncOptions::new().connections(8);

@@ -1,0 +1,70 @@
+// leasefence dashboard: refreshes the counts and the tables by a light poll while the page is
+// visible. Every page works without this script; it only saves a reload. No dependencies.
+(function () {
+  "use strict";
+  var EVERY_MS = 3000;
+
+  function lookup(data, path) {
+    return path.split(".").reduce(function (o, k) {
+      return o === null || o === undefined ? undefined : o[k];
+    }, data);
+  }
+
+  function stamp() {
+    var s = document.getElementById("live-stamp");
+    if (s) s.textContent = "Updated " + new Date().toLocaleTimeString();
+  }
+
+  // The figures: elements with data-live="totals.ready", or data-live-q + data-live-s for a
+  // queue's count (queue names may hold dots, so they are looked up whole).
+  function refreshCounts() {
+    var plain = document.querySelectorAll("[data-live]");
+    var queued = document.querySelectorAll("[data-live-q]");
+    if (!plain.length && !queued.length) return Promise.resolve();
+    return fetch("/dashboard/live", { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) {
+        if (!data) return;
+        plain.forEach(function (el) {
+          var v = lookup(data, el.getAttribute("data-live"));
+          if (v !== undefined && v !== null) el.textContent = String(v);
+        });
+        queued.forEach(function (el) {
+          var q = data.queues && data.queues[el.getAttribute("data-live-q")];
+          var v = q && q[el.getAttribute("data-live-s")];
+          if (v !== undefined) el.textContent = String(v);
+        });
+        stamp();
+      });
+  }
+
+  // A table marked data-live-table: the same page fetched again, its table swapped in. The
+  // server's HTML is escaped; a parsed document runs no script.
+  function refreshTable() {
+    var table = document.getElementById("live-table");
+    if (!table || !table.hasAttribute("data-live-table")) return Promise.resolve();
+    return fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html) return;
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var fresh = doc.getElementById("live-table");
+        var current = document.getElementById("live-table");
+        if (fresh && current && !current.contains(document.activeElement)) {
+          current.replaceWith(document.importNode(fresh, true));
+          stamp();
+        }
+      });
+  }
+
+  function tick() {
+    if (document.visibilityState !== "visible") return;
+    refreshCounts().catch(function () {});
+    refreshTable().catch(function () {});
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.documentElement.setAttribute("data-live-ready", "yes");
+    window.setInterval(tick, EVERY_MS);
+  });
+})();

@@ -1,0 +1,387 @@
+//! The dashboard's actions, each a POST: cancel, retry, delete, release an expired lease,
+//! pause and resume a queue, retry a queue's dead jobs; and signing in and out.
+//!
+//! An action needs the admin token (or a server without tokens), a form from this server
+//! (same origin, the visitor's CSRF token) and a confirmation: the first POST answers with a
+//! page that says what will happen, whose button POSTs again with `confirmed=yes`. It then
+//! makes the same library call as the CLI's verb — the operator verbs are not fenced, exactly
+//! as there; releasing an expired lease is the fenced `release` under the lease's own owner
+//! and fence, so it can only give back the lease the page showed — records what it did in
+//! the audit log, and redirects to the page it came from with the outcome.
+
+use askama::Template;
+use axum::Form;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use leasefence::{AuditRecord, JobId, Now, Observe, Queue, Queues, Status, Store};
+use serde::Deserialize;
+
+use super::access::{
+    COOKIE, SESSION_LIFE, Via, Viewer, clean_name, safe_next, same_origin, session_cookie,
+};
+use super::pages::{LoginPage, store_now};
+use super::view::{enc, job_href};
+use super::{Chrome, PageError, render};
+use crate::AppState;
+
+/// An action's form.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    confirmed: String,
+}
+
+#[derive(Template)]
+#[template(path = "confirm.html")]
+struct ConfirmPage {
+    chrome: Chrome,
+    question: String,
+    detail: &'static str,
+    url: String,
+    back: String,
+    danger: bool,
+}
+
+/// Checks who may do it, where the form came from and its CSRF token.
+fn allowed(viewer: &Viewer, headers: &HeaderMap, form: &ActionForm) -> Result<(), PageError> {
+    if !viewer.can_act {
+        return Err(PageError::new(
+            StatusCode::FORBIDDEN,
+            "this action needs the admin token: sign in with it (you are signed in read-only)",
+        ));
+    }
+    if !same_origin(headers) {
+        return Err(PageError::new(
+            StatusCode::FORBIDDEN,
+            "refused: the form was not sent from a page of this server; nothing was changed",
+        ));
+    }
+    if !viewer.csrf_ok(&form.csrf) {
+        return Err(PageError::new(
+            StatusCode::FORBIDDEN,
+            "refused: the form's security token is missing or out of date (was the server \
+             restarted?); reload the page and try again; nothing was changed",
+        ));
+    }
+    Ok(())
+}
+
+async fn audit(
+    state: &AppState,
+    actor: String,
+    action: &'static str,
+    target: String,
+    result: String,
+) -> Result<(), PageError> {
+    tracing::info!(action, %target, %result, "dashboard action");
+    let at = Now::system();
+    state
+        .store
+        .call(move |s| {
+            s.record_audit(
+                &AuditRecord {
+                    actor: &actor,
+                    action,
+                    target: &target,
+                    result: &result,
+                },
+                at,
+            )
+        })
+        .await?;
+    Ok(())
+}
+
+/// What each job action says before it is confirmed.
+fn job_question(action: &str, id: &str) -> Option<(String, &'static str, bool)> {
+    Some(match action {
+        "cancel" => (
+            format!("Cancel job {id}?"),
+            "It finishes as cancelled and is never handed out again; its current holder's renew, complete and fail are refused from now on. An operator verb: not fenced.",
+            true,
+        ),
+        "retry" => (
+            format!("Retry job {id}?"),
+            "A dead or cancelled job becomes ready again with a fresh attempts budget. The fence goes on above every one handed out, so an old lease stays worthless.",
+            false,
+        ),
+        "delete" => (
+            format!("Delete job {id}?"),
+            "The job and its ledger are removed. Its last fence is kept as the id's floor: the same id enqueued again continues above it.",
+            true,
+        ),
+        "release" => (
+            format!("Release the expired lease of job {id}?"),
+            "Gives the lease back under its own owner and fence, as its holder would: the job is claimable at once, the fence is kept and the attempt refunded. If the job was claimed again meanwhile, nothing happens.",
+            false,
+        ),
+        _ => return None,
+    })
+}
+
+pub(crate) async fn job_action(
+    viewer: Viewer,
+    State(state): State<AppState>,
+    Path((id, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, PageError> {
+    let (question, detail, danger) = job_question(&action, &id)
+        .ok_or_else(|| PageError::new(StatusCode::NOT_FOUND, "no such action"))?;
+    allowed(&viewer, &headers, &form)?;
+    JobId::new(&id).map_err(|e| PageError::new(StatusCode::NOT_FOUND, e.to_string()))?;
+    let base = format!("/dashboard/jobs/{}", enc(&id));
+    if form.confirmed != "yes" {
+        return Ok(render(&ConfirmPage {
+            chrome: Chrome::new("Confirm", "jobs", &viewer, &state.dashboard),
+            question,
+            detail,
+            url: format!("{base}/{action}"),
+            back: base,
+            danger,
+        }));
+    }
+    let now = store_now(&state).await?;
+    let key = id.clone();
+    let verb = action.clone();
+    let (ok, result) = state
+        .store
+        .call(move |s| {
+            let job = JobId::new(&key)?;
+            Ok(match verb.as_str() {
+                "cancel" => match s.cancel(job, now)? {
+                    true => (true, "cancelled".to_owned()),
+                    false => (false, "refused: unknown or already finished".to_owned()),
+                },
+                "retry" => match s.retry(&[job], now)?.first() {
+                    Some(true) => (true, "retried".to_owned()),
+                    _ => (false, "refused: not dead or cancelled".to_owned()),
+                },
+                "delete" => match s.delete(&[job])?.first() {
+                    Some(true) => (true, "deleted".to_owned()),
+                    _ => (false, "refused: no such job".to_owned()),
+                },
+                _ => {
+                    // release: only the expired lease, under its own owner and fence.
+                    let info = s.inspect(job, now)?;
+                    match info {
+                        Some(info) if info.status == Status::Expired => {
+                            let owner = info.state.owner.clone().unwrap_or_default();
+                            let holder = leasefence::Owner::new(&owner)?;
+                            match s.release(job, holder, info.state.fence)? {
+                                true => (
+                                    true,
+                                    format!(
+                                        "released the lease of {owner} under fence {}",
+                                        info.state.fence
+                                    ),
+                                ),
+                                false => (false, "refused: the lease changed meanwhile".to_owned()),
+                            }
+                        }
+                        Some(info) if info.status == Status::Leased => (
+                            false,
+                            "refused: the lease is live; only an expired lease is released here"
+                                .to_owned(),
+                        ),
+                        Some(_) => (false, "refused: the job holds no expired lease".to_owned()),
+                        None => (false, "refused: no such job".to_owned()),
+                    }
+                }
+            })
+        })
+        .await?;
+    let action_name: &'static str = match action.as_str() {
+        "cancel" => "cancel",
+        "retry" => "retry",
+        "delete" => "delete",
+        _ => "release",
+    };
+    audit(
+        &state,
+        viewer.actor.clone(),
+        action_name,
+        format!("job {id}"),
+        result,
+    )
+    .await?;
+    let back = if action_name == "delete" && ok {
+        "/dashboard/jobs".to_owned()
+    } else {
+        job_href(&id)
+    };
+    Ok(Redirect::to(&format!("{back}?done={action_name}&ok={}", u8::from(ok))).into_response())
+}
+
+pub(crate) async fn queue_action(
+    viewer: Viewer,
+    State(state): State<AppState>,
+    Path((name, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, PageError> {
+    let (question, detail, danger): (String, &'static str, bool) = match action.as_str() {
+        "pause" => (
+            format!("Pause queue {name}?"),
+            "Claims hand out none of its jobs until it is resumed. Leases already held in it stay valid: their renew, complete, fail and release go on.",
+            false,
+        ),
+        "resume" => (
+            format!("Resume queue {name}?"),
+            "Claims hand out its jobs again.",
+            false,
+        ),
+        "retry-dead" => (
+            format!("Retry every dead job of queue {name}?"),
+            "Each becomes ready again with a fresh attempts budget, in one transaction; fences go on above every one handed out.",
+            false,
+        ),
+        _ => return Err(PageError::new(StatusCode::NOT_FOUND, "no such action")),
+    };
+    allowed(&viewer, &headers, &form)?;
+    let queue = Queue::new(name.clone())
+        .map_err(|e| PageError::new(StatusCode::NOT_FOUND, e.to_string()))?;
+    if form.confirmed != "yes" {
+        return Ok(render(&ConfirmPage {
+            chrome: Chrome::new("Confirm", "queues", &viewer, &state.dashboard),
+            question,
+            detail,
+            url: format!("/dashboard/queues/{}/{action}", enc(&name)),
+            back: "/dashboard/queues".into(),
+            danger,
+        }));
+    }
+    let now = store_now(&state).await?;
+    let verb = action.clone();
+    let (ok, n, result, action_name) = state
+        .store
+        .call(move |s| {
+            Ok(match verb.as_str() {
+                "pause" => {
+                    let changed = s.pause(&queue)?;
+                    (
+                        changed,
+                        0,
+                        if changed { "paused" } else { "already paused" }.to_owned(),
+                        "pause",
+                    )
+                }
+                "resume" => {
+                    let changed = s.resume(&queue)?;
+                    (
+                        changed,
+                        0,
+                        if changed { "resumed" } else { "was not paused" }.to_owned(),
+                        "resume",
+                    )
+                }
+                _ => {
+                    let n = s.retry_dead_in(&Queues::Only(vec![queue]), now)?;
+                    (true, n, format!("retried {n} dead"), "retry_dead")
+                }
+            })
+        })
+        .await?;
+    audit(
+        &state,
+        viewer.actor.clone(),
+        action_name,
+        format!("queue {name}"),
+        result,
+    )
+    .await?;
+    Ok(Redirect::to(&format!(
+        "/dashboard/queues?done={action_name}&ok={}&n={n}",
+        u8::from(ok)
+    ))
+    .into_response())
+}
+
+// ─── Sign-in ─────────────────────────────────────────────────────────────────────────────
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LoginForm {
+    #[serde(default)]
+    user: String,
+    #[serde(default)]
+    token: String,
+    #[serde(default)]
+    next: String,
+}
+
+pub(crate) async fn login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let next = safe_next(&form.next).to_owned();
+    let page = |error| {
+        render(&LoginPage {
+            next: next.clone(),
+            error: Some(error),
+            open: !state.tokens.any(),
+        })
+    };
+    if !same_origin(&headers) {
+        let mut r = page("The form was not sent from a page of this server.");
+        *r.status_mut() = StatusCode::FORBIDDEN;
+        return r;
+    }
+    if !state.tokens.any() {
+        return Redirect::to(&next).into_response();
+    }
+    let Some(role) = state.tokens.role_of(form.token.trim().as_bytes()) else {
+        tracing::warn!("dashboard sign-in refused: not a known token");
+        let mut r = page("That is neither the worker token nor the admin token of this server.");
+        *r.status_mut() = StatusCode::UNAUTHORIZED;
+        return r;
+    };
+    let id = state.dashboard.access.start(role, &clean_name(&form.user));
+    let secure = headers
+        .get("x-forwarded-proto")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+    let cookie = format!(
+        "{COOKIE}={id}; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        SESSION_LIFE.as_secs(),
+        if secure { "; Secure" } else { "" }
+    );
+    let mut response = Redirect::to(&next).into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LogoutForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+pub(crate) async fn logout(
+    viewer: Viewer,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<LogoutForm>,
+) -> Result<Response, PageError> {
+    if viewer.via != Via::Session || !same_origin(&headers) || !viewer.csrf_ok(&form.csrf) {
+        return Err(PageError::new(
+            StatusCode::FORBIDDEN,
+            "refused: not a sign-out from this server's page",
+        ));
+    }
+    if let Some(id) = session_cookie(&headers) {
+        state.dashboard.access.end(&id);
+    }
+    let mut response = Redirect::to("/dashboard/login").into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "lf_session=; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=0",
+        ),
+    );
+    Ok(response)
+}

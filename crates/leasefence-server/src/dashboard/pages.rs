@@ -1,0 +1,779 @@
+//! The read-only pages: overview, jobs, queues, schedules, fence gate, audit log, sign-in.
+//! Each reads the store once (the overview, a page of jobs, …) through the library's
+//! [`Observe`] and [`Store`] calls.
+
+use std::sync::Arc;
+
+use askama::Template;
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::response::Response;
+use leasefence::{JobCursor, JobOrder, JobQuery, Now, Observe, Queue, Resource, Status, Store};
+use serde::Deserialize;
+
+use super::access::{Viewer, safe_next};
+use super::chart::{self, Chart};
+use super::view::{count, enc, job_href, query, relative, span, time};
+use super::{Chrome, Dashboard, PageError, render};
+use crate::AppState;
+
+/// The outcome of an action, as the page it redirected to is told: `?done=ACTION&ok=1&n=3`.
+/// Only these fixed words reach the page, never text from the request.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Notice {
+    done: Option<String>,
+    ok: Option<u8>,
+    n: Option<u64>,
+}
+
+impl Notice {
+    pub(crate) fn message(&self) -> Option<String> {
+        let ok = self.ok == Some(1);
+        let text = match (self.done.as_deref()?, ok) {
+            ("cancel", true) => {
+                "Cancelled: the job will not be handed out again, and its holder can store nothing."
+            }
+            ("cancel", false) => "Not cancelled: the job had already finished.",
+            ("retry", true) => {
+                "Retried: the job is ready again with a fresh attempts budget; its fence goes on."
+            }
+            ("retry", false) => "Not retried: only a dead or cancelled job can be retried.",
+            ("delete", true) => "Deleted: its last fence is kept as the id's floor.",
+            ("delete", false) => "Not deleted: no such job.",
+            ("release", true) => {
+                "Released: the expired lease was given back (fence kept); the job can be claimed at once."
+            }
+            ("release", false) => {
+                "Not released: the lease was no longer the expired one shown (claimed again, or finished)."
+            }
+            ("pause", true) => {
+                "Paused: the queue hands out no job; leases already held stay valid."
+            }
+            ("pause", false) => "Already paused.",
+            ("resume", true) => "Resumed: the queue hands out jobs again.",
+            ("resume", false) => "It was not paused.",
+            ("retry_dead", _) => {
+                return Some(format!(
+                    "Retried {} dead job{} of the queue.",
+                    self.n.unwrap_or(0),
+                    if self.n == Some(1) { "" } else { "s" }
+                ));
+            }
+            ("login", true) => "Signed in.",
+            _ => return None,
+        };
+        Some(text.to_owned())
+    }
+}
+
+fn chrome(
+    title: impl Into<String>,
+    section: &'static str,
+    viewer: &Viewer,
+    dashboard: &Arc<Dashboard>,
+    notice: &Notice,
+) -> Chrome {
+    let mut c = Chrome::new(title, section, viewer, dashboard);
+    c.notice = notice.message();
+    c
+}
+
+/// The clock the store judges leases by (the database's on PostgreSQL).
+pub(crate) async fn store_now(state: &AppState) -> Result<Now, PageError> {
+    Ok(state.store.now().await?)
+}
+
+// ─── Overview ─────────────────────────────────────────────────────────────────────────────
+
+pub(crate) struct Card {
+    pub(crate) label: &'static str,
+    pub(crate) value: String,
+    pub(crate) live: &'static str,
+    pub(crate) href: String,
+    pub(crate) note: String,
+    pub(crate) tone: &'static str,
+}
+
+pub(crate) struct Cell {
+    pub(crate) value: String,
+    pub(crate) href: String,
+    pub(crate) status: &'static str,
+}
+
+pub(crate) struct QueueView {
+    pub(crate) name: String,
+    pub(crate) href: String,
+    pub(crate) paused: bool,
+    pub(crate) cells: Vec<Cell>,
+    pub(crate) total: String,
+    pub(crate) dead: u64,
+    pub(crate) action_base: String,
+}
+
+fn queue_views(queues: &[leasefence::QueueInfo]) -> Vec<QueueView> {
+    queues
+        .iter()
+        .map(|q| QueueView {
+            name: q.name.clone(),
+            href: format!("/dashboard/jobs{}", query(&[("queue", &q.name)])),
+            paused: q.paused,
+            cells: Status::ALL
+                .iter()
+                .map(|s| Cell {
+                    value: count(q.stats.get(*s)),
+                    href: format!(
+                        "/dashboard/jobs{}",
+                        query(&[("queue", &q.name), ("status", s.as_str())])
+                    ),
+                    status: s.as_str(),
+                })
+                .collect(),
+            total: count(q.stats.total()),
+            dead: q.stats.dead,
+            action_base: format!("/dashboard/queues/{}", enc(&q.name)),
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+pub(crate) struct OverviewPage {
+    chrome: Chrome,
+    now: String,
+    cards: Vec<Card>,
+    statuses: Vec<&'static str>,
+    totals: Vec<Cell>,
+    queues: Vec<QueueView>,
+    chart: Chart,
+    width: u32,
+    height: u32,
+}
+
+pub(crate) async fn overview(
+    viewer: Viewer,
+    State(state): State<AppState>,
+    Query(notice): Query<Notice>,
+) -> Result<Response, PageError> {
+    let now = store_now(&state).await?;
+    let o = state.store.call(move |s| s.overview(now)).await?;
+    let t = &o.totals;
+    let jobs = |status: &str| format!("/dashboard/jobs{}", query(&[("status", status)]));
+    let cards = vec![
+        Card {
+            label: "Ready",
+            value: count(t.ready),
+            live: "totals.ready",
+            href: jobs("ready"),
+            note: "claimable now".into(),
+            tone: "ready",
+        },
+        Card {
+            label: "Leased",
+            value: count(t.leased),
+            live: "totals.leased",
+            href: jobs("leased"),
+            note: "held under a live lease".into(),
+            tone: "leased",
+        },
+        Card {
+            label: "Expiring within a minute",
+            value: count(o.expiring_soon),
+            live: "expiring_soon",
+            href: jobs("leased"),
+            note: "live leases that end in the next 60 s".into(),
+            tone: "leased",
+        },
+        Card {
+            label: "Expired, unclaimed",
+            value: count(t.expired),
+            live: "totals.expired",
+            href: jobs("expired"),
+            note: "leases that ran out; claimable again".into(),
+            tone: "expired",
+        },
+        Card {
+            label: "Dead",
+            value: count(t.dead),
+            live: "totals.dead",
+            href: jobs("dead"),
+            note: "out of attempts".into(),
+            tone: "dead",
+        },
+        Card {
+            label: "Stale writes refused, last hour",
+            value: count(o.refused_last_hour),
+            live: "refused_last_hour",
+            href: jobs(""),
+            note: format!("{} in all", count(o.refused_total)),
+            tone: "refused",
+        },
+        Card {
+            label: "Oldest ready job waiting",
+            value: o.oldest_ready_age().map(span).unwrap_or_else(|| "—".into()),
+            live: "oldest_ready_age",
+            href: o
+                .oldest_ready
+                .as_ref()
+                .map(|(id, _)| job_href(id))
+                .unwrap_or_else(|| jobs("ready")),
+            note: match &o.oldest_ready {
+                Some((id, _)) => format!("job {id}"),
+                None => "no job is ready".into(),
+            },
+            tone: "ready",
+        },
+    ];
+    let totals = Status::ALL
+        .iter()
+        .map(|s| Cell {
+            value: count(t.get(*s)),
+            href: jobs(s.as_str()),
+            status: s.as_str(),
+        })
+        .collect();
+    let page = OverviewPage {
+        chrome: chrome("Overview", "overview", &viewer, &state.dashboard, &notice),
+        now: time(Some(o.now)),
+        cards,
+        statuses: Status::ALL.iter().map(|s| s.as_str()).collect(),
+        totals,
+        queues: queue_views(&o.queues),
+        chart: Chart::of(&o.throughput),
+        width: chart::WIDTH,
+        height: chart::HEIGHT,
+    };
+    Ok(render(&page))
+}
+
+/// The overview's figures as JSON, for the page's light poll.
+pub(crate) async fn live(
+    _viewer: Viewer,
+    State(state): State<AppState>,
+) -> Result<Json<serde_json::Value>, PageError> {
+    let now = store_now(&state).await?;
+    let o = state.store.call(move |s| s.overview(now)).await?;
+    let totals: serde_json::Map<String, serde_json::Value> = Status::ALL
+        .iter()
+        .map(|s| (s.as_str().to_owned(), count(o.totals.get(*s)).into()))
+        .collect();
+    let queues: serde_json::Map<String, serde_json::Value> = o
+        .queues
+        .iter()
+        .map(|q| {
+            let counts: serde_json::Map<String, serde_json::Value> = Status::ALL
+                .iter()
+                .map(|s| (s.as_str().to_owned(), count(q.stats.get(*s)).into()))
+                .chain([("total".to_owned(), count(q.stats.total()).into())])
+                .collect();
+            (q.name.clone(), counts.into())
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "now": time(Some(o.now)),
+        "totals": totals,
+        "queues": queues,
+        "expiring_soon": count(o.expiring_soon),
+        "refused_total": count(o.refused_total),
+        "refused_last_hour": count(o.refused_last_hour),
+        "oldest_ready_age": o.oldest_ready_age().map(span).unwrap_or_else(|| "—".into()),
+    })))
+}
+
+// ─── Jobs ────────────────────────────────────────────────────────────────────────────────
+
+/// The job search's form, as the query string carries it.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Search {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    queue: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    owner: String,
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    order: String,
+    #[serde(default)]
+    after: String,
+    #[serde(default)]
+    limit: String,
+}
+
+pub(crate) struct Opt {
+    pub(crate) value: &'static str,
+    pub(crate) label: &'static str,
+    pub(crate) selected: bool,
+}
+
+pub(crate) struct JobRow {
+    pub(crate) id: String,
+    pub(crate) href: String,
+    pub(crate) status: &'static str,
+    pub(crate) queue: String,
+    pub(crate) kind: String,
+    pub(crate) owner: String,
+    pub(crate) fence: i64,
+    pub(crate) attempts: String,
+    pub(crate) enqueued: String,
+    pub(crate) lease: String,
+}
+
+#[derive(Template)]
+#[template(path = "jobs.html")]
+pub(crate) struct JobsPage {
+    chrome: Chrome,
+    queue: String,
+    kind: String,
+    owner: String,
+    id: String,
+    limit: usize,
+    statuses: Vec<Opt>,
+    orders: Vec<Opt>,
+    rows: Vec<JobRow>,
+    next_href: Option<String>,
+    first_href: Option<String>,
+    sort_href: String,
+    sort_label: &'static str,
+    note: String,
+}
+
+impl Search {
+    /// The library's query, every field checked (a bad one is a 400 naming it).
+    fn to_query(&self) -> Result<JobQuery, PageError> {
+        let bad = |field: &str, why: String| {
+            PageError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                format!("invalid `{field}`: {why}; nothing was changed"),
+            )
+        };
+        let opt = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_owned());
+        let status = match opt(&self.status) {
+            Some(s) => Some(Status::parse(&s).map_err(|e| bad("status", e.to_string()))?),
+            None => None,
+        };
+        let queue = match opt(&self.queue) {
+            Some(q) => Some(Queue::new(q).map_err(|e| bad("queue", e.to_string()))?),
+            None => None,
+        };
+        let order = match opt(&self.order) {
+            Some(o) => JobOrder::parse(&o).map_err(|e| bad("order", e.to_string()))?,
+            None => JobOrder::Newest,
+        };
+        let limit = match opt(&self.limit) {
+            Some(l) => l
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=500).contains(n))
+                .ok_or_else(|| bad("limit", format!("{l:?} is not a number from 1 to 500")))?,
+            None => 50,
+        };
+        let after = match opt(&self.after) {
+            Some(a) => Some(JobCursor::decode(&a).map_err(|e| bad("after", e.to_string()))?),
+            None => None,
+        };
+        // The id prefix is taken as typed (spaces included); only an empty one is none.
+        let id_prefix = (!self.id.is_empty()).then(|| self.id.clone());
+        let q = JobQuery {
+            status,
+            queue,
+            kind: opt(&self.kind),
+            owner: opt(&self.owner),
+            id_prefix,
+            order,
+            after,
+            limit,
+            window: leasefence::MAX_WINDOW,
+        };
+        q.check().map_err(|e| match e.argument() {
+            Some(field) => bad(field, e.to_string()),
+            None => PageError::from(e),
+        })?;
+        Ok(q)
+    }
+
+    fn href(&self, order: &str, after: &str) -> String {
+        format!(
+            "/dashboard/jobs{}",
+            query(&[
+                ("status", self.status.trim()),
+                ("queue", self.queue.trim()),
+                ("kind", self.kind.trim()),
+                ("owner", self.owner.trim()),
+                ("id", &self.id),
+                ("order", order),
+                ("limit", self.limit.trim()),
+                ("after", after),
+            ])
+        )
+    }
+}
+
+pub(crate) async fn jobs(
+    viewer: Viewer,
+    State(state): State<AppState>,
+    Query(search): Query<Search>,
+    Query(notice): Query<Notice>,
+) -> Result<Response, PageError> {
+    let q = search.to_query()?;
+    let now = store_now(&state).await?;
+    let query_copy = q.clone();
+    let page = state
+        .store
+        .call(move |s| s.find_jobs(now, &query_copy))
+        .await?;
+    let at = now.seconds();
+    let rows = page
+        .jobs
+        .iter()
+        .map(|j| JobRow {
+            id: j.state.id.clone(),
+            href: job_href(&j.state.id),
+            status: j.status.as_str(),
+            queue: j.queue.clone(),
+            kind: j.kind.clone().unwrap_or_default(),
+            owner: j.state.owner.clone().unwrap_or_default(),
+            fence: j.state.fence,
+            attempts: if j.max_attempts == 0 {
+                format!("{}", j.attempts)
+            } else {
+                format!("{} / {}", j.attempts, j.max_attempts)
+            },
+            enqueued: time(j.enqueued_at),
+            lease: match j.status {
+                Status::Leased => format!("ends {}", relative(j.state.until, at)),
+                Status::Expired => format!("ended {}", relative(j.state.until, at)),
+                Status::Scheduled => format!("due {}", relative(j.not_before, at)),
+                _ => match j.finished_at {
+                    Some(f) => format!("finished {}", relative(f, at)),
+                    None => String::new(),
+                },
+            },
+        })
+        .collect();
+    let order = if q.id_prefix.is_some() {
+        "id"
+    } else {
+        q.order.as_str()
+    };
+    let next_href = page
+        .next
+        .as_ref()
+        .map(|c| search.href(&search.order, &c.encode()));
+    let first_href = q.after.as_ref().map(|_| search.href(&search.order, ""));
+    let note = match (&page.next, page.jobs.len() < q.limit) {
+        (Some(_), true) => format!(
+            "Looked at {} jobs for this page and found {} that match; the next page goes on \
+             from there.",
+            count(page.examined as u64),
+            page.jobs.len()
+        ),
+        (None, _) if page.jobs.is_empty() && q.after.is_none() => "No job matches.".into(),
+        (None, _) => "No more jobs.".into(),
+        _ => String::new(),
+    };
+    let (sort_href, sort_label) = match q.order {
+        JobOrder::Newest => (search.href("oldest", ""), "newest first"),
+        JobOrder::Oldest => (search.href("newest", ""), "oldest first"),
+    };
+    let statuses = std::iter::once(("", "any status"))
+        .chain(Status::ALL.iter().map(|s| (s.as_str(), s.as_str())))
+        .map(|(value, label)| Opt {
+            value,
+            label,
+            selected: value == q.status.map(Status::as_str).unwrap_or(""),
+        })
+        .collect();
+    let orders = [("newest", "newest first"), ("oldest", "oldest first")]
+        .into_iter()
+        .map(|(value, label)| Opt {
+            value,
+            label,
+            selected: value == order,
+        })
+        .collect();
+    let page = JobsPage {
+        chrome: chrome("Jobs", "jobs", &viewer, &state.dashboard, &notice),
+        queue: search.queue.trim().to_owned(),
+        kind: search.kind.trim().to_owned(),
+        owner: search.owner.trim().to_owned(),
+        id: search.id.clone(),
+        limit: q.limit,
+        statuses,
+        orders,
+        rows,
+        next_href,
+        first_href,
+        sort_href,
+        sort_label: if q.id_prefix.is_some() {
+            "by id (an id prefix)"
+        } else {
+            sort_label
+        },
+        note,
+    };
+    Ok(render(&page))
+}
+
+// ─── Queues, schedules, fences, audit ────────────────────────────────────────────────────
+
+#[derive(Template)]
+#[template(path = "queues.html")]
+pub(crate) struct QueuesPage {
+    chrome: Chrome,
+    statuses: Vec<&'static str>,
+    queues: Vec<QueueView>,
+}
+
+pub(crate) async fn queues(
+    viewer: Viewer,
+    State(state): State<AppState>,
+    Query(notice): Query<Notice>,
+) -> Result<Response, PageError> {
+    let now = store_now(&state).await?;
+    let infos = state.store.call(move |s| s.queues(now)).await?;
+    let page = QueuesPage {
+        chrome: chrome("Queues", "queues", &viewer, &state.dashboard, &notice),
+        statuses: Status::ALL.iter().map(|s| s.as_str()).collect(),
+        queues: queue_views(&infos),
+    };
+    Ok(render(&page))
+}
+
+pub(crate) struct ScheduleRow {
+    name: String,
+    cron: String,
+    tz: String,
+    queue: String,
+    added: String,
+    last: String,
+    last_href: Option<String>,
+    next: Vec<String>,
+}
+
+#[derive(Template)]
+#[template(path = "schedules.html")]
+pub(crate) struct SchedulesPage {
+    chrome: Chrome,
+    rows: Vec<ScheduleRow>,
+}
+
+pub(crate) async fn schedules(
+    viewer: Viewer,
+    State(state): State<AppState>,
+) -> Result<Response, PageError> {
+    let infos = state.store.call(|s| s.schedules()).await?;
+    let rows = infos
+        .iter()
+        .map(|info| {
+            let sched = &info.schedule;
+            let mut next = Vec::new();
+            let mut after = info.last_slot;
+            while next.len() < 3 {
+                match sched.next_after(after) {
+                    Ok(Some(slot)) => {
+                        next.push(time(Some(slot as f64)));
+                        after = slot;
+                    }
+                    _ => break,
+                }
+            }
+            let never = info.last_slot as f64 <= info.created_at;
+            ScheduleRow {
+                name: sched.name().to_owned(),
+                cron: sched.cron().to_owned(),
+                tz: sched.tz().to_owned(),
+                queue: sched.queue_name().as_str().to_owned(),
+                added: time(Some(info.created_at)),
+                last: if never {
+                    "not run yet".into()
+                } else {
+                    time(Some(info.last_slot as f64))
+                },
+                last_href: (!never)
+                    .then(|| leasefence::run_id(sched.name(), info.last_slot).ok())
+                    .flatten()
+                    .map(|id| job_href(&id)),
+                next,
+            }
+        })
+        .collect();
+    let page = SchedulesPage {
+        chrome: chrome(
+            "Schedules",
+            "schedules",
+            &viewer,
+            &state.dashboard,
+            &Notice::default(),
+        ),
+        rows,
+    };
+    Ok(render(&page))
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct After {
+    #[serde(default)]
+    after: String,
+}
+
+#[derive(Template)]
+#[template(path = "fences.html")]
+pub(crate) struct FencesPage {
+    chrome: Chrome,
+    rows: Vec<(String, i64)>,
+    next_href: Option<String>,
+    first_href: Option<String>,
+}
+
+/// A page of the fence gate or the audit log.
+const PAGE: usize = 100;
+
+pub(crate) async fn fences(
+    viewer: Viewer,
+    State(state): State<AppState>,
+    Query(after): Query<After>,
+) -> Result<Response, PageError> {
+    let from = after.after.clone();
+    if !from.is_empty() {
+        Resource::new(&from).map_err(|e| {
+            PageError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                format!("invalid `after`: {e}"),
+            )
+        })?;
+    }
+    let rows = state
+        .store
+        .call(move |s| {
+            let after = (!from.is_empty())
+                .then(|| Resource::new(&from))
+                .transpose()?;
+            s.fences(after, PAGE + 1)
+        })
+        .await?;
+    let more = rows.len() > PAGE;
+    let rows: Vec<(String, i64)> = rows
+        .into_iter()
+        .take(PAGE)
+        .map(|f| (f.resource, f.fence))
+        .collect();
+    let page = FencesPage {
+        chrome: chrome(
+            "Fence gate",
+            "fences",
+            &viewer,
+            &state.dashboard,
+            &Notice::default(),
+        ),
+        next_href: more
+            .then(|| {
+                rows.last()
+                    .map(|(r, _)| format!("/dashboard/fences{}", query(&[("after", r)])))
+            })
+            .flatten(),
+        first_href: (!after.after.is_empty()).then(|| "/dashboard/fences".to_owned()),
+        rows,
+    };
+    Ok(render(&page))
+}
+
+pub(crate) struct AuditRow {
+    at: String,
+    actor: String,
+    action: String,
+    target: String,
+    target_href: Option<String>,
+    result: String,
+}
+
+#[derive(Template)]
+#[template(path = "audit.html")]
+pub(crate) struct AuditPage {
+    chrome: Chrome,
+    rows: Vec<AuditRow>,
+    next_href: Option<String>,
+    first_href: Option<String>,
+}
+
+pub(crate) async fn audit(
+    viewer: Viewer,
+    State(state): State<AppState>,
+    Query(after): Query<After>,
+) -> Result<Response, PageError> {
+    let before = match after.after.as_str() {
+        "" => None,
+        s => Some(s.parse::<i64>().map_err(|_| {
+            PageError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "invalid `after`: not a position in the log",
+            )
+        })?),
+    };
+    let entries = state
+        .store
+        .call(move |s| s.audit_log(before, PAGE + 1))
+        .await?;
+    let more = entries.len() > PAGE;
+    let entries: Vec<_> = entries.into_iter().take(PAGE).collect();
+    let next_href = more
+        .then(|| {
+            entries
+                .last()
+                .map(|e| format!("/dashboard/audit?after={}", e.seq))
+        })
+        .flatten();
+    let rows = entries
+        .into_iter()
+        .map(|e| AuditRow {
+            at: time(Some(e.at)),
+            target_href: e.target.strip_prefix("job ").map(job_href),
+            actor: e.actor,
+            action: e.action,
+            target: e.target,
+            result: e.result,
+        })
+        .collect();
+    let page = AuditPage {
+        chrome: chrome(
+            "Audit log",
+            "audit",
+            &viewer,
+            &state.dashboard,
+            &Notice::default(),
+        ),
+        rows,
+        next_href,
+        first_href: before.map(|_| "/dashboard/audit".to_owned()),
+    };
+    Ok(render(&page))
+}
+
+// ─── Sign-in ─────────────────────────────────────────────────────────────────────────────
+
+#[derive(Template)]
+#[template(path = "login.html")]
+pub(crate) struct LoginPage {
+    pub(crate) next: String,
+    pub(crate) error: Option<&'static str>,
+    pub(crate) open: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Next {
+    #[serde(default)]
+    next: String,
+}
+
+pub(crate) async fn login_form(
+    State(state): State<AppState>,
+    Query(next): Query<Next>,
+) -> Response {
+    render(&LoginPage {
+        next: safe_next(&next.next).to_owned(),
+        error: None,
+        open: !state.tokens.any(),
+    })
+}

@@ -1,0 +1,551 @@
+//! The dashboard over HTTP, as a browser meets it: sign-in, read-only and admin access, CSRF,
+//! every action's effect read back from the store through an independent connection, the
+//! audit log, escaping of everything a user supplied, the security headers, and the job
+//! search's pages. (The same pages in a real browser: `browser.rs`.)
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use leasefence::{AnyStore, JobId, NewJob, Now, Observe, Owner, Queue, Store, Ttl};
+use leasefence_server::{ServerConfig, Token, Tokens};
+
+use crate::support::{Backend, Db, Server, backends, wait_until};
+
+pub const ADMIN: &str = "admin-token-0123456789abcdef";
+pub const WORKER: &str = "worker-token-0123456789abcd";
+
+pub fn tokens() -> Tokens {
+    Tokens {
+        worker: Some(Token::new(WORKER, "worker token").unwrap()),
+        admin: Some(Token::new(ADMIN, "admin token").unwrap()),
+    }
+}
+
+/// A store on the same database as the server, opened by the test: how it arranges a history
+/// and reads effects back, never through the server.
+pub fn direct(db: &Db) -> AnyStore {
+    let mut options = leasefence::AnyOptions::new();
+    if let Some(schema) = db.schema() {
+        options = options.postgres(leasefence::PgOptions::new().schema(schema));
+    }
+    options.open(&db.db).unwrap()
+}
+
+/// `text` percent-encoded as one path segment, as the dashboard's links are.
+pub fn enc(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The known history the dashboard tests (and the browser test) look at.
+pub struct History {
+    pub takeover: &'static str,
+    pub xss_id: &'static str,
+}
+
+pub const XSS_ID: &str = "<script>alert('id')</script>";
+pub const XSS_PAYLOAD: &str = "<img src=x onerror=alert('payload')>";
+pub const XSS_ERROR: &str = "javascript:alert('error')";
+
+fn job(id: &str) -> NewJob {
+    NewJob::new(id).unwrap()
+}
+
+/// Arranges: a takeover whose stale write was refused (`report-1`), an expired lease
+/// (`stuck`), a live one (`live`), a dead job in the paused queue `mail`, XSS payloads in an
+/// id, a payload, a kind and an error, a binary payload, `ready` more ready jobs, and a fence
+/// gate entry.
+pub fn arrange(s: &AnyStore, ready: usize) -> History {
+    let w = |o: &str| Owner::new(o).unwrap().as_str().to_owned();
+    let t = || Now::system();
+    let short = Ttl::new(0.3).unwrap();
+    let long = Ttl::new(600.0).unwrap();
+    s.enqueue_many(&[
+        job("report-1").payload(b"make the monthly report".to_vec()),
+        job("stuck"),
+        job("live").kind("email").unwrap(),
+        job("dead-1").queue("mail").unwrap().max_attempts(1),
+        job(XSS_ID)
+            .payload(XSS_PAYLOAD.as_bytes().to_vec())
+            .kind("<b>k</b>")
+            .unwrap()
+            .max_attempts(1),
+        job("binary").payload(vec![0, 1, 2, 0xff, b'A', b'B']),
+    ])
+    .unwrap();
+    fn id(i: &str) -> JobId<'_> {
+        JobId::new(i).unwrap()
+    }
+    // The takeover: a stalls past its lease, b takes over, a's late complete is refused.
+    let a = s
+        .claim(
+            id("report-1"),
+            Owner::new(&w("worker-a")).unwrap(),
+            t(),
+            short,
+        )
+        .unwrap()
+        .unwrap();
+    let stuck = s
+        .claim(id("stuck"), Owner::new("worker-c").unwrap(), t(), short)
+        .unwrap()
+        .unwrap();
+    wait_until("the short leases expired", || {
+        s.inspect(id("stuck"), t()).unwrap().unwrap().status == leasefence::Status::Expired
+    });
+    let b = s
+        .claim(id("report-1"), Owner::new("worker-b").unwrap(), t(), long)
+        .unwrap()
+        .unwrap();
+    assert!(!s.complete_lease(&a, t(), "stale result from a").unwrap());
+    assert!(s.complete_lease(&b, t(), "report by b").unwrap());
+    assert_eq!(stuck.fence, 1);
+    s.claim(id("live"), Owner::new("worker-d").unwrap(), t(), long)
+        .unwrap()
+        .unwrap();
+    for dead in ["dead-1", XSS_ID] {
+        let l = s
+            .claim(id(dead), Owner::new("worker-e").unwrap(), t(), long)
+            .unwrap()
+            .unwrap();
+        let error = if dead == XSS_ID {
+            XSS_ERROR
+        } else {
+            "upstream 502"
+        };
+        s.fail(&l, t(), error, None).unwrap().unwrap();
+    }
+    s.pause(&Queue::new("mail").unwrap()).unwrap();
+    let more: Vec<NewJob> = (0..ready).map(|i| job(&format!("ready-{i:04}"))).collect();
+    for chunk in more.chunks(500) {
+        s.enqueue_many(chunk).unwrap();
+    }
+    assert!(
+        s.admit(leasefence::Resource::new("s3://bucket/report").unwrap(), 2)
+            .unwrap()
+    );
+    History {
+        takeover: "report-1",
+        xss_id: XSS_ID,
+    }
+}
+
+/// A browser-like client of the dashboard: no redirects followed, HTTP basic auth or a
+/// session cookie, and an `Origin` on every POST.
+pub struct Browser {
+    agent: ureq::Agent,
+    base: String,
+    auth: Option<String>,
+    cookie: Option<String>,
+}
+
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
+    pub headers: ureq::http::HeaderMap,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    /// The CSRF token of the page (its `<meta name="csrf-token">`, on every page of a
+    /// visitor who may act or sign out).
+    pub fn csrf(&self) -> String {
+        let tag = "<meta name=\"csrf-token\" content=\"";
+        let at = self.body.find(tag).expect("a CSRF token");
+        let rest = &self.body[at + tag.len()..];
+        rest[..rest.find('"').unwrap()].to_owned()
+    }
+}
+
+impl Browser {
+    pub fn new(server: &Server, basic: Option<&str>) -> Browser {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        Browser {
+            agent,
+            base: server.url.clone(),
+            auth: basic.map(|t| {
+                format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!("tester:{t}"))
+                )
+            }),
+            cookie: None,
+        }
+    }
+
+    fn send(&mut self, resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
+        let mut resp = resp.expect("the request reached the server");
+        let headers = resp.headers().clone();
+        if let Some(set) = headers.get("set-cookie").and_then(|v| v.to_str().ok()) {
+            let pair = set.split(';').next().unwrap_or("").to_owned();
+            self.cookie = (!pair.ends_with('=')).then_some(pair);
+        }
+        Answer {
+            status: resp.status().as_u16(),
+            body: resp.body_mut().read_to_string().unwrap_or_default(),
+            headers,
+        }
+    }
+
+    pub fn get(&mut self, path: &str) -> Answer {
+        let mut req = self.agent.get(&format!("{}{path}", self.base));
+        if let Some(a) = &self.auth {
+            req = req.header("Authorization", a);
+        }
+        if let Some(c) = &self.cookie {
+            req = req.header("Cookie", c);
+        }
+        let resp = req.call();
+        self.send(resp)
+    }
+
+    pub fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
+        self.post_from(path, form, &self.base.clone())
+    }
+
+    pub fn post_from(&mut self, path: &str, form: &[(&str, &str)], origin: &str) -> Answer {
+        let mut req = self
+            .agent
+            .post(&format!("{}{path}", self.base))
+            .header("Origin", origin);
+        if let Some(a) = &self.auth {
+            req = req.header("Authorization", a);
+        }
+        if let Some(c) = &self.cookie {
+            req = req.header("Cookie", c);
+        }
+        let resp = req.send_form(form.iter().copied());
+        self.send(resp)
+    }
+
+    /// An action confirmed: the first POST's confirmation page, then its form sent.
+    pub fn act(&mut self, path: &str) -> Answer {
+        let csrf = self.get("/dashboard").csrf();
+        let confirm = self.post(path, &[("csrf", &csrf)]);
+        assert_eq!(confirm.status, 200, "{}", confirm.body);
+        assert!(
+            confirm.body.contains("name=\"confirmed\" value=\"yes\""),
+            "{}",
+            confirm.body
+        );
+        self.post(path, &[("csrf", &csrf), ("confirmed", "yes")])
+    }
+}
+
+/// The CSRF token of the visitor's pages.
+pub fn csrf_of(b: &mut Browser) -> String {
+    b.get("/dashboard").csrf()
+}
+
+/// The page's "Next page" link, unescaped.
+pub fn next_link(body: &str) -> Option<String> {
+    let end = body.find("\" rel=\"next\"")?;
+    let start = body[..end].rfind("href=\"")? + 6;
+    Some(body[start..end].replace("&#38;", "&"))
+}
+
+fn server(db: &Db) -> Server {
+    Server::with(
+        db,
+        ServerConfig {
+            tokens: tokens(),
+            ..ServerConfig::default()
+        },
+    )
+}
+
+backends! {
+    fn pages_need_a_token_and_the_worker_token_only_reads(db: &Db) {
+        let s = direct(db);
+        arrange(&s, 5);
+        let srv = server(db);
+        let mut anon = Browser::new(&srv, None);
+        let r = anon.get("/dashboard/jobs?status=dead");
+        assert_eq!(r.status, 303);
+        assert_eq!(r.header("location"), "/dashboard/login?next=%2Fdashboard%2Fjobs%3Fstatus%3Ddead");
+        let login = anon.get("/dashboard/login");
+        assert_eq!(login.status, 200);
+        assert!(login.body.contains("type=\"password\""));
+        assert_eq!(anon.post("/dashboard/jobs/live/cancel", &[("csrf", "x")]).status, 401);
+        // A wrong token is refused, and never shown.
+        let mut wrong = Browser::new(&srv, Some("not-a-token-of-this-server"));
+        assert_eq!(wrong.get("/dashboard").status, 303);
+        // The worker token reads every page...
+        let mut worker = Browser::new(&srv, Some(WORKER));
+        for page in ["/dashboard", "/dashboard/jobs", "/dashboard/jobs/live", "/dashboard/queues",
+                     "/dashboard/schedules", "/dashboard/fences", "/dashboard/audit"] {
+            let r = worker.get(page);
+            assert_eq!(r.status, 200, "{page}: {}", r.body);
+            assert!(r.body.contains("read-only"), "{page}");
+            assert!(!r.body.contains(WORKER) && !r.body.contains(ADMIN), "{page} shows a token");
+        }
+        // ... shows no action, and every action is refused with nothing changed.
+        let job = worker.get("/dashboard/jobs/live");
+        assert!(!job.body.contains("/dashboard/jobs/live/cancel"));
+        for action in ["cancel", "retry", "delete", "release"] {
+            let r = worker.post(&format!("/dashboard/jobs/live/{action}"), &[("csrf", "x"), ("confirmed", "yes")]);
+            assert_eq!(r.status, 403, "{action}");
+            assert!(r.body.contains("needs the admin token"), "{}", r.body);
+        }
+        let r = worker.post("/dashboard/queues/mail/resume", &[("confirmed", "yes")]);
+        assert_eq!(r.status, 403);
+        let live = db.row("live").unwrap();
+        assert_eq!((live.owner.as_deref(), live.done), (Some("worker-d"), false));
+        assert!(s.queues(Now::system()).unwrap().iter().any(|q| q.name == "mail" && q.paused));
+        assert!(s.audit_log(None, 10).unwrap().is_empty());
+    }
+
+    fn a_session_from_the_login_form_acts_and_ends(db: &Db) {
+        let s = direct(db);
+        arrange(&s, 0);
+        let srv = server(db);
+        let mut b = Browser::new(&srv, None);
+        let bad = b.post("/dashboard/login", &[("user", "ann"), ("token", "wrong-wrong-wrong-wrong"), ("next", "/dashboard/queues")]);
+        assert_eq!(bad.status, 401);
+        assert!(b.cookie.is_none());
+        let ok = b.post("/dashboard/login", &[("user", "ann"), ("token", ADMIN), ("next", "/dashboard/queues")]);
+        assert_eq!((ok.status, ok.header("location")), (303, "/dashboard/queues"));
+        let cookie = ok.header("set-cookie").to_owned();
+        assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+        assert!(!cookie.contains(ADMIN));
+        let queues = b.get("/dashboard/queues");
+        assert_eq!(queues.status, 200);
+        assert!(queues.body.contains("ann from 127.0.0.1") && queues.body.contains(">admin<"));
+        let r = b.act("/dashboard/queues/mail/resume");
+        assert_eq!((r.status, r.header("location")), (303, "/dashboard/queues?done=resume&ok=1&n=0"));
+        assert!(!s.queues(Now::system()).unwrap().iter().any(|q| q.paused));
+        let log = s.audit_log(None, 10).unwrap();
+        assert_eq!((log[0].actor.as_str(), log[0].action.as_str(), log[0].target.as_str()),
+                   ("ann from 127.0.0.1", "resume", "queue mail"));
+        // A next that leaves the dashboard is not followed.
+        let mut c = Browser::new(&srv, None);
+        let away = c.post("/dashboard/login", &[("token", ADMIN), ("next", "https://evil.example/")]);
+        assert_eq!(away.header("location"), "/dashboard");
+        // Sign out: the session is gone.
+        let csrf = b.get("/dashboard").csrf();
+        assert_eq!(b.post("/dashboard/logout", &[("csrf", &csrf)]).status, 303);
+        assert_eq!(b.get("/dashboard").status, 303);
+    }
+
+    fn every_action_goes_through_the_library_and_is_audited(db: &Db) {
+        let s = direct(db);
+        arrange(&s, 0);
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(ADMIN));
+        let id = JobId::new;
+        // release: only the expired lease, under its own owner and fence
+        let r = b.act("/dashboard/jobs/stuck/release");
+        assert_eq!(r.header("location"), "/dashboard/jobs/stuck?done=release&ok=1");
+        let stuck = db.row("stuck").unwrap();
+        assert_eq!((stuck.owner, stuck.fence, stuck.until), (None, 1, 0.0));
+        let r = b.act("/dashboard/jobs/live/release");
+        assert_eq!(r.header("location"), "/dashboard/jobs/live?done=release&ok=0");
+        assert_eq!(db.row("live").unwrap().owner.as_deref(), Some("worker-d"), "a live lease is kept");
+        // cancel: the holder's complete is refused afterwards
+        assert_eq!(b.act("/dashboard/jobs/live/cancel").header("location"), "/dashboard/jobs/live?done=cancel&ok=1");
+        let live = db.row("live").unwrap();
+        assert!(live.done);
+        let lease = s.inspect(id("live").unwrap(), Now::system()).unwrap().unwrap();
+        assert!(!s.complete(id("live").unwrap(), Owner::new("worker-d").unwrap(), lease.state.fence, Now::system(), "late").unwrap());
+        // retry the cancelled job: ready again, the fence goes on
+        assert_eq!(b.act("/dashboard/jobs/live/retry").header("location"), "/dashboard/jobs/live?done=retry&ok=1");
+        assert!(!db.row("live").unwrap().done);
+        let again = s.claim(id("live").unwrap(), Owner::new("w2").unwrap(), Now::system(), Ttl::new(5.0).unwrap()).unwrap().unwrap();
+        assert_eq!(again.fence, 2);
+        // retry every dead job of a queue
+        let r = b.act("/dashboard/queues/mail/retry-dead");
+        assert_eq!(r.header("location"), "/dashboard/queues?done=retry_dead&ok=1&n=1");
+        assert!(!db.row("dead-1").unwrap().done);
+        assert!(db.row(XSS_ID).unwrap().done, "another queue's dead job stays dead");
+        // pause, then delete: the fence floor keeps the id's fences
+        assert_eq!(b.act("/dashboard/queues/reports/pause").header("location"), "/dashboard/queues?done=pause&ok=1&n=0");
+        assert!(s.queues(Now::system()).unwrap().iter().any(|q| q.name == "reports" && q.paused));
+        assert_eq!(b.act("/dashboard/jobs/report-1/delete").header("location"), "/dashboard/jobs?done=delete&ok=1");
+        assert!(db.row("report-1").is_none());
+        s.enqueue_job(job("report-1")).unwrap();
+        let next = s.claim(id("report-1").unwrap(), Owner::new("w3").unwrap(), Now::system(), Ttl::new(5.0).unwrap()).unwrap().unwrap();
+        assert_eq!(next.fence, 3, "above the deleted job's fences");
+        // every action is in the audit log, newest first
+        let log = s.audit_log(None, 20).unwrap();
+        let seen: Vec<(&str, &str, &str)> = log.iter().rev().map(|e| (e.action.as_str(), e.target.as_str(), e.result.as_str())).collect();
+        assert_eq!(&seen[..2], [("release", "job stuck", "released the lease of worker-c under fence 1"),
+                                ("release", "job live", "refused: the lease is live; only an expired lease is released here")]);
+        assert_eq!(seen.iter().map(|e| e.0).collect::<Vec<_>>(),
+                   ["release", "release", "cancel", "retry", "retry_dead", "pause", "delete"]);
+        assert!(log.iter().all(|e| e.actor == "tester from 127.0.0.1"));
+        let page = b.get("/dashboard/audit");
+        assert!(page.body.contains("released the lease of worker-c under fence 1"));
+    }
+
+    fn a_forged_or_confirmless_post_changes_nothing(db: &Db) {
+        let s = direct(db);
+        arrange(&s, 0);
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(ADMIN));
+        let csrf = csrf_of(&mut b);
+        let r = b.post("/dashboard/jobs/live/cancel", &[("confirmed", "yes")]);
+        assert_eq!(r.status, 403, "no CSRF token");
+        let r = b.post("/dashboard/jobs/live/cancel", &[("csrf", "0123"), ("confirmed", "yes")]);
+        assert_eq!(r.status, 403, "a wrong one");
+        let r = b.post_from("/dashboard/jobs/live/cancel", &[("csrf", &csrf), ("confirmed", "yes")], "http://evil.example");
+        assert_eq!(r.status, 403, "another site's page");
+        let r = b.post("/dashboard/jobs/live/cancel", &[("csrf", &csrf)]);
+        assert_eq!(r.status, 200, "unconfirmed: the confirmation page");
+        assert!(r.body.contains("Cancel job live?"));
+        assert!(!db.row("live").unwrap().done);
+        assert_eq!(b.post("/dashboard/jobs/live/explode", &[("csrf", &csrf)]).status, 404);
+        assert!(s.audit_log(None, 10).unwrap().is_empty());
+    }
+
+    fn what_users_supplied_is_escaped_and_the_headers_are_strict(db: &Db) {
+        let s = direct(db);
+        let h = arrange(&s, 0);
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(WORKER));
+        let href = format!("/dashboard/jobs/{}", enc(h.xss_id));
+        for page in ["/dashboard/jobs", "/dashboard/jobs?status=dead", &href, "/dashboard"] {
+            let r = b.get(page);
+            assert_eq!(r.status, 200, "{page}");
+            for raw in ["<script>alert", "<img src=x", "<b>k</b>", "href=\"javascript:"] {
+                assert!(!r.body.contains(raw), "{page} holds {raw}");
+            }
+            assert!(r.header("content-security-policy").contains("script-src 'self'"));
+            assert_eq!(r.header("x-content-type-options"), "nosniff");
+            assert_eq!(r.header("x-frame-options"), "DENY");
+        }
+        let job = b.get(&href);
+        // askama escapes < > & " ' as numeric references
+        assert!(job.body.contains("&#60;script&#62;alert(&#39;id&#39;)&#60;/script&#62;"), "{}", job.body);
+        assert!(job.body.contains("&#60;img src=x onerror=alert(&#39;payload&#39;)&#62;"));
+        assert!(job.body.contains("&#60;b&#62;k&#60;/b&#62;"));
+        assert!(job.body.contains("javascript:alert(")); // as text in a <pre>, never a link
+        // a binary payload is shown as hex, and downloads as itself
+        let bin = b.get("/dashboard/jobs/binary");
+        assert!(bin.body.contains("00 01 02 ff 41 42"), "{}", bin.body);
+        let dl = b.get("/dashboard/jobs/binary/payload");
+        assert_eq!(dl.header("content-type"), "application/octet-stream");
+        assert!(dl.header("content-disposition").starts_with("attachment; filename=\"binary.payload\""));
+    }
+
+    fn hidden_payloads_are_neither_shown_nor_served(db: &Db) {
+        let s = direct(db);
+        arrange(&s, 0);
+        let srv = Server::with(db, ServerConfig { tokens: tokens(), hide_payloads: true, ..ServerConfig::default() });
+        let mut b = Browser::new(&srv, Some(ADMIN));
+        let page = b.get("/dashboard/jobs/report-1");
+        assert!(!page.body.contains("make the monthly report") && !page.body.contains("report by b"));
+        assert!(page.body.contains("Hidden on this server (23 bytes)"), "{}", page.body);
+        assert_eq!(b.get("/dashboard/jobs/report-1/payload").status, 403);
+        assert_eq!(b.get("/dashboard/jobs/report-1/result").status, 403);
+    }
+
+    fn the_timeline_shows_each_fence_and_the_stale_write_it_refused(db: &Db) {
+        let s = direct(db);
+        let h = arrange(&s, 0);
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(WORKER));
+        let page = b.get(&format!("/dashboard/jobs/{}", h.takeover));
+        assert_eq!(page.status, 200);
+        let first = page.body.find("fence 1</strong> · worker-a").expect("fence 1 on the timeline");
+        let second = page.body.find("fence 2</strong> · worker-b").expect("fence 2 on the timeline");
+        assert!(first < second);
+        let refused = page.body.find("refused under this fence: <strong>complete</strong> × 1").expect("the refusal");
+        assert!(first < refused && refused < second, "under fence 1");
+        assert!(page.body.contains(">lost<") && page.body.contains(">completed<"));
+        assert!(page.body.contains("report by b"));
+        // the overview counts the refusal
+        let overview = b.get("/dashboard");
+        assert!(overview.body.contains("Stale writes refused, last hour</span>\n        <span class=\"value\" data-live=\"refused_last_hour\">1</span>"), "{}", overview.body);
+        let live = b.get("/dashboard/live");
+        let v: serde_json::Value = serde_json::from_str(&live.body).unwrap();
+        assert_eq!((v["refused_total"].as_str(), v["totals"]["dead"].as_str(), v["totals"]["expired"].as_str()), (Some("1"), Some("2"), Some("1")));
+        assert_eq!(v["queues"]["mail"]["dead"], "1");
+        // an unknown job is a 404 page
+        let missing = b.get("/dashboard/jobs/nope");
+        assert_eq!(missing.status, 404);
+        assert!(missing.body.contains("no such job"));
+    }
+
+    fn the_job_search_filters_and_pages_through_every_job_once(db: &Db) {
+        let s = direct(db);
+        arrange(&s, 120);
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(WORKER));
+        let mut seen = Vec::new();
+        let mut path = "/dashboard/jobs?status=ready&order=oldest&limit=50".to_owned();
+        for _ in 0..10 {
+            let page = b.get(&path);
+            assert_eq!(page.status, 200);
+            for part in page.body.split("class=\"id\">").skip(1) {
+                seen.push(part[..part.find('<').unwrap()].to_owned());
+            }
+            match next_link(&page.body) {
+                Some(next) => path = next,
+                None => break,
+            }
+        }
+        // stuck's lease expired: expired, not ready
+        let want: Vec<String> = ["binary".to_owned()].into_iter()
+            .chain((0..120).map(|i| format!("ready-{i:04}"))).collect();
+        let mut got = seen.clone();
+        got.sort();
+        let mut want_sorted = want.clone();
+        want_sorted.sort();
+        assert_eq!(got, want_sorted, "every ready job once");
+        assert_eq!(seen.len(), want.len(), "none twice");
+        // filters by queue, kind, owner and id prefix
+        let one = |b: &mut Browser, q: &str| b.get(&format!("/dashboard/jobs?{q}")).body;
+        assert!(one(&mut b, "queue=mail").contains(">dead-1<"));
+        assert!(one(&mut b, "kind=email").contains(">live<"));
+        assert!(one(&mut b, "owner=worker-b").contains(">report-1<"));
+        let prefix = one(&mut b, "id=ready-011");
+        assert_eq!(prefix.matches("class=\"id\">").count(), 10);
+        // bad input names the field
+        let bad = b.get("/dashboard/jobs?status=bogus");
+        assert_eq!(bad.status, 400);
+        assert!(bad.body.contains("invalid `status`"), "{}", bad.body);
+        assert_eq!(b.get("/dashboard/jobs?limit=0").status, 400);
+        assert_eq!(b.get("/dashboard/jobs?after=zz").status, 400);
+    }
+}
+
+#[test]
+fn an_open_server_lets_loopback_act_with_the_csrf_token_still_required() {
+    let db = Db::new(Backend::Sqlite).unwrap();
+    let s = direct(&db);
+    arrange(&s, 0);
+    let srv = Server::start(&db);
+    let mut b = Browser::new(&srv, None);
+    let page = b.get("/dashboard/queues");
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("open (no tokens set)"));
+    assert_eq!(
+        b.post("/dashboard/jobs/live/cancel", &[("confirmed", "yes")])
+            .status,
+        403
+    );
+    let r = b.act("/dashboard/jobs/live/cancel");
+    assert_eq!(r.status, 303);
+    assert!(db.row("live").unwrap().done);
+    assert_eq!(
+        s.audit_log(None, 1).unwrap()[0].actor,
+        "local from 127.0.0.1"
+    );
+}
