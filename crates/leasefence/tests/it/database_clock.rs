@@ -5,10 +5,10 @@
 //! clock, so judging by the caller's clock in either direction gives a different answer.
 //!
 //! Judged by the database's clock: `claim`, `renew` (and `renew_lease`), `complete`,
-//! `complete_batch`, `claim_next`, `claim_batch`, `fail`, `cancel`, `list`, `stats` and
-//! `PgStore::complete_with`. Not judged by any clock: `release`, `admit`. Given absolute times
-//! that the caller must take from the database's clock itself (`PgStore::now`): `not_before`,
-//! `retry_at` and `purge`'s cutoff.
+//! `complete_batch`, `claim_next`, `claim_batch`, `fail`, `cancel`, `list`, `stats`, `queues`,
+//! `overview`, `find_jobs` and `PgStore::complete_with`. Not judged by any clock: `release`,
+//! `admit`. Given absolute times that the caller must take from the database's clock itself
+//! (`PgStore::now`): `not_before`, `retry_at` and `purge`'s cutoff.
 
 use crate::common::*;
 use leasefence::{Failed, JobId, PgStore, Stats, Status, Store};
@@ -421,6 +421,58 @@ fn list_and_stats_judge_each_status_by_the_database_clock() {
             at.skew
         );
     });
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn overview_queues_and_find_jobs_judge_each_status_by_the_database_clock() {
+    for through_any_store in [false, true] {
+        let Some(db) = PgDb::new() else { return };
+        let options = db.options().database_clock(true);
+        let (pg, any);
+        let store: &dyn Viewed = if through_any_store {
+            any = db.any_store(options);
+            &any
+        } else {
+            pg = options.open(&db.url).expect("open PgStore");
+            &pg
+        };
+        for skew in SKEWS {
+            db.exec("DELETE FROM jobs");
+            let at = At::new(&db, skew);
+            around_the_clock(&db, store, &at);
+            let want = Stats {
+                ready: 1,
+                scheduled: 1,
+                leased: 1,
+                expired: 1,
+                ..Stats::default()
+            };
+            let o = store.overview(at.caller).unwrap();
+            at.assert_server_time(&db, o.now, 0.0, "overview.now");
+            assert_eq!(o.totals, want, "caller {skew:+} s");
+            assert_eq!(
+                store.queues(at.caller).unwrap()[0].stats,
+                want,
+                "caller {skew:+} s"
+            );
+            assert_eq!(o.oldest_ready.map(|(id, _)| id).as_deref(), Some("due"));
+            let found = |status: Status| -> Vec<String> {
+                let query = leasefence::JobQuery {
+                    status: Some(status),
+                    ..leasefence::JobQuery::default()
+                };
+                let page = store.find_jobs(at.caller, &query).unwrap();
+                page.jobs.into_iter().map(|j| j.state.id).collect()
+            };
+            assert_eq!(found(Status::Leased), ["live"], "caller {skew:+} s");
+            assert_eq!(found(Status::Expired), ["expired"], "caller {skew:+} s");
+            assert_eq!(found(Status::Ready), ["due"], "caller {skew:+} s");
+        }
+    }
 }
 
 #[test]

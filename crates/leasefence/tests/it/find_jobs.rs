@@ -73,20 +73,34 @@ contract!(viewed
             ids.reverse(); // newest first
             ids
         };
-        let (got, _) = all_pages(s, at, query());
+        // Each query newest first, oldest first, and by the id prefix every id has (the ids
+        // j00..j39 are in enqueue order): the same jobs, in the order asked for.
+        let every_order = |q: JobQuery| -> Vec<String> {
+            let (newest, _) = all_pages(s, at, q.clone());
+            let (mut oldest, _) = all_pages(s, at, JobQuery { order: JobOrder::Oldest, ..q.clone() });
+            oldest.reverse();
+            assert_eq!(oldest, newest, "oldest first: {q:?}");
+            let (mut by_id, _) = all_pages(s, at, JobQuery { id_prefix: Some("j".into()), ..q.clone() });
+            by_id.reverse();
+            assert_eq!(by_id, newest, "by id prefix: {q:?}");
+            newest
+        };
+        let got = every_order(query());
         assert_eq!(got, expect(&|_| true));
-        let (got, _) = all_pages(s, at, JobQuery { status: Some(Status::Leased), ..query() });
+        let got = every_order(JobQuery { status: Some(Status::Leased), ..query() });
         assert_eq!(got, expect(&|j| j.status == Status::Leased));
         assert_eq!(got.len(), 7);
-        let (got, _) = all_pages(s, at, JobQuery { queue: Some(Queue::new("even").unwrap()), ..query() });
+        let got = every_order(JobQuery { queue: Some(Queue::new("even").unwrap()), ..query() });
         assert_eq!(got, expect(&|j| j.queue == "even"));
-        let (got, _) = all_pages(s, at, JobQuery { kind: Some("email".into()), ..query() });
+        assert_eq!(got.len(), 20);
+        let got = every_order(JobQuery { kind: Some("email".into()), ..query() });
         assert_eq!(got, expect(&|j| j.kind.as_deref() == Some("email")));
-        let (got, _) = all_pages(s, at, JobQuery { owner: Some("bob".into()), ..query() });
+        assert_eq!(got.len(), 14);
+        let got = every_order(JobQuery { owner: Some("bob".into()), ..query() });
         assert_eq!(got, expect(&|j| j.state.owner.as_deref() == Some("bob")));
         assert_eq!(got.len(), 5);
         // several filters at once: all must match
-        let (got, _) = all_pages(s, at, JobQuery {
+        let got = every_order(JobQuery {
             status: Some(Status::Done),
             queue: Some(Queue::new("even").unwrap()),
             owner: Some("alice".into()),
@@ -131,9 +145,17 @@ contract!(viewed
         let first = s.find_jobs(now(10.0), &q).unwrap();
         assert_eq!((first.jobs.len(), first.examined), (0, 8));
         assert_eq!(first.next, Some(JobCursor::Seq(first_seq_after_window(s))));
-        let (got, pages) = all_pages(s, 10.0, q);
+        let (got, pages) = all_pages(s, 10.0, q.clone());
         assert_eq!(got, ["j09", "j08", "j07", "j06", "j05"]);
         // 40 jobs in five full windows of 8; only a sixth look finds nothing left
+        assert_eq!(pages, 6);
+        // oldest first, the first window (j00..j07) holds three of them
+        let q = JobQuery { order: JobOrder::Oldest, ..q };
+        let first = s.find_jobs(now(10.0), &q).unwrap();
+        let ids: Vec<&str> = first.jobs.iter().map(|j| j.state.id.as_str()).collect();
+        assert_eq!((ids, first.examined), (vec!["j05", "j06", "j07"], 8));
+        let (got, pages) = all_pages(s, 10.0, q);
+        assert_eq!(got, ["j05", "j06", "j07", "j08", "j09"]);
         assert_eq!(pages, 6);
     }
 );

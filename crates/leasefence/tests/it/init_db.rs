@@ -419,10 +419,17 @@ fn on_postgresql_opening_again_never_resets_a_row_above_all_a_fence() {
     assert_eq!(db.stored(), before);
     // A schema whose migration record was lost (as an older leasefence left it) runs every
     // migration again over the full table: still not a row changes.
+    let counted = db.store().stats(now(10.0)).unwrap();
+    assert_eq!(
+        (counted.leased, counted.done, counted.ready, counted.total()),
+        (1, 1, 1, 3)
+    );
     db.exec("DELETE FROM schema_migrations");
     drop(db.store());
     assert_eq!(db.stored(), before);
     assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [7]);
+    // the counts were kept, not filled again from the jobs: each job is counted once
+    assert_eq!(db.store().stats(now(10.0)).unwrap(), counted);
     // The old fence stays stale; the next claim continues the sequence.
     let s = db.store();
     assert!(

@@ -200,6 +200,33 @@ fn without_a_schema_option_the_tables_live_in_leasefence() {
     not(leasefence_pg),
     ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
 )]
+fn truncating_the_jobs_leaves_every_count_at_zero() {
+    // TRUNCATE fires no row trigger: the counts are emptied by a trigger of their own.
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    store
+        .enqueue_many(&[job("a"), job("b").queue("mail").unwrap(), job("c")])
+        .unwrap();
+    let lease = store
+        .claim_next(Owner::new("w").unwrap(), now(0.0), ttl(30.0))
+        .unwrap()
+        .unwrap();
+    assert!(store.complete_lease(&lease, now(1.0), "r").unwrap());
+    assert_eq!(store.stats(now(2.0)).unwrap().total(), 3);
+    db.exec("TRUNCATE jobs");
+    assert_eq!(store.stats(now(2.0)).unwrap(), leasefence::Stats::default());
+    assert_eq!(store.queues(now(2.0)).unwrap(), []);
+    // and they count again from zero
+    store.enqueue_many(&[job("a")]).unwrap();
+    let stats = store.stats(now(2.0)).unwrap();
+    assert_eq!((stats.ready, stats.total()), (1, 1));
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn commits_are_durable_synchronous_commit_is_on() {
     let Some(db) = PgDb::new() else { return };
     let store = db.store();
