@@ -39,6 +39,7 @@ impl Observe for PgStore {
             .read_only(true)
             .start()
             .map_err(|e| self.err(e))?;
+        tx.batch_execute(sql::SERIAL).map_err(|e| self.err(e))?;
         let queues = queue_infos(&tx.query(&queues, &[&at]).map_err(|e| self.err(e))?)?;
         let expiring: i64 = tx
             .query_one(&expiring, &[&at, &EXPIRING_WITHIN])

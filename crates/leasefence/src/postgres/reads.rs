@@ -52,14 +52,22 @@ impl PgStore {
         row.as_ref().map(job_info).transpose()
     }
 
-    /// `queues.sql`: each queue's counts by status, folded by `policy::queue_infos`.
+    /// `serial.sql` then `queues.sql`, in one read-only transaction: each queue's counts by
+    /// status, folded by `policy::queue_infos`.
     pub(super) fn read_queues(&self, now: Now) -> Result<Vec<QueueInfo>> {
         let now = self.clock(now)?;
         let mut conn = self.conn()?;
         let statement = conn.prepared(sql::QUEUES).map_err(|e| self.err(e))?;
-        let rows = conn
+        let mut tx = conn
+            .build_transaction()
+            .read_only(true)
+            .start()
+            .map_err(|e| self.err(e))?;
+        tx.batch_execute(sql::SERIAL).map_err(|e| self.err(e))?;
+        let rows = tx
             .query(&statement, &[&now.seconds()])
             .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
         queue_infos(&rows)
     }
 }

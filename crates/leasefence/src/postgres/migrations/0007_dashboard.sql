@@ -104,8 +104,12 @@ CREATE INDEX IF NOT EXISTS jobs_retrying ON jobs (queue)
 -- whose time is still to come.
 CREATE INDEX IF NOT EXISTS jobs_delayed ON jobs (not_before)
  WHERE done = 0 AND owner IS NULL AND error IS NULL AND not_before > 0;
--- Unfinished jobs by enqueue time: the oldest ready one is near the front.
-CREATE INDEX IF NOT EXISTS jobs_open ON jobs (enqueued_at) WHERE done = 0;
+-- Unfinished jobs without an owner or an error (ready, or scheduled) by enqueue time: the
+-- oldest ready one is near the front. (Not on all unfinished jobs: the planners took such an
+-- index for the claims, instead of jobs_ready and its order, and for the leases, instead of
+-- jobs_held.)
+CREATE INDEX IF NOT EXISTS jobs_open ON jobs (enqueued_at)
+ WHERE done = 0 AND owner IS NULL AND error IS NULL;
 -- Every job in enqueue order: the job search's window (the table has no other index on seq).
 CREATE INDEX IF NOT EXISTS jobs_seq ON jobs (seq);
 -- Ids compared as bytes (the "C" collation), whatever the database's collation: the job

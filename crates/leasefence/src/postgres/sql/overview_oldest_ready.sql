@@ -1,9 +1,9 @@
 -- overview: the ready job enqueued first (its id and enqueued_at), or no row. Inside the
 -- overview's read transaction. $1 now.
 -- Ready as in list.sql's CASE: not leased (until <= now), attempts left, no owner, no error,
--- due. Walks the unfinished jobs by enqueue time (jobs_open; a job enqueued before enqueue
--- times were kept, NULL, comes first) and stops at the first ready one: only the leased,
--- retrying and scheduled jobs older than it are passed over.
+-- due. Walks the unowned, never-failed unfinished jobs by enqueue time (jobs_open; a job
+-- enqueued before enqueue times were kept, NULL, comes first) and stops at the first ready
+-- one: only the scheduled jobs older than it are passed over.
 SELECT id, enqueued_at
   FROM jobs
  WHERE done = 0

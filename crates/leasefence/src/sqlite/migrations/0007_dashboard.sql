@@ -72,9 +72,12 @@ CREATE INDEX IF NOT EXISTS jobs_retrying ON jobs (queue)
 -- whose time is still to come.
 CREATE INDEX IF NOT EXISTS jobs_delayed ON jobs (not_before)
  WHERE done = 0 AND owner IS NULL AND error IS NULL AND not_before > 0;
--- Unfinished jobs by enqueue time: the oldest ready one is near the front. (Not on `done`
--- alone: the planner would take that for the claims, instead of jobs_ready and its order.)
-CREATE INDEX IF NOT EXISTS jobs_open ON jobs (enqueued_at) WHERE done = 0;
+-- Unfinished jobs without an owner or an error (ready, or scheduled) by enqueue time: the
+-- oldest ready one is near the front. (Not on all unfinished jobs: the planners took such an
+-- index for the claims, instead of jobs_ready and its order, and for the leases, instead of
+-- jobs_held.)
+CREATE INDEX IF NOT EXISTS jobs_open ON jobs (enqueued_at)
+ WHERE done = 0 AND owner IS NULL AND error IS NULL;
 -- The attempts that ended, by when: the throughput of the last minutes.
 CREATE INDEX IF NOT EXISTS attempts_ended ON attempts (ended_at) WHERE ended_at IS NOT NULL;
 -- Operator actions (the dashboard's cancel, retry, delete, release, pause, resume, …): who

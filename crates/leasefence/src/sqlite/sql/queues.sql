@@ -13,13 +13,17 @@ WITH counts AS (
     SELECT queue, class, sum(n) AS n FROM job_counts GROUP BY queue, class
 ),
 busy AS (
-    SELECT queue, CASE WHEN until > ?1 THEN 'leased' ELSE 'expired' END AS status,
-           count(*) AS n
+    -- Two ranges of jobs_held, each an index condition: the live leases, then the expired ones.
+    SELECT queue, 'leased' AS status, count(*) AS n
       FROM jobs INDEXED BY jobs_held
-     WHERE done = 0 AND (owner IS NOT NULL OR until <> 0)
-       AND (until > ?1
-            OR (owner IS NOT NULL AND NOT (max_attempts > 0 AND attempts >= max_attempts)))
-     GROUP BY 1, 2
+     WHERE done = 0 AND (owner IS NOT NULL OR until <> 0) AND until > ?1
+     GROUP BY 1
+    UNION ALL
+    SELECT queue, 'expired', count(*)
+      FROM jobs INDEXED BY jobs_held
+     WHERE done = 0 AND (owner IS NOT NULL OR until <> 0) AND until <= ?1
+       AND owner IS NOT NULL AND NOT (max_attempts > 0 AND attempts >= max_attempts)
+     GROUP BY 1
     UNION ALL
     -- A clock before 0: the jobs that never held a lease (until = 0, no owner) count as
     -- leased too, as in the CASE (until > now). They are the unfinished ones not in jobs_held.
