@@ -97,10 +97,16 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
         .layer(axum::middleware::from_fn_with_state(state.clone(), secure))
 }
 
-/// The security headers of every dashboard response.
+/// The security headers of every dashboard response, and its `Server-Timing` (how long the
+/// server took, store calls included: what `examples/dashboard_bench.rs` measures).
 async fn secure(req: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
     let mut response = next.run(req).await;
+    let took = started.elapsed().as_secs_f64() * 1000.0;
     let h = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&format!("app;dur={took:.3}")) {
+        h.insert(HeaderName::from_static("server-timing"), v);
+    }
     let set = |h: &mut axum::http::HeaderMap, name: HeaderName, value: &'static str| {
         h.insert(name, HeaderValue::from_static(value));
     };
