@@ -215,6 +215,17 @@ contract!(viewed
 );
 
 contract!(viewed
+    fn a_ready_job_without_an_enqueue_time_counts_as_the_oldest(api, db, s) {
+        // A row from before enqueue times were kept (or a hand-made table's) has none: it is
+        // older than any job enqueued since, on every backend.
+        s.enqueue_many(&[job("new")]).unwrap();
+        db.put(&Row::fresh("ancient"));
+        let o = s.overview(Now::system()).unwrap();
+        assert_eq!(o.oldest_ready, Some(("ancient".to_string(), 0.0)));
+    }
+);
+
+contract!(viewed
     fn refused_stale_writes_are_counted_in_total_and_in_the_last_hour(api, db, s) {
         s.enqueue_many(&[job("j")]).unwrap();
         let a = s.claim_next(owner("a"), now(0.0), ttl(1.0)).unwrap().unwrap();
