@@ -47,23 +47,47 @@ pub(crate) fn totals(queues: &[QueueInfo]) -> Stats {
     totals
 }
 
-/// The rows of a `queues` statement — `(queue, paused, status, count)`, ordered by queue, a
-/// queue without jobs once with no status — folded into one [`QueueInfo`] per queue.
-pub(crate) fn queue_infos(rows: Vec<(String, bool, Option<Status>, i64)>) -> Vec<QueueInfo> {
+/// The rows of a `queues` statement — `(queue, paused, status, count, unfinished)`, ordered by
+/// queue, a queue without jobs once with no status — folded into one [`QueueInfo`] per queue.
+/// A status is a [`Status`] name, or `unfinished` for the queue's unfinished total;
+/// `unfinished` marks that total and the statuses of unfinished jobs. Ready is the total less
+/// those: the one status no index holds.
+///
+/// # Errors
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a status name the crate does
+/// not know (a statement out of step with [`Status`]).
+pub(crate) fn queue_infos(
+    rows: Vec<(String, bool, Option<String>, i64, bool)>,
+) -> crate::Result<Vec<QueueInfo>> {
     let mut infos: Vec<QueueInfo> = Vec::new();
-    for (name, paused, status, count) in rows {
+    // Per queue: the unfinished total, and the unfinished jobs counted under a status.
+    let mut open: Vec<(i64, i64)> = Vec::new();
+    for (name, paused, status, count, unfinished) in rows {
         if infos.last().is_none_or(|last| last.name != name) {
             infos.push(QueueInfo {
                 name,
                 paused,
                 stats: Stats::default(),
             });
+            open.push((0, 0));
         }
-        if let (Some(status), Some(info)) = (status, infos.last_mut()) {
-            *info.stats.slot(status) += count.max(0) as u64;
+        let (Some(status), Some(info), Some(open)) = (status, infos.last_mut(), open.last_mut())
+        else {
+            continue;
+        };
+        if status == "unfinished" {
+            open.0 += count;
+            continue;
         }
+        if unfinished {
+            open.1 += count;
+        }
+        *info.stats.slot(Status::parse(&status)?) += count.max(0) as u64;
     }
-    infos
+    for (info, (total, counted)) in infos.iter_mut().zip(open) {
+        info.stats.ready += (total - counted).max(0) as u64;
+    }
+    Ok(infos)
 }
 
 /// One page of a job search from the rows its statement returned (each with the key it is

@@ -74,17 +74,9 @@ impl PgStore {
 
 /// The rows of `queues.sql`, folded by `policy::queue_infos`.
 pub(super) fn queue_infos(rows: &[postgres::Row]) -> Result<Vec<QueueInfo>> {
-    let rows = rows
-        .iter()
-        .map(|r| {
-            let status: Option<&str> = r.get(2);
-            Ok((
-                r.get::<_, String>(0),
-                r.get::<_, bool>(1),
-                status.map(Status::parse).transpose()?,
-                r.get::<_, i64>(3),
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(policy::queue_infos(rows))
+    policy::queue_infos(
+        rows.iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+            .collect(),
+    )
 }

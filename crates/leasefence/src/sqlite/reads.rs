@@ -3,7 +3,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::rows::{job_info, status_column};
+use super::rows::job_info;
 use super::{SqliteStore, sql};
 use crate::error::Result;
 use crate::store::Store;
@@ -70,20 +70,10 @@ impl SqliteStore {
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map(params![now.seconds()], |r| {
-                let status: Option<String> = r.get(2)?;
-                let status = match status {
-                    Some(_) => Some(status_column(r, 2)?),
-                    None => None,
-                };
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, bool>(1)?,
-                    status,
-                    r.get::<_, i64>(3)?,
-                ))
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| self.err(e))?;
-        Ok(crate::policy::queue_infos(rows))
+        crate::policy::queue_infos(rows)
     }
 }

@@ -347,3 +347,32 @@ contract!(sqlite_only
         assert_eq!((o.totals.ready, o.totals.done, o.totals.total()), (1, 1, 2));
     }
 );
+
+/// The counts read only indexes of the jobs they count, never every job: each branch of
+/// queues.sql as SQLite plans it (jobs_held and jobs_delayed alone, without a row).
+#[test]
+fn the_counts_read_partial_indexes_and_never_scan_the_table() {
+    let db = Db::new();
+    let sql: String = include_str!("../../src/sqlite/sql/queues.sql")
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("?1", "1000.0");
+    let plan = sqlite3(&db.path, &format!("EXPLAIN QUERY PLAN {sql}"));
+    for needed in [
+        "SEARCH jobs USING COVERING INDEX jobs_held (until>?)",
+        "SEARCH jobs USING COVERING INDEX jobs_held (until<?)",
+        "SEARCH jobs USING INDEX jobs_last_attempt (until<?)",
+        "SCAN jobs USING INDEX jobs_retrying",
+        "SEARCH jobs USING COVERING INDEX jobs_delayed (not_before>?)",
+    ] {
+        assert!(plan.contains(needed), "{needed}:\n{plan}");
+    }
+    for line in plan.lines().filter(|l| l.contains(" jobs")) {
+        assert!(
+            line.contains("INDEX"),
+            "a walk of every job: {line}\n{plan}"
+        );
+    }
+}

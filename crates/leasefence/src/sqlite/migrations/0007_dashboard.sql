@@ -57,20 +57,25 @@ BEGIN
             1)
     ON CONFLICT (queue, class) DO UPDATE SET n = n + 1;
 END;
+-- jobs_held and jobs_delayed carry every column queues.sql tests (those of their WHERE too:
+-- SQLite reads a partial index alone only when it holds every column the query names), so the
+-- counts read no row; jobs_retrying, whose rows hold errors, carries the small ones.
+--
 -- (A statement inside a trigger never ends in `END;`: the migration runner takes that for the
 -- trigger's own end. Hence the parentheses around the CASEs above.)
 --
 -- Unfinished jobs that hold or held a lease (an owner, or a lease end other than the 0 of a
 -- job never claimed or given back since): the leased ones (until > now), the expired ones,
 -- and the leases that end soon.
-CREATE INDEX IF NOT EXISTS jobs_held ON jobs (until)
+CREATE INDEX IF NOT EXISTS jobs_held ON jobs (until, queue, owner, max_attempts, attempts, done)
  WHERE done = 0 AND (owner IS NOT NULL OR until <> 0);
 -- Unfinished jobs waiting for a retry after a failure.
-CREATE INDEX IF NOT EXISTS jobs_retrying ON jobs (queue)
+CREATE INDEX IF NOT EXISTS jobs_retrying ON jobs (queue, until, max_attempts, attempts)
  WHERE done = 0 AND owner IS NULL AND error IS NOT NULL;
 -- Unfinished, never-failed jobs enqueued with a not-before time: the scheduled ones are those
 -- whose time is still to come.
-CREATE INDEX IF NOT EXISTS jobs_delayed ON jobs (not_before)
+CREATE INDEX IF NOT EXISTS jobs_delayed ON jobs
+ (not_before, queue, until, max_attempts, attempts, done, owner, error)
  WHERE done = 0 AND owner IS NULL AND error IS NULL AND not_before > 0;
 -- Unfinished jobs without an owner or an error (ready, or scheduled) by enqueue time: the
 -- oldest ready one is near the front. (Not on all unfinished jobs: the planners took such an
