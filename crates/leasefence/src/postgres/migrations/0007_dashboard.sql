@@ -93,12 +93,13 @@ CREATE OR REPLACE TRIGGER job_counts_update AFTER UPDATE OF done, outcome, queue
                    WHEN NEW.outcome = 'cancelled' THEN 'cancelled' ELSE 'done' END))
     EXECUTE FUNCTION leasefence_count_jobs();
 -- The three indexes of changing statuses carry the columns queues.sql tests, so it can read
--- the index alone.
+-- the index alone — all but jobs_held's owner: an owner may be long (a 1 MiB one is valid) and
+-- an index row holds at most a few kilobytes, so the expired range reads it from the row.
 --
 -- Unfinished jobs that hold or held a lease (an owner, or a lease end other than the 0 of a
 -- job never claimed or given back since): the leased ones (until > now), the expired ones,
 -- and the leases that end soon.
-CREATE INDEX IF NOT EXISTS jobs_held ON jobs (until) INCLUDE (queue, owner, max_attempts, attempts)
+CREATE INDEX IF NOT EXISTS jobs_held ON jobs (until) INCLUDE (queue, max_attempts, attempts)
  WHERE done = 0 AND (owner IS NOT NULL OR until <> 0);
 -- Unfinished jobs waiting for a retry after a failure.
 CREATE INDEX IF NOT EXISTS jobs_retrying ON jobs (queue) INCLUDE (until, max_attempts, attempts)
