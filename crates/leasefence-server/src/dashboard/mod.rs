@@ -16,7 +16,7 @@
 //! Actions (cancel, retry, delete, release an expired lease, pause, resume, retry a queue's
 //! dead jobs) are POSTs with a CSRF token and a confirmation page, need the admin token, go
 //! through the same library call as the CLI's verb, and are recorded in the audit log. See
-//! [`access`] for who may see and do what. Every value a user supplied is escaped by the
+//! the `access` module for who may see and do what. Every value a user supplied is escaped by the
 //! templates; the pages are served with a strict Content-Security-Policy.
 
 use std::sync::Arc;
