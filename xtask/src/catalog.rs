@@ -95,6 +95,40 @@ pub struct Mutant {
     pub prediction: String,
     /// The tests predicted to fail (exact names as `cargo test -- --list` prints them).
     pub killed_by: Vec<String>,
+    /// The Python package's tests predicted to fail too (pytest ids relative to `python/`,
+    /// without parameters); when present the entry is also judged by the Python suite of the
+    /// eight functions ([`crate::python::SEED_SUITES`]).
+    #[serde(default)]
+    pub python_killed_by: Vec<String>,
+    /// The same broken change where the Python package has its own copy of the code (the
+    /// package's `claim_many` is Python), applied together with `find`/`replace`.
+    #[serde(default)]
+    pub also: Vec<Edit>,
+}
+
+/// One more edit of a mutant: `find` (exactly once in `file`) replaced by `replace`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Edit {
+    /// Relative to the workspace root.
+    pub file: String,
+    /// The exact text to replace.
+    pub find: String,
+    /// Its replacement.
+    pub replace: String,
+}
+
+impl Edit {
+    /// `original` with this edit applied, or why it does not apply (`id`: the mutant's).
+    pub fn apply(&self, id: &str, original: &str) -> Result<String, String> {
+        match original.matches(self.find.as_str()).count() {
+            1 => Ok(original.replacen(self.find.as_str(), &self.replace, 1)),
+            n => Err(format!(
+                "{id}: `find` occurs {n} times in {} (must be exactly once)",
+                self.file
+            )),
+        }
+    }
 }
 
 /// The ids that cross-cutting mutants (without a step) may start with.
@@ -180,19 +214,29 @@ impl Catalog {
             if m.find == m.replace {
                 problems.push(format!("{}: `replace` equals `find`", m.id));
             }
-            match std::fs::read_to_string(tree.join(&m.file)) {
-                Err(e) => problems.push(format!("{}: {}: {e}", m.id, m.file)),
-                Ok(text) => match text.matches(m.find.as_str()).count() {
-                    1 => {}
-                    0 => problems.push(format!(
-                        "{}: no longer applies: `find` does not occur in {}",
-                        m.id, m.file
-                    )),
-                    n => problems.push(format!(
-                        "{}: `find` occurs {n} times in {}; it must occur exactly once",
-                        m.id, m.file
-                    )),
-                },
+            for edit in m.edits() {
+                match std::fs::read_to_string(tree.join(&edit.file)) {
+                    Err(e) => problems.push(format!("{}: {}: {e}", m.id, edit.file)),
+                    Ok(text) => match text.matches(edit.find.as_str()).count() {
+                        1 => {}
+                        0 => problems.push(format!(
+                            "{}: no longer applies: `find` does not occur in {}",
+                            m.id, edit.file
+                        )),
+                        n => problems.push(format!(
+                            "{}: `find` occurs {n} times in {}; it must occur exactly once",
+                            m.id, edit.file
+                        )),
+                    },
+                }
+            }
+            // The design note's own eight broken changes are caught by the Python package's
+            // suite too (issue 17): each seed entry names the pytest cases that must fail.
+            if m.seed && m.python_killed_by.is_empty() {
+                problems.push(format!(
+                    "{}: a seed entry needs `python_killed_by` (the Python suite must kill it too)",
+                    m.id
+                ));
             }
         }
         let mut prefixes = BTreeSet::new();
@@ -243,28 +287,41 @@ impl Catalog {
 }
 
 impl Mutant {
-    /// The file's text with this mutant applied, or why it does not apply.
-    pub fn apply(&self, original: &str) -> Result<String, String> {
-        match original.matches(self.find.as_str()).count() {
-            1 => Ok(original.replacen(self.find.as_str(), &self.replace, 1)),
-            n => Err(format!(
-                "{}: `find` occurs {n} times in {} (must be exactly once)",
-                self.id, self.file
-            )),
-        }
-    }
-
     /// A fingerprint of what the mutant is, so results of an older version of the entry are
     /// not shown as its observation.
     pub fn fingerprint(&self) -> String {
         let mut killed_by = self.killed_by.clone();
         killed_by.sort();
-        format!(
+        let mut print = format!(
             "{}\u{0}{}\u{0}{}\u{0}{}",
             self.file,
             self.find,
             self.replace,
             killed_by.join(",")
-        )
+        );
+        // Entries without the Python fields keep the fingerprints they had before them.
+        if !self.python_killed_by.is_empty() || !self.also.is_empty() {
+            let mut python = self.python_killed_by.clone();
+            python.sort();
+            print.push_str(&format!("\u{0}{}", python.join(",")));
+            for edit in &self.also {
+                print.push_str(&format!(
+                    "\u{0}{}\u{0}{}\u{0}{}",
+                    edit.file, edit.find, edit.replace
+                ));
+            }
+        }
+        print
+    }
+
+    /// Every edit of the mutant: `file`/`find`/`replace`, then `also`.
+    pub fn edits(&self) -> Vec<Edit> {
+        let mut edits = vec![Edit {
+            file: self.file.clone(),
+            find: self.find.clone(),
+            replace: self.replace.clone(),
+        }];
+        edits.extend(self.also.iter().cloned());
+        edits
     }
 }

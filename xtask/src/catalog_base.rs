@@ -6,7 +6,10 @@
 //!
 //! When something changed, [`since_base`] says which entries its change can concern, and CI
 //! runs those (the whole catalog is the long tier, `cargo xtask mutants --record-base`):
-//! - an entry whose `file` changed, or that is new or changed in the catalog;
+//! - an entry whose `file` (or an `also` edit's file) changed, or that is new or changed in
+//!   the catalog;
+//! - an entry judged by the Python suite too (`python_killed_by`), when anything under
+//!   `python/` (the package or its tests) changed;
 //! - an entry predicted to be killed by a test in a test module that changed
 //!   (`tests/it/<module>.rs` or `tests/it/<module>/…`);
 //! - everything, when the base is missing or unknown, when the shared test helpers
@@ -29,7 +32,12 @@ use crate::git::{git, is_hex_commit};
 pub const BASE_FILE: &str = "mutants/catalog.base";
 
 /// The paths whose change can change a verdict.
-const INPUTS: [&str; 3] = ["crates/leasefence", "Cargo.lock", "mutants/catalog.toml"];
+const INPUTS: [&str; 4] = [
+    "crates/leasefence",
+    "Cargo.lock",
+    "mutants/catalog.toml",
+    "python",
+];
 
 /// What a `--since-base` run has to run.
 #[derive(Debug, PartialEq)]
@@ -82,6 +90,8 @@ pub fn since_base(root: &Path, catalog: &crate::catalog::Catalog) -> Result<Sinc
                     && o.find == m.find
                     && o.replace == m.replace
                     && o.killed_by == m.killed_by
+                    && o.python_killed_by == m.python_killed_by
+                    && o.also == m.also
             })
         })
     };
@@ -90,6 +100,9 @@ pub fn since_base(root: &Path, catalog: &crate::catalog::Catalog) -> Result<Sinc
         .iter()
         .filter(|m| {
             paths.contains(&m.file)
+                || m.also.iter().any(|edit| paths.contains(&edit.file))
+                // The Python package or its tests changed: the entries it judges run again.
+                || (!m.python_killed_by.is_empty() && paths.iter().any(|p| p.starts_with("python/")))
                 || !same_as_before(m)
                 || m.killed_by.iter().any(|t| {
                     modules

@@ -1,5 +1,8 @@
 //! Project automation for leasefence, run as `cargo xtask <command>` (see `.cargo/config.toml`).
 //!
+//! - `cargo xtask test [--no-rust] [--no-python] [-- CARGO_TEST_ARGS…]`: the README's test
+//!   command: `cargo test --workspace`, then the Python package installed into a scratch
+//!   virtual environment (`target/python-venv`) and its pytest suite (`python/tests`).
 //! - `cargo xtask mutants [--list] [--check] [--only ID]… [--target-dir DIR] [--test-threads N]
 //!   [--full] [--keep-scratch]`:
 //!   the hand-written mutation catalog `mutants/catalog.toml`, each entry applied to a scratch
@@ -29,8 +32,10 @@ mod catalog_base;
 mod git;
 mod mutants;
 mod process;
+mod python;
 mod reliability;
 mod results;
+mod suite;
 mod worksheet;
 
 use std::path::PathBuf;
@@ -40,6 +45,11 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
+  test [--no-rust] [--no-python] [--pytest ARGS...] [-- CARGO_TEST_ARGS...]
+      Every test: `cargo test --workspace --locked`, then the Python package (python/) built
+      and installed with pip into target/python-venv (made on first use, with maturin, pytest
+      and hypothesis) and `pytest python/tests` (LEASEFENCE_CLI: the freshly built binary).
+      PostgreSQL cases run when LEASEFENCE_TEST_PG is set; with CI set they fail without it.
   mutants [--list] [--check] [--only ID]... [--target-dir DIR] [--test-threads N] [--full] [--keep-scratch]
           [--since-base | --record-base]
       Apply every entry of mutants/catalog.toml in a scratch copy, run the tests, compare
@@ -108,6 +118,19 @@ fn run(args: &[String]) -> Result<bool, String> {
             .ok_or_else(|| format!("{flag} needs a value\n\n{USAGE}"))
     };
     match command.as_str() {
+        "test" => {
+            let mut options = suite::Options::default();
+            while let Some(arg) = rest.next() {
+                match arg.as_str() {
+                    "--no-rust" => options.no_rust = true,
+                    "--no-python" => options.no_python = true,
+                    "--pytest" => options.pytest_args.extend(rest.by_ref().cloned()),
+                    "--" => options.cargo_args.extend(rest.by_ref().cloned()),
+                    other => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
+                }
+            }
+            suite::run(&root, &options)
+        }
         "mutants" => {
             let mut options = mutants::Options::default();
             while let Some(arg) = rest.next() {

@@ -176,11 +176,12 @@ fn run_in_scratch(
     selected: &[&Mutant],
     options: &Options,
 ) -> Result<bool, String> {
-    let runner = Runner {
+    let mut runner = Runner {
         tree: tree.to_path_buf(),
         target_dir: target_dir.to_path_buf(),
         test_threads: options.test_threads.unwrap_or(DEFAULT_TEST_THREADS).max(1),
         full: options.full,
+        python: None,
     };
 
     // 3. Baseline: the unmutated copy builds, its tests are listed and pass.
@@ -202,6 +203,9 @@ fn run_in_scratch(
         "baseline: {} tests listed; every predicted test exists",
         known.len()
     );
+    if selected.iter().any(|m| !m.python_killed_by.is_empty()) {
+        runner.python = Some(python_baseline(tree, target_dir, selected, options.check)?);
+    }
     if options.check {
         return Ok(true);
     }
@@ -266,12 +270,61 @@ fn run_in_scratch(
     Ok(bad.is_empty())
 }
 
+/// The Python side of the baseline: the environment, the unmutated package built into it,
+/// every predicted pytest case existing and (unless only checking) the suite passing.
+fn python_baseline(
+    tree: &Path,
+    target_dir: &Path,
+    selected: &[&Mutant],
+    check: bool,
+) -> Result<PathBuf, String> {
+    use crate::python;
+    let python = python::venv(&target_dir.join("python-venv"))?;
+    println!("baseline: building the Python package (maturin develop) …");
+    python::develop(tree, &python, target_dir)
+        .map_err(|e| format!("the unmutated Python package does not build:\n{e}"))?;
+    let known = python::collect(tree, &python, &python::SEED_SUITES)?;
+    let problems: Vec<String> = selected
+        .iter()
+        .flat_map(|m| {
+            m.python_killed_by
+                .iter()
+                .filter(|t| !known.contains(t))
+                .map(move |t| format!("{}: predicted pytest case `{t}` does not exist", m.id))
+        })
+        .collect();
+    if !problems.is_empty() {
+        return Err(report_problems(
+            "predicted pytest cases that do not exist",
+            &problems,
+        ));
+    }
+    if !check {
+        let mut cmd = python::pytest(tree, &python, &python::SEED_SUITES);
+        cmd.args(["-q", "-rf"]);
+        let out = process::run(&mut cmd, Duration::from_secs(900))?;
+        if !out.success() {
+            return Err(format!(
+                "the unmutated tree's Python suite fails; fix it before judging mutants:\n{}",
+                tail(&out.stdout, 40)
+            ));
+        }
+    }
+    println!(
+        "baseline: {} pytest cases of the eight functions pass; every predicted one exists",
+        known.len()
+    );
+    Ok(python)
+}
+
 /// Builds and tests inside the scratch copy.
 struct Runner {
     tree: PathBuf,
     target_dir: PathBuf,
     test_threads: usize,
     full: bool,
+    /// The virtual environment's python, when a selected entry is judged by the Python suite.
+    python: Option<PathBuf>,
 }
 
 impl Runner {
@@ -373,18 +426,75 @@ impl Runner {
         total_tests: usize,
         timeout: Duration,
     ) -> Result<(Record, String), String> {
-        let path = self.tree.join(&m.file);
-        let original =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mutated = m.apply(&original)?;
-        std::fs::write(&path, mutated).map_err(|e| format!("{}: {e}", path.display()))?;
-        let outcome = self.build_and_test(m, total_tests, timeout);
+        // Every edit (the entry's, then its `also` ones), each file restored afterwards.
+        let mut originals = Vec::new();
+        let mut applied = Ok(());
+        for edit in m.edits() {
+            let path = self.tree.join(&edit.file);
+            let step = std::fs::read_to_string(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))
+                .and_then(|original| {
+                    let mutated = edit.apply(&m.id, &original)?;
+                    originals.push((path.clone(), original));
+                    std::fs::write(&path, mutated).map_err(|e| format!("{}: {e}", path.display()))
+                });
+            if let Err(e) = step {
+                applied = Err(e);
+                break;
+            }
+        }
+        let outcome = applied.and_then(|()| self.build_and_test(m, total_tests, timeout));
         // Restore before anything else, even when the run failed.
-        std::fs::write(&path, &original).map_err(|e| format!("{}: {e}", path.display()))?;
+        for (path, original) in originals.iter().rev() {
+            std::fs::write(path, original).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
         outcome
     }
 
     fn build_and_test(
+        &self,
+        m: &Mutant,
+        total_tests: usize,
+        timeout: Duration,
+    ) -> Result<(Record, String), String> {
+        let (mut record, mut log) = self.build_and_test_rust(m, total_tests, timeout)?;
+        if m.python_killed_by.is_empty() || record.status == Status::Unviable {
+            return Ok((record, log));
+        }
+        // The Python package's suite of the eight functions, on the same mutated tree.
+        let python = self
+            .python
+            .as_ref()
+            .ok_or("internal: an entry with python_killed_by but no Python environment")?;
+        crate::python::develop(&self.tree, python, &self.target_dir)?;
+        let mut cmd = crate::python::pytest(&self.tree, python, &crate::python::SEED_SUITES);
+        cmd.args(["-q", "-rf"]);
+        let out = process::run(&mut cmd, timeout)?;
+        log.push_str(&format!(
+            "\n--- pytest {} ---\n{}\n{}",
+            crate::python::SEED_SUITES.join(" "),
+            out.stdout,
+            out.stderr
+        ));
+        let failed = crate::python::parse_failures(&out.stdout);
+        record.missed_predictions.extend(
+            m.python_killed_by
+                .iter()
+                .filter(|t| !failed.contains(t))
+                .map(|t| format!("python/{t}")),
+        );
+        if out.timed_out && record.status == Status::Survived {
+            record.status = Status::Timeout;
+        } else if !out.success() && !failed.is_empty() && record.status == Status::Survived {
+            record.status = Status::Killed;
+        }
+        record
+            .failed
+            .extend(failed.iter().map(|t| format!("python/{t}")));
+        Ok((record, log))
+    }
+
+    fn build_and_test_rust(
         &self,
         m: &Mutant,
         total_tests: usize,

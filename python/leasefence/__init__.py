@@ -1,0 +1,252 @@
+"""Job leases with fencing tokens: a stalled worker can still run, but it can no longer store
+anything.
+
+Every ``claim`` of a job hands out a *fence* one higher than the last; ``renew``, ``complete``
+and ``release`` succeed only for the current owner **and** the current fence while the lease
+is live, so a late write from an older generation is refused instead of overwriting the result
+of the worker that replaced it::
+
+    >>> import leasefence, tempfile, os
+    >>> db = os.path.join(tempfile.mkdtemp(), "jobs.db")
+    >>> leasefence.init_db(db)
+    >>> leasefence.enqueue(db, "invoice-42")
+    True
+    >>> a = leasefence.claim(db, "invoice-42", "A", 0.0, 10.0)       # fence 1; A stalls
+    >>> b = leasefence.claim(db, "invoice-42", "B", 10.0, 10.0)      # expired: fence 2
+    >>> leasefence.complete(db, "invoice-42", "B", b, 12.0, "paid")
+    True
+    >>> leasefence.complete(db, "invoice-42", "A", a, 13.0, "paid twice")  # refused
+    False
+    >>> leasefence.state(db, "invoice-42")["result"]
+    'paid'
+
+The eight functions of the design note (``init_db``, ``enqueue``, ``state``, ``claim``,
+``renew``, ``complete``, ``release``, ``claim_many``) open the file for each call. A
+:class:`Store` keeps one connection (an SQLite file, or PostgreSQL by URL) and has the queue's
+operations; a :class:`Worker` runs Python callables on Rust threads that renew the lease while
+the handler runs. The core is Rust (``leasefence._native``); every call releases the GIL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+
+from . import _native
+from ._native import (
+    Failed,
+    Job,
+    JobInfo,
+    Lease,
+    NewJob,
+    QueueInfo,
+    Stats,
+    Store,
+    WorkerStats,
+    claim,
+    complete,
+    enqueue,
+    init_db,
+    release,
+    renew,
+    state,
+)
+from .errors import (
+    BackendError,
+    Busy,
+    CannotConnect,
+    CannotOpen,
+    ConnectionLost,
+    Corrupt,
+    Error,
+    InvalidArgument,
+    LeaseLost,
+    NotADatabase,
+    ReadOnly,
+    Retryable,
+    SchemaMismatch,
+    StorageFull,
+    Unavailable,
+    Unsupported,
+)
+
+__version__: str = _native.__version__
+
+__all__ = [
+    # the design note's eight functions
+    "init_db",
+    "enqueue",
+    "state",
+    "claim",
+    "renew",
+    "complete",
+    "release",
+    "claim_many",
+    # the queue
+    "Store",
+    "NewJob",
+    "Lease",
+    "JobInfo",
+    "Stats",
+    "QueueInfo",
+    "Failed",
+    "Worker",
+    "Job",
+    "WorkerStats",
+    # errors
+    "Error",
+    "Retryable",
+    "InvalidArgument",
+    "Busy",
+    "Unavailable",
+    "ConnectionLost",
+    "SchemaMismatch",
+    "NotADatabase",
+    "CannotOpen",
+    "CannotConnect",
+    "StorageFull",
+    "ReadOnly",
+    "Corrupt",
+    "Unsupported",
+    "BackendError",
+    "LeaseLost",
+]
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+
+def claim_many(
+    path: PathArg, job_id: str, owners: Iterable[str], now: float, ttl: float
+) -> List[Optional[int]]:
+    """Calls :func:`claim` for every owner at the same time, each on its own thread (a
+    ``ThreadPoolExecutor``, all released at once by a barrier) and its own connection, and
+    returns the results in the order of ``owners``. On a claimable job exactly one owner gets a
+    fence and all others ``None``.
+
+    Every owner's arguments are checked before any thread starts: a bad one raises
+    :class:`InvalidArgument` (a ``ValueError``) and nothing changes. Otherwise the first error
+    any thread met, in input order, is raised once all have finished.
+    """
+    owners = list(owners)
+    for owner in owners:
+        _native.check_claim_args(job_id, owner, now, ttl)
+    if not owners:
+        return []
+    path = os.fspath(path)
+    barrier = threading.Barrier(len(owners))
+
+    def one(owner: str) -> Optional[int]:
+        barrier.wait()
+        return claim(path, job_id, owner, now, ttl)
+
+    with ThreadPoolExecutor(max_workers=len(owners)) as pool:
+        futures = [pool.submit(one, owner) for owner in owners]
+        return [future.result() for future in futures]
+
+
+Handler = Callable[[Job], Optional[Union[str, bytes]]]
+
+
+class Worker:
+    """Runs ``handler(job)`` for every ready job of a store, on Rust threads.
+
+    Each thread claims a job (``claim_next``), renews its lease on a heartbeat while the
+    handler runs, and stores the outcome only through the fence: the handler's return value
+    (``str``, UTF-8 ``bytes`` or ``None``) as the result, or its exception as a failure (retried
+    with backoff until the job's attempts run out). When the lease is lost the job's
+    :attr:`Job.lost` flag is set and :meth:`Job.raise_if_lost` raises :class:`LeaseLost`;
+    whatever the handler returns then is refused by the store.
+
+    ``kinds`` maps job kinds to their own handlers; ``queues`` maps queue names to thread
+    counts (default: ``concurrency`` threads over every queue). ``timeout`` limits a handler's
+    run time (seconds); ``drain=True`` stops once nothing is ready. :meth:`run` blocks; SIGTERM
+    or SIGINT (Ctrl-C) stop it gracefully — no new claims, running handlers get up to
+    ``shutdown_deadline`` seconds, then their leases are given back — and a second signal stops
+    it at once.
+    """
+
+    def __init__(
+        self,
+        db: PathArg,
+        handler: Optional[Handler] = None,
+        *,
+        kinds: Optional[Mapping[str, Handler]] = None,
+        concurrency: int = 1,
+        queues: Optional[Mapping[str, int]] = None,
+        ttl: float = 30.0,
+        timeout: Optional[float] = None,
+        drain: bool = False,
+        poll_interval: float = 0.5,
+        owner_prefix: Optional[str] = None,
+        shutdown_deadline: float = 30.0,
+        batch: Optional[int] = None,
+        synchronous: str = "full",
+    ) -> None:
+        self._native = _native.Worker(
+            db,
+            handler,
+            kinds=dict(kinds) if kinds is not None else None,
+            concurrency=concurrency,
+            queues=dict(queues) if queues is not None else None,
+            ttl=ttl,
+            timeout=timeout,
+            drain=drain,
+            poll_interval=poll_interval,
+            owner_prefix=owner_prefix,
+            shutdown_deadline=shutdown_deadline,
+            batch=batch,
+            synchronous=synchronous,
+        )
+
+    def run(self, *, handle_signals: bool = True) -> WorkerStats:
+        """Runs until shut down (or, with ``drain=True``, until nothing is ready) and returns
+        the counters. With ``handle_signals`` (and on the main thread) SIGTERM and SIGINT shut
+        it down gracefully, a second one at once; the previous handlers are restored after."""
+        previous: Dict[int, Any] = {}
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            signals_seen = [0]
+
+            def on_signal(signum: int, frame: Any) -> None:
+                signals_seen[0] += 1
+                if signals_seen[0] == 1:
+                    self._native.shutdown()
+                else:
+                    self._native.shutdown_now()
+
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, on_signal)
+        self._native.start()
+        try:
+            # Short GIL-free waits, so that Python runs its signal handlers in between.
+            while not self._native.wait(0.05):
+                pass
+        except BaseException:
+            self._native.shutdown_now()
+            self._native.join()
+            raise
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return self._native.join()
+
+    def shutdown(self) -> None:
+        """Graceful stop (from another thread): no new claims; running handlers may finish
+        until the shutdown deadline, then their leases are given back (fence kept)."""
+        self._native.shutdown()
+
+    def shutdown_now(self) -> None:
+        """Immediate stop: running handlers' leases are given back now and their
+        :attr:`Job.lost` flags set."""
+        self._native.shutdown_now()
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether a shutdown was asked for."""
+        return self._native.shutting_down
+
+    def stats(self) -> WorkerStats:
+        """The counters so far."""
+        return self._native.stats()

@@ -1,0 +1,543 @@
+//! `leasefence.Store`: one kept store (an SQLite file or a PostgreSQL database) with the queue's
+//! operations, and `leasefence.NewJob`, a job to enqueue.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use leasefence::{
+    AnyOptions, AnyStore, BatchSize, JobId, Now, Owner, PgOptions, Queue, Queues, Resource,
+    SqliteOptions, Status, Store as _, Synchronous, Target, Ttl,
+};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+use crate::errors::{IntoPy, invalid};
+use crate::values::{Failed, JobInfo, Lease, QueueInfo, Stats, state_dict};
+
+/// A job to enqueue: its id and, optionally, payload, queue, kind, priority, not-before time,
+/// attempts budget and unique key. Validated when made: a bad value raises `InvalidArgument`
+/// naming it.
+#[pyclass(frozen, module = "leasefence")]
+#[derive(Clone)]
+pub(crate) struct NewJob {
+    inner: leasefence::NewJob,
+}
+
+#[pymethods]
+impl NewJob {
+    #[new]
+    #[pyo3(signature = (job_id, payload=None, *, queue=None, kind=None, priority=0, not_before=None,
+                        max_attempts=None, unique_key=None, unique_for=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        job_id: String,
+        payload: Option<Vec<u8>>,
+        queue: Option<String>,
+        kind: Option<String>,
+        priority: i64,
+        not_before: Option<f64>,
+        max_attempts: Option<u32>,
+        unique_key: Option<String>,
+        unique_for: Option<f64>,
+    ) -> PyResult<Self> {
+        let build = || -> leasefence::Result<leasefence::NewJob> {
+            let mut job = leasefence::NewJob::new(job_id)?.priority(priority);
+            if let Some(payload) = payload {
+                job = job.payload(payload);
+            }
+            if let Some(queue) = queue {
+                job = job.queue(queue)?;
+            }
+            if let Some(kind) = kind {
+                job = job.kind(kind)?;
+            }
+            if let Some(at) = not_before {
+                job = job.not_before(at)?;
+            }
+            if let Some(n) = max_attempts {
+                job = job.max_attempts(n);
+            }
+            if let Some(key) = unique_key {
+                job = job.unique_key(key)?;
+            }
+            if let Some(seconds) = unique_for {
+                job = job.unique_for(seconds)?;
+            }
+            Ok(job)
+        };
+        Ok(NewJob {
+            inner: build().py(py)?,
+        })
+    }
+
+    /// The job id.
+    #[getter]
+    fn job_id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "NewJob(id={:?}, queue={:?}, kind={})",
+            self.inner.id(),
+            self.inner.queue_name().as_str(),
+            crate::values::repr_opt(self.inner.kind_name())
+        )
+    }
+}
+
+/// A kept connection to one store: an SQLite file (a path, `str` or `os.PathLike`) or a
+/// PostgreSQL database (a `postgres://` URL). Opening initialises it (idempotently). Safe to
+/// share between threads: calls take turns on the one connection, each with the GIL released.
+#[pyclass(frozen, module = "leasefence")]
+pub(crate) struct Store {
+    inner: Mutex<Option<AnyStore>>,
+    backend: &'static str,
+}
+
+/// The clock reading of a call: `now` when given, else the system clock (seconds since the
+/// Unix epoch).
+fn now_or_system(py: Python<'_>, now: Option<f64>) -> PyResult<Now> {
+    match now {
+        Some(now) => Now::new(now).py(py),
+        None => Ok(Now::system()),
+    }
+}
+
+/// `None` (every queue), a queue name, or a list of names.
+fn queues_of(py: Python<'_>, queues: Option<&Bound<'_, PyAny>>) -> PyResult<Queues> {
+    let Some(queues) = queues else {
+        return Ok(Queues::All);
+    };
+    let names: Vec<String> = if let Ok(name) = queues.cast::<PyString>() {
+        vec![name.to_cow()?.into_owned()]
+    } else {
+        queues.extract().map_err(|_| {
+            invalid(
+                py,
+                "queues",
+                "must be None, a queue name or a list of names",
+            )
+        })?
+    };
+    Queues::only(names).py(py)
+}
+
+/// A job id or a list of them.
+fn ids_of(py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(id) = ids.cast::<PyString>() {
+        return Ok(vec![id.to_cow()?.into_owned()]);
+    }
+    ids.extract()
+        .map_err(|_| invalid(py, "job_ids", "must be a job id or a list of job ids"))
+}
+
+fn parse_ids<'a>(py: Python<'_>, ids: &'a [String]) -> PyResult<Vec<JobId<'a>>> {
+    ids.iter()
+        .map(|id| JobId::new(id))
+        .collect::<leasefence::Result<_>>()
+        .py(py)
+}
+
+impl Store {
+    /// Runs `call` on the store with the GIL released.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&AnyStore) -> leasefence::Result<T> + Send,
+    ) -> PyResult<T> {
+        let result = py.detach(|| {
+            let guard: MutexGuard<'_, Option<AnyStore>> =
+                self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            guard.as_ref().map(call)
+        });
+        match result {
+            Some(result) => result.py(py),
+            None => Err(invalid(py, "store", "is closed")),
+        }
+    }
+}
+
+#[pymethods]
+impl Store {
+    #[new]
+    #[pyo3(signature = (db, *, synchronous="full", busy_timeout=None, schema=None))]
+    fn new(
+        py: Python<'_>,
+        db: &Bound<'_, PyAny>,
+        synchronous: &str,
+        busy_timeout: Option<f64>,
+        schema: Option<String>,
+    ) -> PyResult<Self> {
+        let target = if let Ok(text) = db.cast::<PyString>() {
+            Target::parse(&text.to_cow()?).py(py)?
+        } else {
+            let path: PathBuf = db.extract().map_err(|_| {
+                PyTypeError::new_err(
+                    "db must be a str (a path or a postgres:// URL) or os.PathLike",
+                )
+            })?;
+            Target::Sqlite(path)
+        };
+        let mut sqlite = SqliteOptions::new();
+        sqlite = match synchronous {
+            "full" | "FULL" => sqlite.synchronous(Synchronous::Full),
+            "normal" | "NORMAL" => sqlite.synchronous(Synchronous::Normal),
+            _ => {
+                return Err(invalid(
+                    py,
+                    "synchronous",
+                    "must be \"full\" (durable, the default) or \"normal\"",
+                ));
+            }
+        };
+        let mut postgres = PgOptions::new();
+        if let Some(seconds) = busy_timeout {
+            if !(seconds.is_finite() && seconds >= 0.0) {
+                return Err(invalid(
+                    py,
+                    "busy_timeout",
+                    "must be a finite number of seconds >= 0",
+                ));
+            }
+            sqlite = sqlite.busy_timeout(Duration::from_secs_f64(seconds));
+            postgres = postgres.lock_timeout(Duration::from_secs_f64(seconds));
+        }
+        if let Some(schema) = schema {
+            postgres = postgres.schema(schema);
+        }
+        let options = AnyOptions::new().sqlite(sqlite).postgres(postgres);
+        let store = py.detach(|| options.open_target(&target)).py(py)?;
+        Ok(Store {
+            backend: store.backend(),
+            inner: Mutex::new(Some(store)),
+        })
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.backend
+    }
+
+    /// Closes the connection (the pool, on PostgreSQL); later calls raise `InvalidArgument`
+    /// naming `store`. Idempotent.
+    fn close(&self, py: Python<'_>) {
+        let store = py.detach(|| {
+            self.inner
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        });
+        py.detach(move || drop(store));
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) {
+        self.close(py);
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Store(backend={:?})", self.backend)
+    }
+
+    /// The stored row of `job_id` as the seed's `dict`, or `None`.
+    fn state<'py>(&self, py: Python<'py>, job_id: &str) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let id = JobId::new(job_id).py(py)?;
+        let row = self.with(py, |s| s.state(id))?;
+        row.map(|row| state_dict(py, &row)).transpose()
+    }
+
+    /// Enqueues one job (see `NewJob` for the arguments); `False` when the id is known or the
+    /// unique key is taken.
+    #[pyo3(signature = (job_id, payload=None, *, queue=None, kind=None, priority=0, not_before=None,
+                        max_attempts=None, unique_key=None, unique_for=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue(
+        &self,
+        py: Python<'_>,
+        job_id: String,
+        payload: Option<Vec<u8>>,
+        queue: Option<String>,
+        kind: Option<String>,
+        priority: i64,
+        not_before: Option<f64>,
+        max_attempts: Option<u32>,
+        unique_key: Option<String>,
+        unique_for: Option<f64>,
+    ) -> PyResult<bool> {
+        let job = NewJob::new(
+            py,
+            job_id,
+            payload,
+            queue,
+            kind,
+            priority,
+            not_before,
+            max_attempts,
+            unique_key,
+            unique_for,
+        )?;
+        self.with(py, |s| s.enqueue_job(job.inner))
+    }
+
+    /// Enqueues many jobs (ids or `NewJob`s) in one transaction; for each, whether it was
+    /// inserted.
+    fn enqueue_many(&self, py: Python<'_>, jobs: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
+        let mut batch = Vec::new();
+        for item in jobs.try_iter()? {
+            let item = item?;
+            if let Ok(id) = item.cast::<PyString>() {
+                batch.push(leasefence::NewJob::new(id.to_cow()?.into_owned()).py(py)?);
+            } else if let Ok(job) = item.cast::<NewJob>() {
+                batch.push(job.get().inner.clone());
+            } else {
+                return Err(invalid(
+                    py,
+                    "jobs",
+                    "must hold job ids (str) or NewJob objects",
+                ));
+            }
+        }
+        self.with(py, |s| s.enqueue_many(&batch))
+    }
+
+    /// Claims `job_id` for `owner` if it is claimable (known, not done, lease expired).
+    #[pyo3(signature = (job_id, owner, ttl, now=None))]
+    fn claim(
+        &self,
+        py: Python<'_>,
+        job_id: &str,
+        owner: &str,
+        ttl: f64,
+        now: Option<f64>,
+    ) -> PyResult<Option<Lease>> {
+        let (id, owner, ttl) = (
+            JobId::new(job_id).py(py)?,
+            Owner::new(owner).py(py)?,
+            Ttl::new(ttl).py(py)?,
+        );
+        let now = now_or_system(py, now)?;
+        let lease = self.with(py, |s| s.claim(id, owner, now, ttl))?;
+        Ok(lease.map(|inner| Lease { inner }))
+    }
+
+    /// Claims the best ready job (of `queues`: a name or a list; all when `None`).
+    #[pyo3(signature = (owner, ttl=30.0, *, queues=None, now=None))]
+    fn claim_next(
+        &self,
+        py: Python<'_>,
+        owner: &str,
+        ttl: f64,
+        queues: Option<&Bound<'_, PyAny>>,
+        now: Option<f64>,
+    ) -> PyResult<Option<Lease>> {
+        let (owner, ttl) = (Owner::new(owner).py(py)?, Ttl::new(ttl).py(py)?);
+        let queues = queues_of(py, queues)?;
+        let now = now_or_system(py, now)?;
+        let lease = self.with(py, |s| s.claim_next_in(&queues, owner, now, ttl))?;
+        Ok(lease.map(|inner| Lease { inner }))
+    }
+
+    /// Claims up to `n` ready jobs in one transaction, best first.
+    #[pyo3(signature = (owner, n, ttl=30.0, *, queues=None, now=None))]
+    fn claim_batch(
+        &self,
+        py: Python<'_>,
+        owner: &str,
+        n: usize,
+        ttl: f64,
+        queues: Option<&Bound<'_, PyAny>>,
+        now: Option<f64>,
+    ) -> PyResult<Vec<Lease>> {
+        let (owner, ttl) = (Owner::new(owner).py(py)?, Ttl::new(ttl).py(py)?);
+        let n = BatchSize::new(n).py(py)?;
+        let queues = queues_of(py, queues)?;
+        let now = now_or_system(py, now)?;
+        let leases = self.with(py, |s| s.claim_batch_in(&queues, owner, now, ttl, n))?;
+        Ok(leases.into_iter().map(|inner| Lease { inner }).collect())
+    }
+
+    /// Extends a live lease to `now + ttl`: the renewed lease, or `None` (nothing changed) when
+    /// it is no longer current.
+    #[pyo3(signature = (lease, ttl, now=None))]
+    fn renew(
+        &self,
+        py: Python<'_>,
+        lease: &Bound<'_, Lease>,
+        ttl: f64,
+        now: Option<f64>,
+    ) -> PyResult<Option<Lease>> {
+        let ttl = Ttl::new(ttl).py(py)?;
+        let now = now_or_system(py, now)?;
+        let mut renewed = lease.get().inner.clone();
+        let ok = self.with(py, |s| s.renew_lease(&mut renewed, now, ttl))?;
+        Ok(ok.then_some(Lease { inner: renewed }))
+    }
+
+    /// Stores `result` and finishes the job, only while `lease` is current; `False` otherwise
+    /// (the stored result is unchanged).
+    #[pyo3(signature = (lease, result, now=None))]
+    fn complete(
+        &self,
+        py: Python<'_>,
+        lease: &Bound<'_, Lease>,
+        result: &str,
+        now: Option<f64>,
+    ) -> PyResult<bool> {
+        let now = now_or_system(py, now)?;
+        let lease = &lease.get().inner;
+        self.with(py, |s| s.complete_lease(lease, now, result))
+    }
+
+    /// Records a failed attempt while `lease` is current: a `Failed` (retry time, or dead),
+    /// or `None` when the lease is no longer current (nothing changed).
+    #[pyo3(signature = (lease, error, now=None, retry_at=None))]
+    fn fail(
+        &self,
+        py: Python<'_>,
+        lease: &Bound<'_, Lease>,
+        error: &str,
+        now: Option<f64>,
+        retry_at: Option<f64>,
+    ) -> PyResult<Option<Failed>> {
+        let now = now_or_system(py, now)?;
+        let retry_at = retry_at.map(Now::new).transpose().py(py)?;
+        let lease = &lease.get().inner;
+        let failed = self.with(py, |s| s.fail(lease, now, error, retry_at))?;
+        Ok(failed.map(Failed::from))
+    }
+
+    /// Gives the lease back (the fence kept); `False` when it is no longer the holder's.
+    fn release(&self, py: Python<'_>, lease: &Bound<'_, Lease>) -> PyResult<bool> {
+        let lease = &lease.get().inner;
+        self.with(py, |s| s.release_lease(lease))
+    }
+
+    /// Operator verb: cancels an unfinished job (its holder's writes are refused from then
+    /// on); `False` for a finished or unknown job.
+    #[pyo3(signature = (job_id, now=None))]
+    fn cancel(&self, py: Python<'_>, job_id: &str, now: Option<f64>) -> PyResult<bool> {
+        let id = JobId::new(job_id).py(py)?;
+        let now = now_or_system(py, now)?;
+        self.with(py, |s| s.cancel(id, now))
+    }
+
+    /// Operator verb: makes dead, cancelled or failed jobs ready again (a job id or a list);
+    /// for each, whether it was retried.
+    #[pyo3(signature = (job_ids, now=None))]
+    fn retry(
+        &self,
+        py: Python<'_>,
+        job_ids: &Bound<'_, PyAny>,
+        now: Option<f64>,
+    ) -> PyResult<Vec<bool>> {
+        let ids = ids_of(py, job_ids)?;
+        let ids = parse_ids(py, &ids)?;
+        let now = now_or_system(py, now)?;
+        self.with(py, |s| s.retry(&ids, now))
+    }
+
+    /// Operator verb: retries every dead job (of `queues`); how many.
+    #[pyo3(signature = (queues=None, now=None))]
+    fn retry_dead(
+        &self,
+        py: Python<'_>,
+        queues: Option<&Bound<'_, PyAny>>,
+        now: Option<f64>,
+    ) -> PyResult<u64> {
+        let queues = queues_of(py, queues)?;
+        let now = now_or_system(py, now)?;
+        self.with(py, |s| s.retry_dead_in(&queues, now))
+    }
+
+    /// Operator verb: deletes jobs (a job id or a list), keeping their fences for a later
+    /// enqueue of the same id; for each, whether it existed.
+    fn delete(&self, py: Python<'_>, job_ids: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
+        let ids = ids_of(py, job_ids)?;
+        let ids = parse_ids(py, &ids)?;
+        self.with(py, |s| s.delete(&ids))
+    }
+
+    /// Operator verb: deletes the jobs finished before `finished_before` (fences kept); how
+    /// many.
+    fn purge(&self, py: Python<'_>, finished_before: f64) -> PyResult<u64> {
+        let before = Now::new(finished_before).py(py)?;
+        self.with(py, |s| s.purge(before))
+    }
+
+    /// A page of jobs in id order: of one `status` (a name) or all, after the id `after`.
+    #[pyo3(signature = (status=None, after=None, limit=100, now=None))]
+    fn list(
+        &self,
+        py: Python<'_>,
+        status: Option<&str>,
+        after: Option<&str>,
+        limit: usize,
+        now: Option<f64>,
+    ) -> PyResult<Vec<JobInfo>> {
+        let status = status.map(Status::parse).transpose().py(py)?;
+        let after = after.map(JobId::new).transpose().py(py)?;
+        let now = now_or_system(py, now)?;
+        let jobs = self.with(py, |s| s.list(now, status, after, limit))?;
+        Ok(jobs.into_iter().map(|job| JobInfo::new(py, job)).collect())
+    }
+
+    /// One job with every field, or `None`.
+    #[pyo3(signature = (job_id, now=None))]
+    fn inspect(&self, py: Python<'_>, job_id: &str, now: Option<f64>) -> PyResult<Option<JobInfo>> {
+        let id = JobId::new(job_id).py(py)?;
+        let now = now_or_system(py, now)?;
+        let job = self.with(py, |s| s.inspect(id, now))?;
+        Ok(job.map(|job| JobInfo::new(py, job)))
+    }
+
+    /// Operator verb: pauses a queue (`claim_next` skips it); `False` when already paused.
+    fn pause(&self, py: Python<'_>, queue: &str) -> PyResult<bool> {
+        let queue = Queue::new(queue).py(py)?;
+        self.with(py, |s| s.pause(&queue))
+    }
+
+    /// Operator verb: resumes a paused queue; `False` when it was not paused.
+    fn resume(&self, py: Python<'_>, queue: &str) -> PyResult<bool> {
+        let queue = Queue::new(queue).py(py)?;
+        self.with(py, |s| s.resume(&queue))
+    }
+
+    /// Every queue with its counts.
+    #[pyo3(signature = (now=None))]
+    fn queues(&self, py: Python<'_>, now: Option<f64>) -> PyResult<Vec<QueueInfo>> {
+        let now = now_or_system(py, now)?;
+        let queues = self.with(py, |s| s.queues(now))?;
+        Ok(queues.iter().map(QueueInfo::from).collect())
+    }
+
+    /// Jobs by status, over all queues.
+    #[pyo3(signature = (now=None))]
+    fn stats(&self, py: Python<'_>, now: Option<f64>) -> PyResult<Stats> {
+        let now = now_or_system(py, now)?;
+        let stats = self.with(py, |s| s.stats(now))?;
+        Ok(Stats::from(&stats))
+    }
+
+    /// The fence gate: `True` (and `fence` recorded) when `fence` is at least the highest one
+    /// `resource` has admitted, `False` for an older one.
+    fn admit(&self, py: Python<'_>, resource: &str, fence: i64) -> PyResult<bool> {
+        let resource = Resource::new(resource).py(py)?;
+        self.with(py, |s| s.admit(resource, fence))
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Store>()?;
+    m.add_class::<NewJob>()?;
+    crate::values::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,335 @@
+//! What the package hands back: the seed's `dict`, and small immutable objects for leases,
+//! jobs and counts. Each is a snapshot; nothing here reads the database again.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+/// The seed's row `dict`, valued as Python's `sqlite3` module returns the row: `until` a
+/// `float`, `fence` an `int`, `done` `0` or `1`, `owner` and `result` `str` or `None`.
+pub(crate) fn state_dict<'py>(
+    py: Python<'py>,
+    row: &leasefence::JobState,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("id", &row.id)?;
+    dict.set_item("owner", row.owner.as_deref())?;
+    dict.set_item("until", row.until)?;
+    dict.set_item("fence", row.fence)?;
+    dict.set_item("result", row.result.as_deref())?;
+    dict.set_item("done", i64::from(row.done))?;
+    Ok(dict)
+}
+
+/// `'text'` or `None`, as Python's `repr` shows an optional string.
+pub(crate) fn repr_opt(value: Option<&str>) -> String {
+    value.map_or_else(|| "None".to_string(), |v| format!("{v:?}"))
+}
+
+fn bytes_or_none<'py>(py: Python<'py>, bytes: Option<&[u8]>) -> Option<Bound<'py, PyBytes>> {
+    bytes.map(|b| PyBytes::new(py, b))
+}
+
+/// A lease: what a claim handed out. Immutable; pass it back to `Store.renew`, `complete`,
+/// `fail` and `release`, which succeed only while it is the job's current lease.
+#[pyclass(frozen, module = "leasefence", eq)]
+#[derive(Clone, PartialEq)]
+pub(crate) struct Lease {
+    pub(crate) inner: leasefence::Lease,
+}
+
+#[pymethods]
+impl Lease {
+    /// The job id.
+    #[getter]
+    fn job_id(&self) -> &str {
+        &self.inner.job_id
+    }
+    /// The owner that holds the lease.
+    #[getter]
+    fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+    /// The fencing token of this lease: one more than the job's previous one.
+    #[getter]
+    fn fence(&self) -> i64 {
+        self.inner.fence
+    }
+    /// The lease is live while `until > now`.
+    #[getter]
+    fn until(&self) -> f64 {
+        self.inner.until
+    }
+    /// The job's queue.
+    #[getter]
+    fn queue(&self) -> &str {
+        &self.inner.queue
+    }
+    /// The job's kind, or `None`.
+    #[getter]
+    fn kind(&self) -> Option<&str> {
+        self.inner.kind.as_deref()
+    }
+    /// The job's payload (`bytes`), or `None`.
+    #[getter]
+    fn payload<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        bytes_or_none(py, self.inner.payload.as_deref())
+    }
+    /// The job's priority (higher runs first).
+    #[getter]
+    fn priority(&self) -> i64 {
+        self.inner.priority
+    }
+    /// This run's attempt number, from 1.
+    #[getter]
+    fn attempt(&self) -> u32 {
+        self.inner.attempt
+    }
+    /// The job's attempts budget (`0`: unlimited).
+    #[getter]
+    fn max_attempts(&self) -> u32 {
+        self.inner.max_attempts
+    }
+    /// The error the previous failed attempt recorded, or `None`.
+    #[getter]
+    fn last_error(&self) -> Option<&str> {
+        self.inner.last_error.as_deref()
+    }
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&self.inner.job_id, &self.inner.owner, self.inner.fence).hash(&mut h);
+        self.inner.until.to_bits().hash(&mut h);
+        h.finish()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Lease(job_id={:?}, owner={:?}, fence={}, until={}, queue={:?}, attempt={})",
+            self.inner.job_id,
+            self.inner.owner,
+            self.inner.fence,
+            self.inner.until,
+            self.inner.queue,
+            self.inner.attempt
+        )
+    }
+}
+
+/// One job as `Store.list` and `Store.inspect` show it, with its status at the clock reading
+/// of the call.
+#[pyclass(frozen, module = "leasefence", get_all)]
+pub(crate) struct JobInfo {
+    /// The job id.
+    id: String,
+    /// `ready`, `scheduled`, `leased`, `expired`, `retrying`, `done`, `dead` or `cancelled`.
+    status: &'static str,
+    /// The current or last owner, or `None`.
+    owner: Option<String>,
+    /// The lease's end (`0` when never claimed or released).
+    until: f64,
+    /// The job's fence: the number of claims so far.
+    fence: i64,
+    /// The stored result, or `None`.
+    result: Option<String>,
+    /// Whether the job is finished (completed, dead or cancelled).
+    done: bool,
+    /// The job's queue.
+    queue: String,
+    /// The job's kind, or `None`.
+    kind: Option<String>,
+    /// The job's unique key, or `None`.
+    unique_key: Option<String>,
+    /// The payload, or `None`.
+    payload: Option<Py<PyBytes>>,
+    /// The priority.
+    priority: i64,
+    /// Not claimable before this clock reading.
+    not_before: f64,
+    /// The attempts budget (`0`: unlimited).
+    max_attempts: u32,
+    /// Attempts spent.
+    attempts: u32,
+    /// The last recorded error, or `None`.
+    error: Option<String>,
+    /// When it finished, or `None`.
+    finished_at: Option<f64>,
+    /// `completed`, `dead` or `cancelled` once finished, else `None`.
+    outcome: Option<String>,
+    /// When it was enqueued, or `None` (rows made by the seed's `enqueue` on older files).
+    enqueued_at: Option<f64>,
+}
+
+impl JobInfo {
+    pub(crate) fn new(py: Python<'_>, job: leasefence::JobInfo) -> Self {
+        JobInfo {
+            status: job.status.as_str(),
+            payload: job.payload.as_deref().map(|b| PyBytes::new(py, b).unbind()),
+            id: job.state.id,
+            owner: job.state.owner,
+            until: job.state.until,
+            fence: job.state.fence,
+            result: job.state.result,
+            done: job.state.done,
+            queue: job.queue,
+            kind: job.kind,
+            unique_key: job.unique_key,
+            priority: job.priority,
+            not_before: job.not_before,
+            max_attempts: job.max_attempts,
+            attempts: job.attempts,
+            error: job.error,
+            finished_at: job.finished_at,
+            outcome: job.outcome,
+            enqueued_at: job.enqueued_at,
+        }
+    }
+}
+
+#[pymethods]
+impl JobInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "JobInfo(id={:?}, status={:?}, queue={:?}, owner={}, fence={}, attempts={})",
+            self.id,
+            self.status,
+            self.queue,
+            repr_opt(self.owner.as_deref()),
+            self.fence,
+            self.attempts
+        )
+    }
+}
+
+/// Jobs by status.
+#[pyclass(frozen, module = "leasefence", get_all, eq)]
+#[derive(Clone, PartialEq)]
+pub(crate) struct Stats {
+    /// Claimable now.
+    ready: u64,
+    /// Waiting for their not-before time.
+    scheduled: u64,
+    /// Under a live lease.
+    leased: u64,
+    /// Lease expired, not yet claimed again.
+    expired: u64,
+    /// Failed, waiting for the retry time.
+    retrying: u64,
+    /// Completed.
+    done: u64,
+    /// Out of attempts.
+    dead: u64,
+    /// Cancelled by an operator.
+    cancelled: u64,
+    /// All jobs.
+    total: u64,
+}
+
+impl From<&leasefence::Stats> for Stats {
+    fn from(s: &leasefence::Stats) -> Self {
+        Stats {
+            ready: s.ready,
+            scheduled: s.scheduled,
+            leased: s.leased,
+            expired: s.expired,
+            retrying: s.retrying,
+            done: s.done,
+            dead: s.dead,
+            cancelled: s.cancelled,
+            total: s.total(),
+        }
+    }
+}
+
+#[pymethods]
+impl Stats {
+    fn __repr__(&self) -> String {
+        format!(
+            "Stats(ready={}, scheduled={}, leased={}, expired={}, retrying={}, done={}, dead={}, \
+             cancelled={})",
+            self.ready,
+            self.scheduled,
+            self.leased,
+            self.expired,
+            self.retrying,
+            self.done,
+            self.dead,
+            self.cancelled
+        )
+    }
+}
+
+/// One queue: its name, whether it is paused, and its jobs by status.
+#[pyclass(frozen, module = "leasefence", get_all)]
+pub(crate) struct QueueInfo {
+    /// The queue's name.
+    name: String,
+    /// Whether `claim_next` skips it.
+    paused: bool,
+    /// Its jobs by status.
+    stats: Stats,
+}
+
+impl From<&leasefence::QueueInfo> for QueueInfo {
+    fn from(q: &leasefence::QueueInfo) -> Self {
+        QueueInfo {
+            name: q.name.clone(),
+            paused: q.paused,
+            stats: Stats::from(&q.stats),
+        }
+    }
+}
+
+#[pymethods]
+impl QueueInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "QueueInfo(name={:?}, paused={}, stats={})",
+            self.name,
+            if self.paused { "True" } else { "False" },
+            self.stats.__repr__()
+        )
+    }
+}
+
+/// What a recorded failure led to: a retry at `retry_at`, or a dead job.
+#[pyclass(frozen, module = "leasefence", get_all, eq)]
+#[derive(Clone, PartialEq)]
+pub(crate) struct Failed {
+    /// `True` when that was the job's last attempt.
+    dead: bool,
+    /// When the job is claimable again, or `None` when it is dead.
+    retry_at: Option<f64>,
+}
+
+impl From<leasefence::Failed> for Failed {
+    fn from(f: leasefence::Failed) -> Self {
+        match f {
+            leasefence::Failed::Retrying { at } => Failed {
+                dead: false,
+                retry_at: Some(at),
+            },
+            _ => Failed {
+                dead: true,
+                retry_at: None,
+            },
+        }
+    }
+}
+
+#[pymethods]
+impl Failed {
+    fn __repr__(&self) -> String {
+        match self.retry_at {
+            Some(at) => format!("Failed(dead=False, retry_at={at})"),
+            None => "Failed(dead=True, retry_at=None)".to_string(),
+        }
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Lease>()?;
+    m.add_class::<JobInfo>()?;
+    m.add_class::<Stats>()?;
+    m.add_class::<QueueInfo>()?;
+    m.add_class::<Failed>()?;
+    Ok(())
+}

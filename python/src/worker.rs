@@ -1,0 +1,531 @@
+//! `leasefence._native.Worker`: the Rust worker running Python callables.
+//!
+//! Each worker thread is a Rust thread: it claims, renews the lease on the heartbeat while the
+//! handler runs (in Rust, without the GIL), and stores the outcome only through the fence.
+//! The handler is called with the GIL held, on that thread, with a `Job`. The package's
+//! `Worker.run` (python/leasefence/__init__.py) starts this one on a thread of its own and
+//! waits for it in short GIL-free slices, so Python's signal handlers (SIGTERM, SIGINT) run.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use leasefence::{
+    AnyOptions, AnyStore, CancelToken, HandlerError, JobContext, JobId, Now, PgOptions, Resource,
+    ShutdownHandle, SqliteOptions, Status, Store as _, Synchronous, WorkerStats,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+
+use crate::errors::{IntoPy, invalid};
+use crate::values::Lease;
+
+/// The store a `Job` opens (once per worker, on first use) for `admit` and `check_lease`.
+struct SideStore {
+    options: AnyOptions,
+    db: String,
+    store: Mutex<Option<AnyStore>>,
+}
+
+impl SideStore {
+    fn with<T>(
+        &self,
+        call: impl FnOnce(&AnyStore) -> leasefence::Result<T>,
+    ) -> leasefence::Result<T> {
+        let mut guard = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_none() {
+            *guard = Some(self.options.open(&self.db)?);
+        }
+        call(guard.as_ref().expect("opened above"))
+    }
+}
+
+/// The job a handler is called with: its lease, payload, attempt, and the lost-lease flag.
+#[pyclass(frozen, module = "leasefence")]
+pub(crate) struct Job {
+    lease: Py<Lease>,
+    inner: leasefence::Lease,
+    token: CancelToken,
+    side: Arc<SideStore>,
+}
+
+#[pymethods]
+impl Job {
+    /// The lease this attempt runs under (immutable).
+    #[getter]
+    fn lease(&self, py: Python<'_>) -> Py<Lease> {
+        self.lease.clone_ref(py)
+    }
+    /// The job id.
+    #[getter]
+    fn id(&self) -> &str {
+        &self.inner.job_id
+    }
+    /// The fencing token of this attempt's lease.
+    #[getter]
+    fn fence(&self) -> i64 {
+        self.inner.fence
+    }
+    /// This run's attempt number, from 1.
+    #[getter]
+    fn attempt(&self) -> u32 {
+        self.inner.attempt
+    }
+    /// The job's queue.
+    #[getter]
+    fn queue(&self) -> &str {
+        &self.inner.queue
+    }
+    /// The job's kind, or `None`.
+    #[getter]
+    fn kind(&self) -> Option<&str> {
+        self.inner.kind.as_deref()
+    }
+    /// The payload (`bytes`), or `None`.
+    #[getter]
+    fn payload<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner.payload.as_deref().map(|b| PyBytes::new(py, b))
+    }
+    /// The worker's owner name for this lease.
+    #[getter]
+    fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+    /// `True` once this attempt can no longer store anything: a renewal was refused (the lease
+    /// expired or was taken over), the run-time limit was reached, an operator ended the job,
+    /// `check_lease` found it gone, or shutdown stopped waiting and gave the lease back.
+    #[getter]
+    fn lost(&self) -> bool {
+        self.token.is_cancelled()
+    }
+    /// Waits up to `timeout` seconds (GIL released) for the lease to be lost; `True` when it
+    /// was. Use it in place of `time.sleep` so a long step stops early.
+    fn wait(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        if !(timeout.is_finite() && timeout >= 0.0) {
+            return Err(invalid(
+                py,
+                "timeout",
+                "must be a finite number of seconds >= 0",
+            ));
+        }
+        let token = self.token.clone();
+        Ok(py.detach(move || token.wait_timeout(Duration::from_secs_f64(timeout))))
+    }
+    /// Raises `leasefence.LeaseLost` when the lease is lost; a handler calls it between steps.
+    fn raise_if_lost(&self, py: Python<'_>) -> PyResult<()> {
+        if self.token.is_cancelled() {
+            return Err(lease_lost(py, &self.inner));
+        }
+        Ok(())
+    }
+    /// Asks the store whether this lease is still the current one (same owner and fence,
+    /// unfinished, live at the system clock), right before a side effect outside the store.
+    /// When it is gone the job is marked lost and `False` returned. This narrows the window,
+    /// it cannot close it: pass `fence` to the outside system, or use `admit`.
+    fn check_lease(&self, py: Python<'_>) -> PyResult<bool> {
+        let lease = &self.inner;
+        let current = py
+            .detach(|| {
+                self.side.with(|s| {
+                    let info = s.inspect(JobId::new(&lease.job_id)?, Now::system())?;
+                    Ok(info.is_some_and(|job| {
+                        job.status == Status::Leased
+                            && job.state.fence == lease.fence
+                            && job.state.owner.as_deref() == Some(lease.owner.as_str())
+                    }))
+                })
+            })
+            .py(py)?;
+        if !current {
+            self.token.cancel();
+        }
+        Ok(current)
+    }
+    /// The fence gate for a side effect: `True` (and this fence recorded) when this lease's
+    /// fence is at least the highest `resource` has admitted; `False` for a stale one, and
+    /// the effect must not be made.
+    fn admit(&self, py: Python<'_>, resource: &str) -> PyResult<bool> {
+        let resource = Resource::new(resource).py(py)?;
+        let fence = self.inner.fence;
+        py.detach(|| self.side.with(|s| s.admit(resource, fence)))
+            .py(py)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Job(id={:?}, fence={}, attempt={}, queue={:?})",
+            self.inner.job_id, self.inner.fence, self.inner.attempt, self.inner.queue
+        )
+    }
+}
+
+fn lease_lost(py: Python<'_>, lease: &leasefence::Lease) -> PyErr {
+    let message = format!(
+        "lease lost: {} no longer holds {} under fence {}",
+        lease.owner, lease.job_id, lease.fence
+    );
+    match py
+        .import("leasefence.errors")
+        .and_then(|m| m.getattr("LeaseLost"))
+        .and_then(|class| class.call1((message.clone(),)))
+    {
+        Ok(instance) => PyErr::from_value(instance),
+        Err(err) => err,
+    }
+}
+
+/// What a handler returned, as the result to store: `str`, `bytes` in UTF-8, or `None` (an
+/// empty result).
+fn result_of(value: &Bound<'_, PyAny>) -> Result<String, HandlerError> {
+    if value.is_none() {
+        return Ok(String::new());
+    }
+    if let Ok(text) = value.cast::<PyString>() {
+        return Ok(text.to_cow().map_err(|e| e.to_string())?.into_owned());
+    }
+    if let Ok(bytes) = value.cast::<PyBytes>() {
+        return Ok(std::str::from_utf8(bytes.as_bytes())
+            .map_err(|_| "the handler returned bytes that are not UTF-8; results are text")?
+            .to_string());
+    }
+    let type_name = value
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into());
+    Err(format!("the handler returned a {type_name}; return a str (the result) or None").into())
+}
+
+/// Calls the Python `handler` for one job; an exception becomes the stored failure
+/// (`Type: message`).
+fn call_handler(
+    handler: &Py<PyAny>,
+    side: &Arc<SideStore>,
+    ctx: &JobContext<'_, AnyStore>,
+) -> Result<String, HandlerError> {
+    Python::attach(|py| {
+        let lease = Py::new(
+            py,
+            Lease {
+                inner: ctx.lease().clone(),
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let job = Job {
+            lease,
+            inner: ctx.lease().clone(),
+            token: ctx.token().clone(),
+            side: side.clone(),
+        };
+        match handler.call1(py, (job,)) {
+            Ok(value) => result_of(value.bind(py)),
+            Err(err) => {
+                let type_name = err
+                    .get_type(py)
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| "Exception".into());
+                let text = err
+                    .value(py)
+                    .str()
+                    .map(|s| s.to_string())
+                    .unwrap_or_default();
+                Err(if text.is_empty() {
+                    type_name.into()
+                } else {
+                    format!("{type_name}: {text}").into()
+                })
+            }
+        }
+    })
+}
+
+/// A worker's counters.
+#[pyclass(frozen, module = "leasefence", name = "WorkerStats", get_all)]
+pub(crate) struct Stats {
+    /// Leases taken.
+    claimed: u64,
+    /// Successful heartbeat renewals.
+    renewed: u64,
+    /// Jobs whose result was stored.
+    completed: u64,
+    /// Failed attempts scheduled for a retry.
+    retried: u64,
+    /// Failed attempts that were the job's last.
+    dead: u64,
+    /// Leases lost while the handler ran (a renewal was refused).
+    lost: u64,
+    /// Completions and failures the store refused: the stale writes fencing is for.
+    stale_refused: u64,
+    /// Leases given back at shutdown.
+    released: u64,
+    /// Jobs an operator ended while this worker held them.
+    cancelled: u64,
+    /// Handlers stopped by the run-time limit.
+    timed_out: u64,
+    /// Store errors met on the way (the worker went on).
+    errors: u64,
+}
+
+impl From<WorkerStats> for Stats {
+    fn from(s: WorkerStats) -> Self {
+        Stats {
+            claimed: s.claimed,
+            renewed: s.renewed,
+            completed: s.completed,
+            retried: s.retried,
+            dead: s.dead,
+            lost: s.lost,
+            stale_refused: s.stale_refused,
+            released: s.released,
+            cancelled: s.cancelled,
+            timed_out: s.timed_out,
+            errors: s.errors,
+        }
+    }
+}
+
+#[pymethods]
+impl Stats {
+    fn __repr__(&self) -> String {
+        format!(
+            "WorkerStats(claimed={}, completed={}, retried={}, dead={}, lost={}, \
+             stale_refused={}, released={}, timed_out={}, errors={})",
+            self.claimed,
+            self.completed,
+            self.retried,
+            self.dead,
+            self.lost,
+            self.stale_refused,
+            self.released,
+            self.timed_out,
+            self.errors
+        )
+    }
+}
+
+enum State {
+    Built(Box<leasefence::Worker<AnyStore>>),
+    Running(JoinHandle<leasefence::Result<WorkerStats>>),
+    Finished,
+}
+
+/// The native worker; `leasefence.Worker` wraps it.
+#[pyclass(frozen, module = "leasefence._native", name = "Worker")]
+pub(crate) struct NativeWorker {
+    state: Mutex<State>,
+    handle: ShutdownHandle,
+    finished: CancelToken,
+}
+
+#[pymethods]
+impl NativeWorker {
+    #[new]
+    #[pyo3(signature = (db, handler=None, *, kinds=None, concurrency=1, queues=None, ttl=30.0,
+                        timeout=None, drain=false, poll_interval=0.5, owner_prefix=None,
+                        shutdown_deadline=30.0, batch=None, synchronous="full"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        db: &Bound<'_, PyAny>,
+        handler: Option<Py<PyAny>>,
+        kinds: Option<&Bound<'_, PyDict>>,
+        concurrency: usize,
+        queues: Option<&Bound<'_, PyDict>>,
+        ttl: f64,
+        timeout: Option<f64>,
+        drain: bool,
+        poll_interval: f64,
+        owner_prefix: Option<String>,
+        shutdown_deadline: f64,
+        batch: Option<usize>,
+        synchronous: &str,
+    ) -> PyResult<Self> {
+        let db: String = if let Ok(text) = db.cast::<PyString>() {
+            text.to_cow()?.into_owned()
+        } else {
+            let path: std::path::PathBuf = db.extract().map_err(|_| {
+                invalid(
+                    py,
+                    "db",
+                    "must be a str (a path or a postgres:// URL) or os.PathLike",
+                )
+            })?;
+            path.to_str()
+                .ok_or_else(|| invalid(py, "db", "must be valid UTF-8"))?
+                .to_string()
+        };
+        let sync = match synchronous {
+            "full" | "FULL" => Synchronous::Full,
+            "normal" | "NORMAL" => Synchronous::Normal,
+            _ => {
+                return Err(invalid(
+                    py,
+                    "synchronous",
+                    "must be \"full\" (durable, the default) or \"normal\"",
+                ));
+            }
+        };
+        let seconds = |name: &'static str, value: f64| -> PyResult<Duration> {
+            if value.is_finite() && value > 0.0 {
+                Ok(Duration::from_secs_f64(value))
+            } else {
+                Err(invalid(py, name, "must be a finite number of seconds > 0"))
+            }
+        };
+        let poll = seconds("poll_interval", poll_interval)?;
+        let deadline = seconds("shutdown_deadline", shutdown_deadline)?;
+        if handler.is_none() && kinds.is_none_or(|k| k.is_empty()) {
+            return Err(invalid(
+                py,
+                "handler",
+                "give a handler, or kinds={name: handler}",
+            ));
+        }
+        for callable in handler
+            .iter()
+            .map(|h| h.bind(py).clone())
+            .chain(kinds.into_iter().flat_map(|k| k.values().into_iter()))
+        {
+            if !callable.is_callable() {
+                return Err(invalid(
+                    py,
+                    "handler",
+                    "must be callable (it is called with a Job)",
+                ));
+            }
+        }
+        // Workers judge leases by the database's clock on PostgreSQL, one connection a thread.
+        let options = AnyOptions::new()
+            .sqlite(SqliteOptions::new().synchronous(sync))
+            .postgres(PgOptions::new().database_clock(true).pool_size(1));
+        let side = Arc::new(SideStore {
+            options: AnyOptions::new()
+                .sqlite(SqliteOptions::new().synchronous(sync))
+                .postgres(PgOptions::new().pool_size(1)),
+            db: db.clone(),
+            store: Mutex::new(None),
+        });
+        let open_db = db.clone();
+        let mut builder = leasefence::Worker::builder(move || options.open(&open_db))
+            .concurrency(concurrency)
+            .ttl(ttl)
+            .drain(drain)
+            .poll_interval(poll)
+            .shutdown_deadline(deadline);
+        if let Some(t) = timeout {
+            builder = builder.timeout(t);
+        }
+        if let Some(prefix) = owner_prefix {
+            builder = builder.owner_prefix(prefix);
+        }
+        if let Some(n) = batch {
+            builder = builder.batch(n);
+        }
+        if let Some(queues) = queues {
+            for (name, threads) in queues.iter() {
+                let name: String = name.extract().map_err(|_| {
+                    invalid(py, "queues", "maps queue names (str) to thread counts")
+                })?;
+                let threads: usize = threads.extract().map_err(|_| {
+                    invalid(py, "queues", "maps queue names to thread counts (int)")
+                })?;
+                builder = builder.queue(name, threads);
+            }
+        }
+        if let Some(kinds) = kinds {
+            for (name, callable) in kinds.iter() {
+                let name: String = name
+                    .extract()
+                    .map_err(|_| invalid(py, "kinds", "maps kind names (str) to handlers"))?;
+                let callable = callable.unbind();
+                let side = side.clone();
+                builder = builder.kind(name, move |ctx| call_handler(&callable, &side, ctx));
+            }
+        }
+        let worker = py
+            .detach(|| match handler {
+                Some(handler) => builder.build(move |ctx| call_handler(&handler, &side, ctx)),
+                None => builder.build_kinds(),
+            })
+            .py(py)?;
+        Ok(NativeWorker {
+            handle: worker.shutdown_handle(),
+            state: Mutex::new(State::Built(Box::new(worker))),
+            finished: CancelToken::new(),
+        })
+    }
+
+    /// Starts the worker's threads; `wait` and `join` follow. A worker runs once.
+    fn start(&self, py: Python<'_>) -> PyResult<()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let worker = match std::mem::replace(&mut *state, State::Finished) {
+            State::Built(worker) => worker,
+            other => {
+                *state = other;
+                return Err(invalid(py, "worker", "was already run; make a new Worker"));
+            }
+        };
+        let finished = self.finished.clone();
+        let thread = std::thread::Builder::new()
+            .name("leasefence-worker".into())
+            .spawn(move || {
+                let stats = worker.run();
+                finished.cancel();
+                stats
+            })
+            .map_err(|e| invalid(py, "worker", &format!("cannot start a thread: {e}")))?;
+        *state = State::Running(thread);
+        Ok(())
+    }
+
+    /// Waits up to `timeout` seconds (GIL released) for the worker to stop; whether it has.
+    fn wait(&self, py: Python<'_>, timeout: f64) -> bool {
+        let finished = self.finished.clone();
+        py.detach(move || finished.wait_timeout(Duration::from_secs_f64(timeout.max(0.0))))
+    }
+
+    /// Waits for the worker to stop and returns its counters (or raises its error).
+    fn join(&self, py: Python<'_>) -> PyResult<Stats> {
+        let state = std::mem::replace(
+            &mut *self.state.lock().unwrap_or_else(PoisonError::into_inner),
+            State::Finished,
+        );
+        let State::Running(thread) = state else {
+            return Err(invalid(py, "worker", "is not running (call start first)"));
+        };
+        let stats = py.detach(move || thread.join());
+        match stats {
+            Ok(stats) => stats.py(py).map(Stats::from),
+            Err(_) => Err(invalid(py, "worker", "its thread panicked")),
+        }
+    }
+
+    /// Graceful stop: no new claims; running handlers may finish until the shutdown deadline,
+    /// then their leases are given back.
+    fn shutdown(&self) {
+        self.handle.shutdown();
+    }
+
+    /// Immediate stop: running handlers' leases are given back now (their tokens cancelled).
+    fn shutdown_now(&self) {
+        self.handle.shutdown_now();
+    }
+
+    /// Whether a shutdown was asked for.
+    #[getter]
+    fn shutting_down(&self) -> bool {
+        self.handle.is_shutdown()
+    }
+
+    /// The counters so far.
+    fn stats(&self) -> Stats {
+        Stats::from(self.handle.stats())
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeWorker>()?;
+    m.add_class::<Job>()?;
+    m.add_class::<Stats>()?;
+    Ok(())
+}

@@ -1,0 +1,268 @@
+"""leasefence.Worker: Python handlers on Rust threads, heartbeats, lease loss, timeouts and
+stopping on SIGTERM/SIGINT. Conditions are waited for (with a deadline), never slept for."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import leasefence
+from leasefence import Store, Worker
+from conftest import read_row
+
+DEADLINE = 30.0
+
+
+def wait_for(condition, what: str, deadline: float = DEADLINE) -> None:
+    end = time.monotonic() + deadline
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def test_a_worker_runs_handlers_and_stores_their_results(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    store = Store(path)
+    store.enqueue_many([leasefence.NewJob(f"j{i}", str(i).encode()) for i in range(20)])
+    seen = []
+
+    def handler(job: leasefence.Job) -> str:
+        seen.append((job.id, job.fence, job.attempt))
+        assert not job.lost and job.lease.fence == job.fence
+        return f"twice {int(job.payload) * 2}"
+
+    stats = Worker(path, handler, concurrency=3, drain=True).run()
+    assert (stats.completed, stats.claimed, stats.stale_refused) == (20, 20, 0)
+    assert sorted(seen) == sorted((f"j{i}", 1, 1) for i in range(20))
+    for i in range(20):
+        assert read_row(path, f"j{i}")[4:] == (f"twice {i * 2}", 1)
+
+
+def test_an_exception_is_a_failure_and_a_retry_runs_it_again(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    store = Store(path)
+    store.enqueue("j", max_attempts=1)
+    seen = []
+
+    def broken(job):
+        seen.append(job.fence)
+        raise RuntimeError(f"broken under fence {job.fence}")
+
+    stats = Worker(path, broken, drain=True).run()
+    assert (stats.dead, stats.completed) == (1, 0)
+    info = store.inspect("j")
+    assert info.status == "dead" and info.error == "RuntimeError: broken under fence 1"
+    assert store.retry("j") == [True]  # the operator verb
+
+    def fixed(job):
+        seen.append(job.fence)
+        return None  # an empty result
+
+    assert Worker(path, fixed, drain=True).run().completed == 1
+    assert seen == [1, 2]
+    assert read_row(path, "j")[3:] == (2, "", 1)
+
+
+def test_a_handler_returning_a_wrong_type_is_a_failure(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    store = Store(path)
+    store.enqueue("j", max_attempts=1)
+    assert Worker(path, lambda job: 42, drain=True).run().dead == 1
+    assert "int" in store.inspect("j").error
+
+
+def test_kinds_route_jobs_to_their_handlers(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    store = Store(path)
+    store.enqueue("a", kind="upper", payload=b"abc")
+    store.enqueue("b", kind="lower", payload=b"XYZ")
+    kinds = {
+        "upper": lambda job: job.payload.decode().upper(),
+        "lower": lambda job: job.payload.decode().lower(),
+    }
+    assert Worker(path, kinds=kinds, drain=True).run().completed == 2
+    assert store.state("a")["result"] == "ABC" and store.state("b")["result"] == "xyz"
+
+
+def test_a_lost_lease_sets_the_flag_and_the_late_result_is_refused(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    store = Store(path)
+    store.enqueue("j")
+    started = threading.Event()
+    outcome = {}
+
+    def handler(job):
+        started.set()
+        # Waits (GIL released) until the lease is lost, as a long step would.
+        outcome["lost_in_time"] = job.wait(DEADLINE)
+        outcome["flag"] = job.lost
+        with pytest.raises(leasefence.LeaseLost):
+            job.raise_if_lost()
+        return "late result"
+
+    # A short ttl: the heartbeat renews every ttl/2; the operator's cancel ends the lease, so
+    # the next renewal is refused.
+    worker = Worker(path, handler, ttl=1.0, poll_interval=0.05)
+    runner = threading.Thread(target=lambda: outcome.setdefault("stats", worker.run(handle_signals=False)))
+    runner.start()
+    assert started.wait(DEADLINE)
+    assert store.cancel("j") is True
+    wait_for(lambda: "flag" in outcome, "the handler to see the lost lease")
+    worker.shutdown()
+    runner.join(DEADLINE)
+    assert outcome["lost_in_time"] is True and outcome["flag"] is True
+    assert store.state("j")["result"] is None  # the late result was not stored
+    assert store.inspect("j").status == "cancelled"
+    assert outcome["stats"].completed == 0
+
+
+def test_check_lease_and_admit_fence_side_effects(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    store = Store(path)
+    store.enqueue("j")
+    seen = {}
+
+    def handler(job):
+        seen["current"] = job.check_lease()
+        seen["admitted"] = job.admit("mailbox")
+        return "ok"
+
+    assert Worker(path, handler, drain=True).run().completed == 1
+    assert seen == {"current": True, "admitted": True}
+    # The gate remembers fence 1: an older fence is refused.
+    assert store.admit("mailbox", 0) is False
+
+
+def test_a_timeout_stops_a_handler_and_records_a_failure(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue("j", max_attempts=1)
+
+    def handler(job):
+        job.wait(DEADLINE)  # returns when the run-time limit cancels the job
+        return "too slow"
+
+    stats = Worker(path, handler, timeout=0.2, drain=True).run()
+    assert stats.timed_out == 1 and stats.completed == 0
+    info = Store(path).inspect("j")
+    assert info.status == "dead" and info.result is None
+
+
+def test_bad_worker_arguments_name_themselves(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    Store(path)
+    cases = [
+        (dict(handler=None), "handler"),
+        (dict(handler="not callable"), "handler"),
+        (dict(handler=str, ttl=0.0), "ttl"),
+        (dict(handler=str, concurrency=0), "concurrency"),
+        (dict(handler=str, poll_interval=0.0), "poll_interval"),
+        (dict(handler=str, synchronous="fast"), "synchronous"),
+    ]
+    for kwargs, name in cases:
+        handler = kwargs.pop("handler")
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            Worker(path, handler, **kwargs)
+        assert err.value.argument == name
+
+
+def test_a_worker_runs_once(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    Store(path)
+    worker = Worker(path, lambda job: "x", drain=True)
+    worker.run()
+    with pytest.raises(leasefence.InvalidArgument):
+        worker.run()
+
+
+WORKER_SCRIPT = textwrap.dedent(
+    """
+    import sys, leasefence
+    path = sys.argv[1]
+    def handler(job):
+        print("started", job.id, flush=True)
+        lost = job.wait(60)   # a long step; stops early only if the lease is given back
+        return "finished" if not lost else "given back"
+    stats = leasefence.Worker(path, handler, shutdown_deadline=float(sys.argv[2])).run()
+    print("stats", stats.completed, stats.released, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_worker_and_gives_the_lease_back(tmp_path: Path, sig):
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue("j")
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER_SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(path), "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().split() == ["started", "j"]
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=DEADLINE)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out.split() == ["stats", "0", "1"]
+    # Stopped within the deadline (0.2 s) plus the wait slices, not after the handler's 60 s.
+    assert time.monotonic() - sent < 10
+    # The lease was given back with its fence: claimable at once, and the next fence is 2.
+    assert read_row(path, "j")[1:4] == (None, 0.0, 1)
+    assert leasefence.claim(path, "j", "next", time.time(), 10.0) == 2
+
+
+def test_a_graceful_stop_lets_a_short_handler_finish(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue("j")
+    started = threading.Event()
+    release = threading.Event()
+
+    def handler(job):
+        started.set()
+        release.wait(DEADLINE)
+        return "finished"
+
+    worker = Worker(path, handler, shutdown_deadline=DEADLINE)
+    result = {}
+    runner = threading.Thread(target=lambda: result.setdefault("stats", worker.run(handle_signals=False)))
+    runner.start()
+    assert started.wait(DEADLINE)
+    worker.shutdown()
+    assert worker.shutting_down
+    release.set()
+    runner.join(DEADLINE)
+    assert result["stats"].completed == 1
+    assert read_row(path, "j")[4:] == ("finished", 1)
+
+
+@pytest.mark.skipif(not os.environ.get("LEASEFENCE_TEST_PG") and not os.environ.get("CI"), reason="PostgreSQL cases need LEASEFENCE_TEST_PG")
+def test_a_worker_on_postgres(tmp_path: Path):
+    from conftest import need_pg, drop_schema
+    import uuid
+
+    target = need_pg()
+    schema = "py_" + uuid.uuid4().hex[:12]
+    # The worker uses the default schema; give it one of its own through the URL's options.
+    store = Store(target, schema="leasefence")
+    ids = [f"pg-{uuid.uuid4().hex}" for _ in range(5)]
+    store.enqueue_many([leasefence.NewJob(i, queue=schema) for i in ids])
+    stats = Worker(target, lambda job: job.id[::-1], queues={schema: 2}, drain=True).run()
+    assert stats.completed == 5
+    for i in ids:
+        assert store.state(i)["result"] == i[::-1]
+    store.delete(ids)
+    drop_schema(schema)
