@@ -160,7 +160,8 @@ class Worker:
     :attr:`Job.lost` flag is set and :meth:`Job.raise_if_lost` raises :class:`LeaseLost`;
     whatever the handler returns then is refused by the store.
 
-    ``kinds`` maps job kinds to their own handlers; ``queues`` maps queue names to thread
+    ``db`` is what :class:`Store` takes (``schema`` names the PostgreSQL schema, default
+    ``leasefence``; ``synchronous="normal"`` opts out of durable SQLite commits). ``kinds`` maps job kinds to their own handlers; ``queues`` maps queue names to thread
     counts (default: ``concurrency`` threads over every queue). ``timeout`` limits a handler's
     run time (seconds); ``drain=True`` stops once nothing is ready. :meth:`run` blocks; SIGTERM
     or SIGINT (Ctrl-C) stop it gracefully — no new claims, running handlers get up to
@@ -184,6 +185,7 @@ class Worker:
         shutdown_deadline: float = 30.0,
         batch: Optional[int] = None,
         synchronous: str = "full",
+        schema: Optional[str] = None,
     ) -> None:
         self._native = _native.Worker(
             db,
@@ -199,6 +201,7 @@ class Worker:
             shutdown_deadline=shutdown_deadline,
             batch=batch,
             synchronous=synchronous,
+            schema=schema,
         )
 
     def run(self, *, handle_signals: bool = True) -> WorkerStats:
@@ -216,8 +219,8 @@ class Worker:
                 else:
                     self._native.shutdown_now()
 
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, on_signal)
+            for stop in (signal.SIGTERM, signal.SIGINT):
+                previous[stop] = signal.signal(stop, on_signal)
         self._native.start()
         try:
             # Short GIL-free waits, so that Python runs its signal handlers in between.
@@ -228,8 +231,8 @@ class Worker:
             self._native.join()
             raise
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            for signum, old in previous.items():
+                signal.signal(signum, old)
         return self._native.join()
 
     def shutdown(self) -> None:

@@ -96,6 +96,8 @@ impl NewJob {
 pub(crate) struct Store {
     inner: Mutex<Option<AnyStore>>,
     backend: &'static str,
+    /// The target as shown in `repr`: a PostgreSQL password masked (`Target`'s `Display`).
+    shown: String,
 }
 
 /// The clock reading of a call: `now` when given, else the system clock (seconds since the
@@ -213,6 +215,7 @@ impl Store {
         let store = py.detach(|| options.open_target(&target)).py(py)?;
         Ok(Store {
             backend: store.backend(),
+            shown: target.to_string(),
             inner: Mutex::new(Some(store)),
         })
     }
@@ -245,7 +248,7 @@ impl Store {
     }
 
     fn __repr__(&self) -> String {
-        format!("Store(backend={:?})", self.backend)
+        format!("Store(backend={:?}, db={:?})", self.backend, self.shown)
     }
 
     /// The stored row of `job_id` as the seed's `dict`, or `None`.

@@ -322,7 +322,7 @@ impl NativeWorker {
     #[new]
     #[pyo3(signature = (db, handler=None, *, kinds=None, concurrency=1, queues=None, ttl=30.0,
                         timeout=None, drain=false, poll_interval=0.5, owner_prefix=None,
-                        shutdown_deadline=30.0, batch=None, synchronous="full"))]
+                        shutdown_deadline=30.0, batch=None, synchronous="full", schema=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -339,6 +339,7 @@ impl NativeWorker {
         shutdown_deadline: f64,
         batch: Option<usize>,
         synchronous: &str,
+        schema: Option<String>,
     ) -> PyResult<Self> {
         let db: String = if let Ok(text) = db.cast::<PyString>() {
             text.to_cow()?.into_owned()
@@ -395,13 +396,17 @@ impl NativeWorker {
             }
         }
         // Workers judge leases by the database's clock on PostgreSQL, one connection a thread.
+        let mut pg = PgOptions::new();
+        if let Some(schema) = schema {
+            pg = pg.schema(schema);
+        }
         let options = AnyOptions::new()
             .sqlite(SqliteOptions::new().synchronous(sync))
-            .postgres(PgOptions::new().database_clock(true).pool_size(1));
+            .postgres(pg.clone().database_clock(true).pool_size(1));
         let side = Arc::new(SideStore {
             options: AnyOptions::new()
                 .sqlite(SqliteOptions::new().synchronous(sync))
-                .postgres(PgOptions::new().pool_size(1)),
+                .postgres(pg.pool_size(1)),
             db: db.clone(),
             store: Mutex::new(None),
         });

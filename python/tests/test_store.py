@@ -223,6 +223,11 @@ def test_synchronous_is_full_by_default_and_can_opt_out(tmp_path: Path):
     assert sqlite3.connect(tmp_path / "a.db").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_repr_names_the_backend_and_the_database(tmp_path: Path):
+    store = Store(tmp_path / "jobs.db")
+    assert repr(store) == f'Store(backend="sqlite", db="{tmp_path / "jobs.db"}")'
+
+
 def test_a_postgres_url_with_a_password_never_shows_it():
     with pytest.raises(leasefence.Error) as err:
         Store("postgres://app:hunter2-secret@127.0.0.1:1/none?connect_timeout=1")

@@ -249,20 +249,20 @@ def test_a_graceful_stop_lets_a_short_handler_finish(tmp_path: Path):
     assert read_row(path, "j")[4:] == ("finished", 1)
 
 
-@pytest.mark.skipif(not os.environ.get("LEASEFENCE_TEST_PG") and not os.environ.get("CI"), reason="PostgreSQL cases need LEASEFENCE_TEST_PG")
-def test_a_worker_on_postgres(tmp_path: Path):
+def test_a_worker_on_postgres():
     from conftest import need_pg, drop_schema
     import uuid
 
     target = need_pg()
     schema = "py_" + uuid.uuid4().hex[:12]
-    # The worker uses the default schema; give it one of its own through the URL's options.
-    store = Store(target, schema="leasefence")
-    ids = [f"pg-{uuid.uuid4().hex}" for _ in range(5)]
-    store.enqueue_many([leasefence.NewJob(i, queue=schema) for i in ids])
-    stats = Worker(target, lambda job: job.id[::-1], queues={schema: 2}, drain=True).run()
-    assert stats.completed == 5
-    for i in ids:
-        assert store.state(i)["result"] == i[::-1]
-    store.delete(ids)
+    store = Store(target, schema=schema)
+    store.enqueue_many([leasefence.NewJob(f"pg-{i}", str(i).encode()) for i in range(6)])
+    store.enqueue("pg-broken", max_attempts=1, kind="broken")
+    kinds = {"broken": lambda job: 1 / 0}
+    stats = Worker(target, lambda job: job.id[::-1], kinds=kinds, schema=schema, concurrency=2, drain=True).run()
+    assert (stats.completed, stats.dead) == (6, 1)
+    for i in range(6):
+        assert store.state(f"pg-{i}")["result"] == f"pg-{i}"[::-1]
+    assert store.inspect("pg-broken").error == "ZeroDivisionError: division by zero"
+    store.close()
     drop_schema(schema)

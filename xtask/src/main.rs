@@ -47,8 +47,9 @@ usage: cargo xtask <command>
 commands:
   test [--no-rust] [--no-python] [--pytest ARGS...] [-- CARGO_TEST_ARGS...]
       Every test: `cargo test --workspace --locked`, then the Python package (python/) built
-      and installed with pip into target/python-venv (made on first use, with maturin, pytest
-      and hypothesis) and `pytest python/tests` (LEASEFENCE_CLI: the freshly built binary).
+      and installed with pip into target/python-venv (made on first use, with maturin, pytest,
+      hypothesis and mypy), `mypy --strict` over the package and its stubs, and
+      `pytest python/tests` (LEASEFENCE_CLI: the freshly built binary).
       PostgreSQL cases run when LEASEFENCE_TEST_PG is set; with CI set they fail without it.
   mutants [--list] [--check] [--only ID]... [--target-dir DIR] [--test-threads N] [--full] [--keep-scratch]
           [--since-base | --record-base]

@@ -204,7 +204,12 @@ fn run_in_scratch(
         known.len()
     );
     if selected.iter().any(|m| !m.python_killed_by.is_empty()) {
-        runner.python = Some(python_baseline(tree, target_dir, selected, options.check)?);
+        runner.python = Some(crate::python::baseline(
+            tree,
+            target_dir,
+            selected,
+            options.check,
+        )?);
     }
     if options.check {
         return Ok(true);
@@ -268,53 +273,6 @@ fn run_in_scratch(
         );
     }
     Ok(bad.is_empty())
-}
-
-/// The Python side of the baseline: the environment, the unmutated package built into it,
-/// every predicted pytest case existing and (unless only checking) the suite passing.
-fn python_baseline(
-    tree: &Path,
-    target_dir: &Path,
-    selected: &[&Mutant],
-    check: bool,
-) -> Result<PathBuf, String> {
-    use crate::python;
-    let python = python::venv(&target_dir.join("python-venv"))?;
-    println!("baseline: building the Python package (maturin develop) …");
-    python::develop(tree, &python, target_dir)
-        .map_err(|e| format!("the unmutated Python package does not build:\n{e}"))?;
-    let known = python::collect(tree, &python, &python::SEED_SUITES)?;
-    let problems: Vec<String> = selected
-        .iter()
-        .flat_map(|m| {
-            m.python_killed_by
-                .iter()
-                .filter(|t| !known.contains(t))
-                .map(move |t| format!("{}: predicted pytest case `{t}` does not exist", m.id))
-        })
-        .collect();
-    if !problems.is_empty() {
-        return Err(report_problems(
-            "predicted pytest cases that do not exist",
-            &problems,
-        ));
-    }
-    if !check {
-        let mut cmd = python::pytest(tree, &python, &python::SEED_SUITES);
-        cmd.args(["-q", "-rf"]);
-        let out = process::run(&mut cmd, Duration::from_secs(900))?;
-        if !out.success() {
-            return Err(format!(
-                "the unmutated tree's Python suite fails; fix it before judging mutants:\n{}",
-                tail(&out.stdout, 40)
-            ));
-        }
-    }
-    println!(
-        "baseline: {} pytest cases of the eight functions pass; every predicted one exists",
-        known.len()
-    );
-    Ok(python)
 }
 
 /// Builds and tests inside the scratch copy.
@@ -466,31 +424,15 @@ impl Runner {
             .python
             .as_ref()
             .ok_or("internal: an entry with python_killed_by but no Python environment")?;
-        crate::python::develop(&self.tree, python, &self.target_dir)?;
-        let mut cmd = crate::python::pytest(&self.tree, python, &crate::python::SEED_SUITES);
-        cmd.args(["-q", "-rf"]);
-        let out = process::run(&mut cmd, timeout)?;
-        log.push_str(&format!(
-            "\n--- pytest {} ---\n{}\n{}",
-            crate::python::SEED_SUITES.join(" "),
-            out.stdout,
-            out.stderr
-        ));
-        let failed = crate::python::parse_failures(&out.stdout);
-        record.missed_predictions.extend(
-            m.python_killed_by
-                .iter()
-                .filter(|t| !failed.contains(t))
-                .map(|t| format!("python/{t}")),
-        );
-        if out.timed_out && record.status == Status::Survived {
-            record.status = Status::Timeout;
-        } else if !out.success() && !failed.is_empty() && record.status == Status::Survived {
-            record.status = Status::Killed;
-        }
-        record
-            .failed
-            .extend(failed.iter().map(|t| format!("python/{t}")));
+        crate::python::judge(
+            &self.tree,
+            python,
+            &self.target_dir,
+            m,
+            &mut record,
+            &mut log,
+            timeout,
+        )?;
         Ok((record, log))
     }
 
@@ -637,7 +579,7 @@ fn summarize(selected: &[&Mutant], results: &Results, elapsed: Duration) {
     );
 }
 
-fn report_problems(what: &str, problems: &[String]) -> String {
+pub(crate) fn report_problems(what: &str, problems: &[String]) -> String {
     let mut text = format!("{what}:\n");
     for p in problems {
         text.push_str("  - ");
@@ -674,7 +616,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
     walk(from, to, true).map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
 }
 
-fn tail(text: &str, lines: usize) -> String {
+pub(crate) fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }

@@ -6,10 +6,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::catalog::Mutant;
 use crate::process;
+use crate::results::{Record, Status};
 
 /// The tools the virtual environment gets, pinned (PyPI).
-pub const TOOLS: [&str; 3] = ["maturin==1.16.0", "pytest==9.2.0", "hypothesis==6.170.17"];
+pub const TOOLS: [&str; 4] = [
+    "maturin==1.16.0",
+    "pytest==9.2.0",
+    "hypothesis==6.170.17",
+    "mypy==2.4.1",
+];
 
 /// The pytest files of the design note's eight functions: what a seed entry must fail.
 pub const SEED_SUITES: [&str; 2] = ["tests/test_seed.py", "tests/test_model.py"];
@@ -105,6 +112,14 @@ pub fn pytest(tree: &Path, python: &Path, files: &[&str]) -> Command {
     cmd
 }
 
+/// `mypy --strict` over the package's sources and type stubs (`tree/python/leasefence`).
+pub fn typecheck(tree: &Path, python: &Path) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.args(["-m", "mypy", "--strict", "--no-incremental", "leasefence"])
+        .current_dir(tree.join("python"));
+    cmd
+}
+
 /// The test ids pytest collects from `files`.
 pub fn collect(tree: &Path, python: &Path, files: &[&str]) -> Result<Vec<String>, String> {
     let mut cmd = pytest(tree, python, files);
@@ -155,6 +170,94 @@ fn activate(cmd: &mut Command, python: &Path) {
             cmd.env("VIRTUAL_ENV", venv);
         }
     }
+}
+
+/// The Python side of the baseline: the environment, the unmutated package built into it,
+/// every predicted pytest case existing and (unless only checking) the suite passing.
+pub fn baseline(
+    tree: &Path,
+    target_dir: &Path,
+    selected: &[&Mutant],
+    check: bool,
+) -> Result<PathBuf, String> {
+    let python = venv(&target_dir.join("python-venv"))?;
+    println!("baseline: building the Python package (maturin develop) …");
+    develop(tree, &python, target_dir)
+        .map_err(|e| format!("the unmutated Python package does not build:\n{e}"))?;
+    let known = collect(tree, &python, &SEED_SUITES)?;
+    let problems: Vec<String> = selected
+        .iter()
+        .flat_map(|m| {
+            m.python_killed_by
+                .iter()
+                .filter(|t| !known.contains(t))
+                .map(move |t| format!("{}: predicted pytest case `{t}` does not exist", m.id))
+        })
+        .collect();
+    if !problems.is_empty() {
+        return Err(crate::mutants::report_problems(
+            "predicted pytest cases that do not exist",
+            &problems,
+        ));
+    }
+    if !check {
+        let mut cmd = pytest(tree, &python, &SEED_SUITES);
+        cmd.args(["-q", "-rf"]);
+        let out = process::run(&mut cmd, Duration::from_secs(900))?;
+        if !out.success() {
+            return Err(format!(
+                "the unmutated tree's Python suite fails; fix it before judging mutants:\n{}",
+                crate::mutants::tail(&out.stdout, 40)
+            ));
+        }
+    }
+    println!(
+        "baseline: {} pytest cases of the eight functions pass; every predicted one exists",
+        known.len()
+    );
+    Ok(python)
+}
+
+/// Judges mutant `m` (already applied to `tree`) by the Python suite of the eight functions:
+/// rebuilds the package, runs [`SEED_SUITES`], and adds its failures and missed predictions
+/// (as `python/<id>`) to `record`, which holds the Rust suite's verdict. A mutant the Rust
+/// suite let survive counts as killed when the Python suite fails.
+pub fn judge(
+    tree: &Path,
+    python: &Path,
+    target_dir: &Path,
+    m: &Mutant,
+    record: &mut Record,
+    log: &mut String,
+    timeout: Duration,
+) -> Result<(), String> {
+    // The Python package's suite of the eight functions, on the same mutated tree.
+    develop(tree, python, target_dir)?;
+    let mut cmd = pytest(tree, python, &SEED_SUITES);
+    cmd.args(["-q", "-rf"]);
+    let out = process::run(&mut cmd, timeout)?;
+    log.push_str(&format!(
+        "\n--- pytest {} ---\n{}\n{}",
+        SEED_SUITES.join(" "),
+        out.stdout,
+        out.stderr
+    ));
+    let failed = parse_failures(&out.stdout);
+    record.missed_predictions.extend(
+        m.python_killed_by
+            .iter()
+            .filter(|t| !failed.contains(t))
+            .map(|t| format!("python/{t}")),
+    );
+    if out.timed_out && record.status == Status::Survived {
+        record.status = Status::Timeout;
+    } else if !out.success() && !failed.is_empty() && record.status == Status::Survived {
+        record.status = Status::Killed;
+    }
+    record
+        .failed
+        .extend(failed.iter().map(|t| format!("python/{t}")));
+    Ok(())
 }
 
 fn run(cmd: &mut Command, what: &str, timeout: Duration) -> Result<(), String> {

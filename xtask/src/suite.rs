@@ -69,6 +69,11 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         let venv = target.join("python-venv");
         let py = python::venv(&venv)?;
         python::install(root, &py, &target)?;
+        let mut cmd = python::typecheck(root, &py);
+        ok &= status(
+            &mut cmd,
+            "mypy --strict python/leasefence (the stubs match the code)",
+        )?;
         let mut cmd = python::pytest(root, &py, &["tests", "-rf"]);
         cmd.args(&options.pytest_args)
             .env("LEASEFENCE_CLI", target.join("debug").join("leasefence"));
