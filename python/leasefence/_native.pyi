@@ -1,7 +1,7 @@
 """Type stubs of the Rust extension ``leasefence._native`` (re-exported by ``leasefence``)."""
 
 import os
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union, final
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, final
 
 _Path = Union[str, "os.PathLike[str]"]
 _Queues = Union[None, str, Sequence[str]]
@@ -153,6 +153,9 @@ class Store:
     ) -> List[Lease]: ...
     def renew(self, lease: Lease, ttl: float, now: Optional[float] = None) -> Optional[Lease]: ...
     def complete(self, lease: Lease, result: str, now: Optional[float] = None) -> bool: ...
+    def complete_batch(
+        self, completions: Iterable[Tuple[Lease, str]], now: Optional[float] = None
+    ) -> List[bool]: ...
     def fail(
         self, lease: Lease, error: str, now: Optional[float] = None, retry_at: Optional[float] = None
     ) -> Optional[Failed]: ...

@@ -400,6 +400,31 @@ impl Store {
         self.with(py, |s| s.complete_lease(lease, now, result))
     }
 
+    /// Completes many leases in one transaction (one commit): `completions` holds
+    /// `(lease, result)` pairs; for each, whether its result was stored (only while its lease
+    /// is current, exactly as `complete`). On an error none was stored.
+    #[pyo3(signature = (completions, now=None))]
+    fn complete_batch(
+        &self,
+        py: Python<'_>,
+        completions: &Bound<'_, PyAny>,
+        now: Option<f64>,
+    ) -> PyResult<Vec<bool>> {
+        let now = now_or_system(py, now)?;
+        let mut pairs: Vec<(Bound<'_, Lease>, String)> = Vec::new();
+        for item in completions.try_iter()? {
+            let (lease, result): (Bound<'_, Lease>, String) = item?
+                .extract()
+                .map_err(|_| invalid(py, "completions", "must hold (Lease, str) pairs"))?;
+            pairs.push((lease, result));
+        }
+        let borrowed: Vec<(&leasefence::Lease, &str)> = pairs
+            .iter()
+            .map(|(lease, result)| (&lease.get().inner, result.as_str()))
+            .collect();
+        self.with(py, |s| s.complete_batch(&borrowed, now))
+    }
+
     /// Records a failed attempt while `lease` is current: a `Failed` (retry time, or dead),
     /// or `None` when the lease is no longer current (nothing changed).
     #[pyo3(signature = (lease, error, now=None, retry_at=None))]

@@ -98,6 +98,21 @@ def test_claim_batch_takes_the_best_jobs_in_one_call(store: Store):
     assert err.value.argument == "n"
 
 
+def test_complete_batch_refuses_a_stale_lease_and_keeps_its_neighbours(store: Store):
+    store.enqueue_many(["a", "b"])
+    a, b = store.claim_batch("w", 2, ttl=10.0, now=0.0)
+    taken = store.claim("b", "other", ttl=10.0, now=10.0)  # b expired and was taken over
+    assert store.complete_batch([(a, "ra"), (b, "stale")], now=9.0) == [True, False]
+    assert store.state("a")["result"] == "ra"
+    assert store.state("b") == {
+        "id": "b", "owner": "other", "until": 20.0, "fence": 2, "result": None, "done": 0
+    }
+    assert store.complete(taken, "fresh", now=11.0)
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        store.complete_batch([(a, 1)])  # type: ignore[list-item]
+    assert err.value.argument == "completions"
+
+
 def test_enqueue_many_reports_each_insert(store: Store):
     assert store.enqueue_many(["a", "b", "a"]) == [True, True, False]
     with pytest.raises(leasefence.InvalidArgument):

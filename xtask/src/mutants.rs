@@ -528,13 +528,14 @@ fn selects(pattern: &str, id: &str) -> bool {
 
 fn verdict_line(m: &Mutant, r: &Record) -> String {
     let failed = format!("{} of {} tests failed", r.failed.len(), r.total_tests);
-    let predicted = m.killed_by.len() - r.missed_predictions.len();
+    // The Rust tests and, for the entries the Python suite judges too, its pytest cases.
+    let total = m.killed_by.len() + m.python_killed_by.len();
+    let predicted = total.saturating_sub(r.missed_predictions.len());
     let prediction = if r.missed_predictions.is_empty() {
-        format!("prediction held ({predicted}/{})", m.killed_by.len())
+        format!("prediction held ({predicted}/{total})")
     } else {
         format!(
-            "PREDICTION MISSED ({predicted}/{}): did not fail: {}",
-            m.killed_by.len(),
+            "PREDICTION MISSED ({predicted}/{total}): did not fail: {}",
             r.missed_predictions.join(", ")
         )
     };
