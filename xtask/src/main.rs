@@ -69,8 +69,9 @@ commands:
       on any missed or timed-out mutant. Staged: a quick screen (cargo-nextest, the tests of
       the mutated file's concern, stopping at the first failure) may only say caught; every
       mutant it does not catch is judged by the whole suite. Verdicts are kept in
-      target/cargo-mutants/verdicts.json: a later run skips a mutant caught or unviable in an
-      unchanged file (--fresh: judge all anew). --in-diff REV: only lines changed since REV.
+      mutants/cargo-mutants.verdicts.json (commit it, so the run can be done in parts): a
+      later run skips a mutant caught or unviable in an unchanged file (--fresh: judge all
+      anew). --in-diff REV: only lines changed since REV.
       --file PATH: only mutants in that file or folder (repeatable).
       --since-base: only lines changed since the commit in mutants/cargo-mutants.base (the
       last clean full run); the whole library if that commit is unknown (e.g. a shallow clone).

@@ -1,5 +1,6 @@
 //! What became of each mutant: cargo-mutants' outcomes read back, and the verdicts kept between
-//! runs in `target/cargo-mutants/verdicts.json`.
+//! runs in `mutants/cargo-mutants.verdicts.json` (committed, so that the whole run — hours on
+//! two cores — can be done in parts, across sessions and machines).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -66,12 +67,13 @@ impl Tally {
     }
 }
 
+/// Where the verdicts are kept: in the repository, next to the catalog. A verdict names the
+/// git blob of its file, so it stands only while that file is unchanged.
+pub const KEPT_FILE: &str = "mutants/cargo-mutants.verdicts.json";
+
 /// The kept verdicts (none when the file is missing).
 pub fn load_kept(root: &Path) -> Result<BTreeMap<String, Kept>, String> {
-    let path = root
-        .join("target")
-        .join("cargo-mutants")
-        .join("verdicts.json");
+    let path = root.join(KEPT_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
@@ -81,11 +83,9 @@ pub fn load_kept(root: &Path) -> Result<BTreeMap<String, Kept>, String> {
 
 /// Writes the kept verdicts.
 pub fn save_kept(root: &Path, kept: &BTreeMap<String, Kept>) -> Result<(), String> {
-    let path = root
-        .join("target")
-        .join("cargo-mutants")
-        .join("verdicts.json");
-    let text = serde_json::to_string_pretty(kept).map_err(|e| e.to_string())?;
+    let path = root.join(KEPT_FILE);
+    let mut text = serde_json::to_string_pretty(kept).map_err(|e| e.to_string())?;
+    text.push('\n');
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -20,8 +20,9 @@
 //! test in place (`target/cargo-mutants/tree`, kept with its build between runs), so no
 //! mutant pays for copying or rebuilding the tree.
 //!
-//! Verdicts are kept in `target/cargo-mutants/verdicts.json`, keyed by the mutant's name (file,
-//! line, column, change) and the git blob of its file: a later run skips a mutant already
+//! Verdicts are kept in `mutants/cargo-mutants.verdicts.json` (committed, so the hours of a
+//! whole run can be spent in parts), keyed by the mutant's name (file, line, column, change)
+//! and the git blob of its file: a later run skips a mutant already
 //! caught or unviable in a file that has not changed since, and judges again every mutant that
 //! was missed or timed out. (A verdict kept this way assumes the tests have not been weakened
 //! since; `--fresh` judges every mutant anew.)
