@@ -11,6 +11,7 @@
 //! | SIGSTOP pauses | `pause` | `LEASEFENCE_PAUSE_JOBS` |
 //! | SIGKILL crashes | `crash` | `LEASEFENCE_CRASH_KILLS` |
 //! | faults and bad input | `it` (`faults::`, `bad_input::`) | (fixed tables) |
+//! | power cuts | `power_loss` (package `leasefence-powercut`) | `LEASEFENCE_POWER_CUTS` |
 //!
 //! PostgreSQL variants run when `LEASEFENCE_TEST_PG` is set (as in CI).
 
@@ -22,6 +23,7 @@ use crate::process;
 /// One suite of the long tier.
 struct Suite {
     name: &'static str,
+    package: &'static str,
     test: &'static str,
     filter: &'static [&'static str],
     env: &'static [(&'static str, &'static str, &'static str)],
@@ -30,34 +32,46 @@ struct Suite {
 /// (variable, long value, quick value)
 const SUITES: &[Suite] = &[
     Suite {
+        package: "leasefence",
         name: "model-based sequences",
         test: "it",
         filter: &["model::"],
         env: &[("LEASEFENCE_MODEL_CASES", "5000", "1000")],
     },
     Suite {
+        package: "leasefence",
         name: "concurrency histories",
         test: "linearizability",
         filter: &[],
         env: &[("LEASEFENCE_LIN_ROUNDS", "2000", "300")],
     },
     Suite {
+        package: "leasefence",
         name: "SIGSTOP pauses",
         test: "pause",
         filter: &[],
         env: &[("LEASEFENCE_PAUSE_JOBS", "120", "24")],
     },
     Suite {
+        package: "leasefence",
         name: "SIGKILL crashes",
         test: "crash",
         filter: &[],
         env: &[("LEASEFENCE_CRASH_KILLS", "500", "50")],
     },
     Suite {
+        package: "leasefence",
         name: "faults and bad input",
         test: "it",
         filter: &["faults::", "bad_input::"],
         env: &[],
+    },
+    Suite {
+        package: "leasefence-powercut",
+        name: "power cuts",
+        test: "power_loss",
+        filter: &[],
+        env: &[("LEASEFENCE_POWER_CUTS", "200", "50")],
     },
 ];
 
@@ -69,6 +83,7 @@ fn is_count_line(line: &str) -> bool {
         "leases taken over",
         "kills;",
         "caught as expected",
+        "power cuts at",
     ]
     .iter()
     .any(|k| line.contains(k))
@@ -91,7 +106,7 @@ pub fn run(quick: bool) -> Result<bool, String> {
         cmd.args([
             "test",
             "--package",
-            "leasefence",
+            suite.package,
             "--test",
             suite.test,
             "--",
