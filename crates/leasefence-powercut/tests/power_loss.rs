@@ -226,10 +226,13 @@ fn worker(w: WorkerRun<'_>) {
         assert!(matches!(e, Error::Busy), "before the cut: {e}");
         true
     };
-    let store: SqliteStore = match w.options.open(w.path) {
-        Ok(store) => store,
-        Err(_) if w.power.is_cut() => return,
-        Err(e) => panic!("open before the cut: {e}"),
+    // Opening may meet another connection's WAL recovery (Busy, retryable) like any call.
+    let store: SqliteStore = loop {
+        match w.options.open(w.path) {
+            Ok(store) => break store,
+            Err(e) if alive(&e) => {}
+            Err(_) => return,
+        }
     };
     let mut pending = w.enqueue.iter();
     let mut current = pending.next();
