@@ -12,6 +12,7 @@
 //! | SIGKILL crashes | `crash` | `LEASEFENCE_CRASH_KILLS` |
 //! | faults and bad input | `it` (`faults::`, `bad_input::`) | (fixed tables) |
 //! | power cuts | `power_loss` (package `leasefence-powercut`) | `LEASEFENCE_POWER_CUTS` |
+//! | PostgreSQL server faults | `pg_faults` (a private cluster of its own) | `LEASEFENCE_PG_FAULT_ROUNDS` |
 //!
 //! PostgreSQL variants run when `LEASEFENCE_TEST_PG` is set (as in CI).
 
@@ -73,6 +74,13 @@ const SUITES: &[Suite] = &[
         filter: &[],
         env: &[("LEASEFENCE_POWER_CUTS", "200", "50")],
     },
+    Suite {
+        package: "leasefence",
+        name: "PostgreSQL server faults",
+        test: "pg_faults",
+        filter: &[],
+        env: &[("LEASEFENCE_PG_FAULT_ROUNDS", "5", "1")],
+    },
 ];
 
 /// Lines of a test's stderr that carry its counts.
@@ -84,6 +92,7 @@ fn is_count_line(line: &str) -> bool {
         "kills;",
         "caught as expected",
         "power cuts at",
+        "server faults, slowest recovery",
     ]
     .iter()
     .any(|k| line.contains(k))

@@ -27,8 +27,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// The database stayed locked by another writer past the busy timeout. Nothing was written;
-    /// the same call can be retried.
+    /// The database stayed locked by another writer past the busy timeout (PostgreSQL: past
+    /// `lock_timeout`, or the statement was cancelled by `statement_timeout`, a serialization
+    /// failure or a deadlock). Nothing was written; the same call can be retried.
     #[error(
         "database is busy: another connection held the lock past the busy timeout (retry the call)"
     )]

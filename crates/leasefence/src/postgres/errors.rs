@@ -6,10 +6,13 @@ use crate::error::{BackendError, Error};
 
 /// Sorts a driver error into the crate's error kinds.
 pub(super) fn map_error(target: &str, e: postgres::Error) -> Error {
+    // A statement cancelled by the server (`statement_timeout`, `pg_cancel_backend`) rolled
+    // its transaction back like a lock timeout does: nothing was written, try again.
     let busy = [
         SqlState::T_R_SERIALIZATION_FAILURE,
         SqlState::T_R_DEADLOCK_DETECTED,
         SqlState::LOCK_NOT_AVAILABLE,
+        SqlState::QUERY_CANCELED,
     ];
     match e.code() {
         Some(code) if busy.contains(code) => Error::Busy,

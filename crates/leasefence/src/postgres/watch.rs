@@ -13,51 +13,72 @@ use crate::store::Watch;
 
 /// A [`Watch`] on one schema of a PostgreSQL database.
 pub(super) struct PgWatch {
-    client: Client,
+    /// The listening connection; `None` once it was lost, until the next wait listens again.
+    client: Option<Client>,
+    config: Config,
     schema: String,
     target: String,
 }
 
 impl PgWatch {
     pub(super) fn open(config: &Config, schema: &str, target: &str) -> Result<Self> {
-        let mut client = config.connect(NoTls).map_err(|e| Error::CannotConnect {
-            target: target.to_owned(),
-            source: BackendError::with_causes(e),
-        })?;
-        client
-            .batch_execute(sql::LISTEN)
-            .map_err(|e| super::map_error(target, e))?;
         Ok(PgWatch {
-            client,
+            client: Some(listen(config, target)?),
+            config: config.clone(),
             schema: schema.to_owned(),
             target: target.to_owned(),
         })
     }
 }
 
+/// A new connection that listens on the channel.
+fn listen(config: &Config, target: &str) -> Result<Client> {
+    let mut client = config.connect(NoTls).map_err(|e| Error::CannotConnect {
+        target: target.to_owned(),
+        source: BackendError::with_causes(e),
+    })?;
+    client
+        .batch_execute(sql::LISTEN)
+        .map_err(|e| super::map_error(target, e))?;
+    Ok(client)
+}
+
 impl Watch for PgWatch {
     fn wait(&mut self, timeout: Duration) -> Result<bool> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let mut notifications = self.client.notifications();
-            let next = notifications
-                .timeout_iter(left)
-                .next()
-                .map_err(|e| super::map_error(&self.target, e))?;
-            match next {
-                None => return Ok(false),
-                // Another schema's jobs: not ours; wait on for the rest of the time.
-                Some(n) if n.payload() != self.schema => {
-                    if left.is_zero() {
-                        return Ok(false);
-                    }
+        let Some(client) = self.client.as_mut() else {
+            // The last connection was lost (a server restart, a terminated session): listen
+            // again. What was notified meanwhile is unknown, so this counts as a wake-up.
+            self.client = Some(listen(&self.config, &self.target)?);
+            return Ok(true);
+        };
+        let answer =
+            wait_on(client, &self.schema, timeout).map_err(|e| super::map_error(&self.target, e));
+        if let Err(Error::ConnectionLost { .. }) = answer {
+            self.client = None;
+        }
+        answer
+    }
+}
+
+/// Waits on `client` up to `timeout` for a notification about `schema`.
+fn wait_on(client: &mut Client, schema: &str, timeout: Duration) -> Result<bool, postgres::Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut notifications = client.notifications();
+        let next = notifications.timeout_iter(left).next()?;
+        match next {
+            None => return Ok(false),
+            // Another schema's jobs: not ours; wait on for the rest of the time.
+            Some(n) if n.payload() != schema => {
+                if left.is_zero() {
+                    return Ok(false);
                 }
-                Some(_) => {
-                    // Several enqueues at once are one wake-up: take what is already there.
-                    while let Ok(Some(_)) = notifications.iter().next() {}
-                    return Ok(true);
-                }
+            }
+            Some(_) => {
+                // Several enqueues at once are one wake-up: take what is already there.
+                while let Ok(Some(_)) = notifications.iter().next() {}
+                return Ok(true);
             }
         }
     }

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use super::context::JobContext;
 use super::job::{Job, Phase, SETTLED_COMPLETED, SETTLED_REFUSED, UNSETTLED};
 use super::loss::refused;
-use super::shared::{Shared, Slot, busy_retry};
+use super::shared::{Shared, Slot, busy_retry, write_retry};
 use super::stats::{JobOutcome, bump};
 use super::sync::lock;
 use crate::store::Store;
-use crate::types::{Failed, Lease};
+use crate::types::{Failed, Lease, Now, Status};
 
 /// The default for [`WorkerBuilder::batch`](crate::WorkerBuilder::batch).
 pub(super) const DEFAULT_BATCH: usize = 32;
@@ -154,7 +154,7 @@ fn store_results<S: Store>(shared: &Shared<S>, store: &S, results: Vec<(Arc<Job>
     if results.is_empty() {
         return;
     }
-    let written = busy_retry(shared, || {
+    let retried = write_retry(shared, || {
         let now = shared.now()?;
         match results.as_slice() {
             [(job, result)] => Ok(vec![store.complete_lease(&job.lease, now, result)?]),
@@ -167,10 +167,19 @@ fn store_results<S: Store>(shared: &Shared<S>, store: &S, results: Vec<(Arc<Job>
             }
         }
     });
-    for (k, (job, _)) in results.iter().enumerate() {
+    let written = retried.answer;
+    for (k, (job, result)) in results.iter().enumerate() {
         let lease = &job.lease;
+        let stored_now = matches!(&written, Ok(stored) if stored.get(k) == Some(&true));
+        // Refused after a try whose connection was lost: that try may have been the one
+        // that stored it.
+        let stored_unseen = || {
+            retried.maybe_landed
+                && written.is_ok()
+                && completed_earlier(shared, store, lease, result)
+        };
         let outcome = match &written {
-            Ok(stored) if stored.get(k) == Some(&true) => {
+            _ if stored_now || stored_unseen() => {
                 bump(&shared.counters.completed);
                 tracing::info!(job_id = %lease.job_id, fence = lease.fence, "completed");
                 JobOutcome::Completed
@@ -242,11 +251,17 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
 fn record_failure<S: Store>(shared: &Shared<S>, store: &S, job: &Job, error: String) -> JobOutcome {
     let lease = &job.lease;
     let counters = &shared.counters;
-    let written = busy_retry(shared, || {
+    let retried = write_retry(shared, || {
         let now = shared.now()?;
         let retry_at = shared.config.backoff.retry_at(lease, now);
         store.fail(lease, now, &error, Some(retry_at))
     });
+    let written = match retried.answer {
+        // Refused after a try whose connection was lost: that try may have been the one
+        // that recorded it.
+        Ok(None) if retried.maybe_landed => Ok(failed_earlier(shared, store, lease, &error)),
+        other => other,
+    };
     match written {
         Ok(Some(Failed::Retrying { at })) => {
             bump(&counters.retried);
@@ -279,6 +294,44 @@ fn record_failure<S: Store>(shared: &Shared<S>, store: &S, job: &Job, error: Str
             JobOutcome::Refused
         }
         Err(e) => store_error(shared, lease, "fail", e),
+    }
+}
+
+/// Whether the job of `lease` is done under the lease's own fence with `result`: a
+/// completion that was stored by a try whose answer was lost with its connection.
+fn completed_earlier<S: Store>(shared: &Shared<S>, store: &S, lease: &Lease, result: &str) -> bool {
+    let read = busy_retry(shared, || {
+        store.inspect(lease.job(), Now::new(shared.clock_now())?)
+    });
+    matches!(read, Ok(Some(job))
+        if job.state.done && job.state.fence == lease.fence && job.state.result.as_deref() == Some(result))
+}
+
+/// How the failure `error` of `lease` was recorded, when a try whose answer was lost with its
+/// connection recorded it: the job is no longer leased, still under the lease's fence, with
+/// this error as its last one. `None` when it was not (the refusal stands).
+fn failed_earlier<S: Store>(
+    shared: &Shared<S>,
+    store: &S,
+    lease: &Lease,
+    error: &str,
+) -> Option<Failed> {
+    let read = busy_retry(shared, || {
+        store.inspect(lease.job(), Now::new(shared.clock_now())?)
+    });
+    match read {
+        Ok(Some(job))
+            if job.state.fence == lease.fence
+                && job.state.owner.is_none()
+                && !job.state.done
+                && job.error.as_deref() == Some(error) =>
+        {
+            Some(match job.status {
+                Status::Dead => Failed::Dead,
+                _ => Failed::Retrying { at: job.not_before },
+            })
+        }
+        _ => None,
     }
 }
 

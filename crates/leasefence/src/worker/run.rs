@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::batch::{batch_size_for, run_batch};
 use super::heartbeat::{enforce_timeouts, heartbeat, release_in_flight};
-use super::shared::{Shared, TICK};
+use super::shared::{RECONNECT_WAIT, Shared, TICK, is_connection_fault};
 use super::shutdown::ShutdownHandle;
 use super::stats::{WorkerStats, bump};
 use super::sync::lock;
@@ -99,7 +99,13 @@ impl<S: Store + Send + 'static> Worker<S> {
     /// # Errors
     /// A store that could not be opened (before anything was claimed), a non-finite clock
     /// reading, or a non-retryable store error while claiming (the worker then shut down
-    /// gracefully first). Busy databases are retried, not returned.
+    /// gracefully first). Busy databases are retried, not returned; so are connections to a
+    /// database server that fail once running ([`Error::ConnectionLost`](crate::Error::ConnectionLost),
+    /// [`Error::CannotConnect`](crate::Error::CannotConnect): a restart, a terminated
+    /// session, a server out of connections): the worker waits and goes on with new
+    /// connections. An outcome write whose answer was lost with its connection is tried again
+    /// and, when refused, read back: stored under the job's own fence, it is reported as what
+    /// it was, never written twice.
     ///
     /// # Panics
     /// When a thread cannot be spawned.
@@ -249,6 +255,11 @@ fn watch<S: Store>(shared: &Arc<Shared<S>>, store: &S) -> Option<JoinHandle<()>>
                 match watch.wait(WATCH_SLICE) {
                     Ok(true) => stop.nudge(),
                     Ok(false) => {}
+                    // The watch reconnects on its next wait (a server restart, say).
+                    Err(e) if is_connection_fault(&e) => {
+                        tracing::warn!(error = %e, "the store's watch lost its connection; listening again");
+                        stop.wait_timeout(WATCH_SLICE);
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "the store's watch failed: idle threads poll");
                         return;
@@ -299,6 +310,17 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
                 bump(&shared.counters.errors);
                 tracing::warn!(%owner, error = %e, "claim_next met a busy database; trying again");
                 shared.stop.wait_timeout(shared.config.poll);
+            }
+            // The server restarted, ended the session or has no connection to spare: a claim
+            // whose answer was lost may have taken a lease, which expires unused (its fence
+            // is never handed out again). Wait, and claim again on a new connection.
+            Err(e) if is_connection_fault(&e) => {
+                slot.idle.store(false, Ordering::SeqCst);
+                bump(&shared.counters.errors);
+                tracing::warn!(%owner, error = %e, "claim_next met a failed database connection; trying again");
+                shared
+                    .stop
+                    .wait_timeout(shared.config.poll.min(RECONNECT_WAIT * 5));
             }
             Err(e) => {
                 bump(&shared.counters.errors);

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::cancel::CancelToken;
 use super::clock::WorkerClock;
@@ -20,6 +20,21 @@ pub(super) const TICK: Duration = Duration::from_millis(10);
 
 /// How many times a write that met a busy database is tried again before giving up.
 const BUSY_RETRIES: u32 = 3;
+
+/// How long a worker waits before trying again a call whose connection to the database
+/// server failed (lost during the call, or none could be made).
+pub(super) const RECONNECT_WAIT: Duration = Duration::from_millis(100);
+
+/// Whether `error` is a fault of the connection to a database server — lost during the call
+/// (a restart, `pg_terminate_backend`, a network failure) or none could be made (the server
+/// is down, or out of connections) — rather than an answer about the call. A worker waits and
+/// tries again on a new connection instead of stopping.
+pub(super) fn is_connection_fault(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::ConnectionLost { .. } | Error::CannotConnect { .. }
+    )
+}
 
 pub(super) type Handler<S> =
     dyn Fn(&JobContext<'_, S>) -> std::result::Result<String, String> + Send + Sync;
@@ -144,20 +159,54 @@ impl<S: 'static> Shared<S> {
     }
 }
 
-/// Runs a store write, trying it again a few times while the database is busy.
-pub(super) fn busy_retry<S, T>(
+/// A write's answer after [`write_retry`], and whether an earlier try may have taken effect
+/// without its answer arriving (its connection was lost during the call): a refusal then may
+/// be the write's own earlier success, which the caller tells by reading the job.
+pub(super) struct Retried<T> {
+    pub(super) answer: Result<T>,
+    pub(super) maybe_landed: bool,
+}
+
+/// Runs a store write, trying it again a few times while the database is busy, and — for as
+/// long as a ttl, after which the lease it writes under has expired and the write would be
+/// refused anyway — while the connection to the database server fails. Every try is the same
+/// fenced write, so a repeat can never store anything the first could not.
+pub(super) fn write_retry<S, T>(
     shared: &Shared<S>,
     mut write: impl FnMut() -> Result<T>,
-) -> Result<T> {
+) -> Retried<T> {
     let mut tries = 0;
+    let mut maybe_landed = false;
+    let give_up = Instant::now() + Duration::from_secs_f64(shared.config.ttl.seconds());
     loop {
-        match write() {
+        let answer = write();
+        match &answer {
             Err(e) if e.is_retryable() && tries < BUSY_RETRIES => {
                 tries += 1;
                 bump(&shared.counters.errors);
                 std::thread::sleep(TICK * tries);
             }
-            other => return other,
+            Err(e)
+                if is_connection_fault(e)
+                    && Instant::now() < give_up
+                    && !shared.now.is_cancelled() =>
+            {
+                maybe_landed |= matches!(e, Error::ConnectionLost { .. });
+                bump(&shared.counters.errors);
+                tracing::warn!(error = %e, "a write met a failed database connection; trying again");
+                std::thread::sleep(RECONNECT_WAIT);
+            }
+            _ => {
+                return Retried {
+                    answer,
+                    maybe_landed,
+                };
+            }
         }
     }
+}
+
+/// [`write_retry`]'s answer alone, for writes whose refusal needs no second look.
+pub(super) fn busy_retry<S, T>(shared: &Shared<S>, write: impl FnMut() -> Result<T>) -> Result<T> {
+    write_retry(shared, write).answer
 }

@@ -136,8 +136,9 @@ pub enum JobOutcome {
     /// kept): whatever the handler returned was not written, and the job is claimable again at
     /// once.
     Released,
-    /// The store could not record the outcome (busy past the retries, I/O error). The lease is
-    /// left to expire, after which the job is claimable again.
+    /// The store could not record the outcome (busy past the retries, a connection to the
+    /// database server that stayed down for a ttl, I/O error). The lease is left to expire,
+    /// after which the job is claimable again.
     StoreError(String),
 }
 

@@ -54,6 +54,7 @@ mod faults;
 mod model;
 mod postgres;
 mod processes;
+mod reconnect;
 mod renew_batch;
 mod seam;
 #[cfg(unix)]

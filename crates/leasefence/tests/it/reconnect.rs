@@ -1,0 +1,524 @@
+//! A worker whose connections to PostgreSQL fail under it (a server restart, a terminated
+//! session): it waits and carries on with new connections instead of stopping, and a write
+//! whose answer was lost with its connection is judged by reading the job back — never
+//! written twice, never reported as refused when it was stored.
+//!
+//! The sessions are ended in the middle of a call: each case locks the schema's `jobs` table,
+//! waits until the sessions it means are blocked on that lock, and terminates them
+//! (`pg_terminate_backend`). A session ended while idle would not do: the pool notices that
+//! at check-out and reconnects before the call.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use leasefence::postgres::{Client, NoTls};
+use leasefence::{
+    Error, JobId, JobOutcome, Lease, NewJob, Now, Owner, PgOptions, PgStore, Status, Store, Ttl,
+    Worker,
+};
+
+/// How long a case waits (real time) for something before failing.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+#[track_caller]
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn job(id: &str) -> NewJob {
+    NewJob::new(id).unwrap()
+}
+
+/// `db`'s connection string with the sessions named `app` (`application_name`).
+fn named(db: &PgDb, app: &str) -> String {
+    named_url(&db.url, app)
+}
+
+fn raw(url: &str) -> Client {
+    Client::connect(url, NoTls).expect("the test's own connection")
+}
+
+/// A lock on a schema's `jobs` table, held by a connection of the test's own.
+struct Held {
+    holder: Client,
+    url: String,
+}
+
+impl Held {
+    fn lock(url: &str, schema: &str) -> Held {
+        let mut holder = raw(url);
+        holder
+            .batch_execute(&format!(
+                "BEGIN; LOCK TABLE {schema}.jobs IN ACCESS EXCLUSIVE MODE"
+            ))
+            .unwrap();
+        Held {
+            holder,
+            url: url.to_owned(),
+        }
+    }
+
+    /// Waits until at least `n` sessions named `app` are blocked on the lock, terminates
+    /// those, and lets go of the lock. Returns how many were ended.
+    fn cut(mut self, app: &str, n: i64) -> i64 {
+        let mut admin = raw(&self.url);
+        let waiting = "SELECT count(*) FROM pg_stat_activity \
+                       WHERE application_name = $1 AND wait_event_type = 'Lock'";
+        let start = Instant::now();
+        while admin.query_one(waiting, &[&app]).unwrap().get::<_, i64>(0) < n {
+            if start.elapsed() > PATIENCE {
+                let rows = admin
+                    .query(
+                        "SELECT coalesce(application_name, ''), coalesce(state, ''), \
+                         coalesce(wait_event_type, ''), coalesce(query, '') FROM pg_stat_activity",
+                        &[],
+                    )
+                    .unwrap();
+                let seen: Vec<String> = rows
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} | {} | {} | {}",
+                            r.get::<_, String>(0),
+                            r.get::<_, String>(1),
+                            r.get::<_, String>(2),
+                            r.get::<_, String>(3)
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "no {n} sessions of {app} blocked on the lock:\n{}",
+                    seen.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let ended = admin
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                &[&app],
+            )
+            .unwrap()
+            .len() as i64;
+        self.holder.batch_execute("COMMIT").unwrap();
+        ended
+    }
+}
+
+/// A real [`Error::ConnectionLost`], from a store of its own whose session is ended while
+/// its call waits on a lock.
+fn lost_connection(url: &str, schema: &str) -> Error {
+    let app = format!("{schema}_victim");
+    let victim = PgOptions::new()
+        .schema(schema)
+        .pool_size(1)
+        .open(&named_url(url, &app))
+        .unwrap();
+    // Locked first, so that the call is sure to wait on the lock.
+    let held = Held::lock(url, schema);
+    let call = std::thread::spawn(move || victim.state(JobId::new("any").unwrap()));
+    assert_eq!(held.cut(&app, 1), 1);
+    let error = call
+        .join()
+        .unwrap()
+        .expect_err("the call's session was ended");
+    assert!(matches!(error, Error::ConnectionLost { .. }), "{error:?}");
+    error
+}
+
+fn named_url(url: &str, app: &str) -> String {
+    if url.contains("://") {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}application_name={app}")
+    } else {
+        format!("{url} application_name={app}")
+    }
+}
+
+/// Claims that meet a lost connection are made again on a new one: the worker goes on and
+/// finishes every job instead of stopping with the error.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn claims_whose_connection_is_lost_are_made_again_and_the_worker_goes_on() {
+    let Some(db) = PgDb::new() else { return };
+    let app = db.schema.clone();
+    let w = Worker::postgres_with(named(&db, &app), PgOptions::new().schema(&db.schema))
+        .concurrency(2)
+        .poll_interval(Duration::from_millis(2))
+        .build(|ctx| Ok(format!("{} done", ctx.job_id())))
+        .unwrap();
+    let handle = w.shutdown_handle();
+    let run = std::thread::spawn(move || w.run());
+    // Both threads' claims, blocked on the lock, lose their sessions.
+    assert!(Held::lock(&db.url, &db.schema).cut(&app, 2) >= 2);
+    db.store()
+        .enqueue_many(&[job("a"), job("b"), job("c")])
+        .unwrap();
+    wait_until("every job completed", || {
+        handle.stats().completed == 3 || handle.is_shutdown()
+    });
+    assert!(!handle.is_shutdown(), "a lost connection is not fatal");
+    handle.shutdown();
+    let stats = run.join().unwrap().expect("run ends without an error");
+    assert_eq!(
+        (stats.completed, stats.stale_refused, stats.lost),
+        (3, 0, 0)
+    );
+    assert!(stats.errors >= 2, "the lost claims are counted: {stats:?}");
+    for id in ["a", "b", "c"] {
+        let state = db.store().state(JobId::new(id).unwrap()).unwrap().unwrap();
+        assert!(state.done, "{id}");
+        assert_eq!(state.result.as_deref(), Some(format!("{id} done").as_str()));
+    }
+}
+
+/// An idle worker is woken by its watch; the watch's session ended under it is replaced, so a
+/// later enqueue still wakes the worker at once, not after its (hour-long) poll.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn the_watch_listens_again_after_its_session_is_ended() {
+    let Some(db) = PgDb::new() else { return };
+    let app = db.schema.clone();
+    let w = Worker::postgres_with(named(&db, &app), PgOptions::new().schema(&db.schema))
+        .poll_interval(Duration::from_secs(3600))
+        .build(|ctx| Ok(format!("{} done", ctx.job_id())))
+        .unwrap();
+    let handle = w.shutdown_handle();
+    let run = std::thread::spawn(move || w.run());
+    let listening = "SELECT pid FROM pg_stat_activity WHERE application_name = $1 \
+                     AND query LIKE '%LISTEN%' AND state = 'idle'";
+    let mut admin = raw(&db.url);
+    let mut watch_pid = 0i32;
+    wait_until("the watch's session", || {
+        let rows = admin.query(listening, &[&app]).unwrap();
+        rows.first().map(|r| watch_pid = r.get(0)).is_some()
+    });
+    db.store().enqueue_many(&[job("a")]).unwrap();
+    wait_until("a woken by the watch", || handle.stats().completed == 1);
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&watch_pid])
+        .unwrap();
+    wait_until("a new watch session", || {
+        let rows = admin.query(listening, &[&app]).unwrap();
+        rows.first()
+            .is_some_and(|r| r.get::<_, i32>(0) != watch_pid)
+    });
+    db.store().enqueue_many(&[job("b")]).unwrap();
+    wait_until("b woken by the new watch", || handle.stats().completed == 2);
+    handle.shutdown();
+    let stats = run.join().unwrap().expect("run ends without an error");
+    assert_eq!(stats.completed, 2);
+}
+
+/// A `PgStore` whose next completion or failure is stored and then answered with a lost
+/// connection, as when the server's reply to the commit never arrives.
+struct AnswerLost {
+    inner: PgStore,
+    url: String,
+    schema: String,
+    lose: Arc<AtomicBool>,
+}
+
+impl AnswerLost {
+    fn lost<T>(&self, stored: Result<T, Error>) -> Result<T, Error> {
+        let stored = stored?;
+        if self.lose.swap(false, Ordering::SeqCst) {
+            return Err(lost_connection(&self.url, &self.schema));
+        }
+        Ok(stored)
+    }
+}
+
+/// The worker of an [`AnswerLost`] case and what its `on_outcome` hook saw.
+fn answer_lost_worker(
+    db: &PgDb,
+    lose: &Arc<AtomicBool>,
+    handler: impl Fn(
+        &leasefence::JobContext<'_, AnswerLost>,
+    ) -> Result<String, leasefence::HandlerError>
+    + Send
+    + Sync
+    + 'static,
+) -> (Worker<AnswerLost>, std::sync::mpsc::Receiver<JobOutcome>) {
+    let (url, schema, lose) = (db.url.clone(), db.schema.clone(), lose.clone());
+    let (tx, seen) = channel();
+    let tx = Mutex::new(tx);
+    let w = Worker::builder(move || {
+        Ok(AnswerLost {
+            inner: PgOptions::new()
+                .schema(&schema)
+                .pool_size(1)
+                .database_clock(true)
+                .open(&url)?,
+            url: url.clone(),
+            schema: schema.clone(),
+            lose: lose.clone(),
+        })
+    })
+    .poll_interval(Duration::from_millis(2))
+    .drain(true)
+    .on_outcome(move |_lease, outcome| {
+        let _ = tx.lock().unwrap().send(outcome.clone());
+    })
+    .build(handler)
+    .unwrap();
+    (w, seen)
+}
+
+/// The completion was stored but its answer lost: the worker tries it again, is refused (the
+/// job is done), reads the job back, and reports it completed — not refused, not an error.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_completion_stored_before_its_answer_was_lost_is_reported_completed() {
+    let Some(db) = PgDb::new() else { return };
+    db.store().enqueue_many(&[job("a")]).unwrap();
+    let lose = Arc::new(AtomicBool::new(true));
+    let (w, seen) = answer_lost_worker(&db, &lose, |ctx| Ok(format!("{} done", ctx.job_id())));
+    let stats = w.run().expect("run ends without an error");
+    let outcome = seen.recv_timeout(PATIENCE).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed), "{outcome:?}");
+    assert!(!lose.load(Ordering::SeqCst), "the answer was lost once");
+    assert_eq!(
+        (stats.completed, stats.stale_refused, stats.cancelled),
+        (1, 0, 0),
+        "{stats:?}"
+    );
+    let state = db.store().state(JobId::new("a").unwrap()).unwrap().unwrap();
+    assert_eq!(
+        (state.done, state.fence, state.result.as_deref()),
+        (true, 1, Some("a done"))
+    );
+}
+
+/// The same for a failure: recorded, answer lost, tried again and refused, read back: the
+/// worker reports the retry it recorded (with the time the job runs again), not a cancel.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_failure_recorded_before_its_answer_was_lost_is_reported_retrying() {
+    let Some(db) = PgDb::new() else { return };
+    db.store().enqueue_many(&[job("a")]).unwrap();
+    let lose = Arc::new(AtomicBool::new(true));
+    let (w, seen) = answer_lost_worker(&db, &lose, |_ctx| Err("boom".into()));
+    let handle = w.shutdown_handle();
+    let run = std::thread::spawn(move || w.run());
+    let outcome = seen.recv_timeout(PATIENCE).unwrap();
+    handle.shutdown();
+    let stats = run.join().unwrap().expect("run ends without an error");
+    let info = db
+        .store()
+        .inspect(JobId::new("a").unwrap(), db.store().now().unwrap())
+        .unwrap()
+        .unwrap();
+    match outcome {
+        JobOutcome::Retrying { at, error } => {
+            assert_eq!(error, "boom");
+            assert_eq!(at, info.not_before, "the retry time stored");
+        }
+        other => panic!("expected Retrying, got {other:?}"),
+    }
+    assert_eq!(
+        (stats.retried, stats.cancelled, stats.stale_refused),
+        (1, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(info.error.as_deref(), Some("boom"));
+    assert_eq!((info.state.fence, info.state.owner), (1, None));
+    assert_ne!(info.status, Status::Dead);
+}
+
+impl Store for AnswerLost {
+    fn enqueue(&self, job_id: JobId<'_>) -> Result<bool, Error> {
+        self.inner.enqueue(job_id)
+    }
+    fn state(&self, job_id: JobId<'_>) -> Result<Option<leasefence::JobState>, Error> {
+        self.inner.state(job_id)
+    }
+    fn claim(
+        &self,
+        id: JobId<'_>,
+        o: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Lease>, Error> {
+        self.inner.claim(id, o, now, ttl)
+    }
+    fn renew(
+        &self,
+        id: JobId<'_>,
+        o: Owner<'_>,
+        f: i64,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<bool, Error> {
+        self.inner.renew(id, o, f, now, ttl)
+    }
+    fn complete(
+        &self,
+        id: JobId<'_>,
+        o: Owner<'_>,
+        f: i64,
+        now: Now,
+        r: &str,
+    ) -> Result<bool, Error> {
+        let stored = self.inner.complete(id, o, f, now, r);
+        self.lost(stored)
+    }
+    fn release(&self, id: JobId<'_>, o: Owner<'_>, f: i64) -> Result<bool, Error> {
+        self.inner.release(id, o, f)
+    }
+    fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<leasefence::Enqueued>, Error> {
+        self.inner.enqueue_jobs(jobs)
+    }
+    fn claim_batch_in(
+        &self,
+        queues: &leasefence::Queues,
+        o: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+        n: leasefence::BatchSize,
+    ) -> Result<Vec<Lease>, Error> {
+        self.inner.claim_batch_in(queues, o, now, ttl, n)
+    }
+    fn pause(&self, queue: &leasefence::Queue) -> Result<bool, Error> {
+        self.inner.pause(queue)
+    }
+    fn resume(&self, queue: &leasefence::Queue) -> Result<bool, Error> {
+        self.inner.resume(queue)
+    }
+    fn queues(&self, now: Now) -> Result<Vec<leasefence::QueueInfo>, Error> {
+        self.inner.queues(now)
+    }
+    fn fail(
+        &self,
+        l: &Lease,
+        now: Now,
+        e: &str,
+        at: Option<Now>,
+    ) -> Result<Option<leasefence::Failed>, Error> {
+        let stored = self.inner.fail(l, now, e, at);
+        self.lost(stored)
+    }
+    fn cancel(&self, id: JobId<'_>, now: Now) -> Result<bool, Error> {
+        self.inner.cancel(id, now)
+    }
+    fn purge(&self, before: Now) -> Result<u64, Error> {
+        self.inner.purge(before)
+    }
+    fn list(
+        &self,
+        now: Now,
+        s: Option<Status>,
+        after: Option<JobId<'_>>,
+        limit: usize,
+    ) -> Result<Vec<leasefence::JobInfo>, Error> {
+        self.inner.list(now, s, after, limit)
+    }
+    fn history(&self, id: JobId<'_>) -> Result<Option<leasefence::History>, Error> {
+        self.inner.history(id)
+    }
+    fn add_schedule(&self, schedule: &leasefence::Schedule, now: Now) -> leasefence::Result<bool> {
+        self.inner.add_schedule(schedule, now)
+    }
+    fn remove_schedule(&self, name: leasefence::ScheduleName<'_>) -> leasefence::Result<bool> {
+        self.inner.remove_schedule(name)
+    }
+    fn schedules(&self) -> leasefence::Result<Vec<leasefence::ScheduleInfo>> {
+        self.inner.schedules()
+    }
+    fn enqueue_slots(
+        &self,
+        scheduler: &Lease,
+        now: Now,
+        runs: &[leasefence::SlotRun],
+    ) -> leasefence::Result<Option<Vec<Option<leasefence::Enqueued>>>> {
+        self.inner.enqueue_slots(scheduler, now, runs)
+    }
+    fn inspect(&self, id: JobId<'_>, now: Now) -> Result<Option<leasefence::JobInfo>, Error> {
+        self.inner.inspect(id, now)
+    }
+    fn retry(&self, ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>, Error> {
+        self.inner.retry(ids, now)
+    }
+    fn retry_dead_in(&self, queues: &leasefence::Queues, now: Now) -> Result<u64, Error> {
+        self.inner.retry_dead_in(queues, now)
+    }
+    fn delete(&self, ids: &[JobId<'_>]) -> Result<Vec<bool>, Error> {
+        self.inner.delete(ids)
+    }
+    fn stats(&self, now: Now) -> Result<leasefence::Stats, Error> {
+        self.inner.stats(now)
+    }
+    fn admit(&self, resource: leasefence::Resource<'_>, f: i64) -> Result<bool, Error> {
+        self.inner.admit(resource, f)
+    }
+    fn database_now(&self) -> Result<Option<Now>, Error> {
+        self.inner.database_now()
+    }
+    fn complete_lease(&self, l: &Lease, now: Now, r: &str) -> Result<bool, Error> {
+        let stored = self.inner.complete_lease(l, now, r);
+        self.lost(stored)
+    }
+    fn complete_batch(&self, c: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>, Error> {
+        let stored = self.inner.complete_batch(c, now);
+        self.lost(stored)
+    }
+    fn release_lease(&self, l: &Lease) -> Result<bool, Error> {
+        self.inner.release_lease(l)
+    }
+    fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>, Error> {
+        self.inner.renew_batch(leases, now, ttl)
+    }
+}
+
+/// A statement the server cancels (`statement_timeout`, here 50 ms while the table is locked)
+/// rolled its transaction back: it is [`Error::Busy`], retryable, and nothing was written.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_statement_cancelled_by_statement_timeout_is_busy_and_writes_nothing() {
+    let Some(db) = PgDb::new() else { return };
+    db.store().enqueue_many(&[job("a")]).unwrap();
+    let url = if db.url.contains("://") {
+        let sep = if db.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options=-c%20statement_timeout%3D50", db.url)
+    } else {
+        format!("{} options='-c statement_timeout=50'", db.url)
+    };
+    let impatient = PgOptions::new()
+        .schema(&db.schema)
+        .lock_timeout(Duration::from_secs(30))
+        .open(&url)
+        .unwrap();
+    let held = Held::lock(&db.url, &db.schema);
+    let owner = Owner::new("w").unwrap();
+    let at = db.store().now().unwrap();
+    let claimed = impatient.claim(JobId::new("a").unwrap(), owner, at, Ttl::new(30.0).unwrap());
+    drop(held);
+    let error = claimed.expect_err("cancelled after 50 ms");
+    assert!(matches!(error, Error::Busy), "{error:?}");
+    assert!(error.is_retryable());
+    let state = db.store().state(JobId::new("a").unwrap()).unwrap().unwrap();
+    assert_eq!((state.fence, state.owner), (0, None), "nothing written");
+}
