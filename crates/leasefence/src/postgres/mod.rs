@@ -66,6 +66,7 @@ pub struct PgOptions {
     pool_size: u32,
     connect_timeout: Duration,
     lock_timeout: Duration,
+    network_timeout: Duration,
     database_clock: bool,
 }
 
@@ -76,6 +77,7 @@ impl Default for PgOptions {
             pool_size: 8,
             connect_timeout: Duration::from_secs(5),
             lock_timeout: Duration::from_secs(5),
+            network_timeout: Duration::from_secs(10),
             database_clock: false,
         }
     }
@@ -83,7 +85,7 @@ impl Default for PgOptions {
 
 impl PgOptions {
     /// The defaults: schema `leasefence`, a pool of 8 connections, 5 s to connect, 5 s lock
-    /// timeout.
+    /// timeout, 10 s network timeout.
     pub fn new() -> Self {
         Self::default()
     }
@@ -113,6 +115,19 @@ impl PgOptions {
     /// with [`Error::Busy`] (PostgreSQL's `lock_timeout`; default 5 s).
     pub fn lock_timeout(mut self, timeout: Duration) -> Self {
         self.lock_timeout = timeout;
+        self
+    }
+
+    /// How long a connection may go unanswered by the network before the call on it fails
+    /// with [`Error::ConnectionLost`] (default 10 s): what was sent stays unacknowledged that
+    /// long (`TCP_USER_TIMEOUT`), or the server's host stops answering TCP keepalive probes
+    /// (idle a third of it, then 3 probes a sixth of it apart, each at least 1 s). A cut
+    /// network makes a call fail within about this time instead of hanging until the kernel
+    /// gives up (minutes). A slow statement or an idle connection is not affected: the
+    /// server's host still acknowledges and answers. A connection string that sets
+    /// `tcp_user_timeout` or `keepalives_idle` itself keeps its own values.
+    pub fn network_timeout(mut self, timeout: Duration) -> Self {
+        self.network_timeout = timeout.max(Duration::from_secs(1));
         self
     }
 
@@ -151,6 +166,7 @@ impl PgOptions {
             Error::invalid("url", format!("not a PostgreSQL connection string: {e}"))
         })?;
         config.connect_timeout(self.connect_timeout);
+        self.apply_network_timeout(&mut config);
         let target = describe(&config);
         let listen_config = std::sync::Arc::new(config.clone());
         let manager = Manager {
@@ -180,6 +196,23 @@ impl PgOptions {
         };
         store.migrate(&mut first)?;
         Ok(store)
+    }
+
+    /// Sets the TCP timeouts of [`network_timeout`](Self::network_timeout) on `config`, where
+    /// the connection string did not set its own.
+    fn apply_network_timeout(&self, config: &mut Config) {
+        let t = self.network_timeout;
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(t);
+        }
+        // The driver's default idle time is 2 hours: a string that says otherwise is kept.
+        if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+            let second = Duration::from_secs(1);
+            config.keepalives(true);
+            config.keepalives_idle((t / 3).max(second));
+            config.keepalives_interval((t / 6).max(second));
+            config.keepalives_retries(3);
+        }
     }
 }
 

@@ -309,7 +309,8 @@ fn completed_earlier<S: Store>(shared: &Shared<S>, store: &S, lease: &Lease, res
 
 /// How the failure `error` of `lease` was recorded, when a try whose answer was lost with its
 /// connection recorded it: the job is no longer leased, still under the lease's fence, with
-/// this error as its last one. `None` when it was not (the refusal stands).
+/// this error as its last one — ready again later, or dead (then also done) after its last
+/// attempt. `None` when it was not (the refusal stands).
 fn failed_earlier<S: Store>(
     shared: &Shared<S>,
     store: &S,
@@ -323,7 +324,6 @@ fn failed_earlier<S: Store>(
         Ok(Some(job))
             if job.state.fence == lease.fence
                 && job.state.owner.is_none()
-                && !job.state.done
                 && job.error.as_deref() == Some(error) =>
         {
             Some(match job.status {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::job::{Beat, Job, Phase};
+use super::job::{Beat, Job, LOSS_TAKEN_OVER, Phase};
 use super::loss::{classify, mark_lost};
 use super::shared::{Shared, busy_retry};
 use super::stats::bump;
@@ -76,6 +76,28 @@ fn apply<S>(shared: &Shared<S>, job: &Job, now: f64) {
     tracing::debug!(
         job_id = %lease.job_id, fence = lease.fence, until = beat.until, "renewed"
     );
+}
+
+/// Marks lost every queued or running job whose lease has run out by the worker's own clock
+/// with no renewal granted — the database unreachable, a partitioned network — and cancels its
+/// token: the handler is told when the lease ends, not only once the store answers again.
+/// Whatever it writes after that would be refused anyway (the lease is over, and another
+/// worker may hold the job under a higher fence). A job past its time limit is left to the
+/// failure being recorded for it.
+pub(super) fn enforce_expiry<S>(shared: &Shared<S>) {
+    let now = shared.clock_now();
+    for job in shared.in_flight() {
+        if job.timed_out.load(Ordering::SeqCst) {
+            continue;
+        }
+        let expired = {
+            let beat = lock(&job.beat);
+            beat.phase.is_renewable() && now >= beat.until
+        };
+        if expired {
+            mark_lost(&shared.counters, &job, LOSS_TAKEN_OVER, now);
+        }
+    }
 }
 
 /// Enforces the run-time limit ([`WorkerBuilder::timeout`](crate::WorkerBuilder::timeout)):

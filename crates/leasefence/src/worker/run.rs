@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::batch::{batch_size_for, run_batch};
-use super::heartbeat::{enforce_timeouts, heartbeat, release_in_flight};
+use super::heartbeat::{enforce_expiry, enforce_timeouts, heartbeat, release_in_flight};
 use super::shared::{RECONNECT_WAIT, Shared, TICK, is_connection_fault};
 use super::shutdown::ShutdownHandle;
 use super::stats::{WorkerStats, bump};
@@ -161,6 +161,7 @@ impl<S: Store + Send + 'static> Worker<S> {
         loop {
             enforce_timeouts(&shared);
             heartbeat(&shared, &beat_store);
+            enforce_expiry(&shared);
             if shared.stop.is_cancelled() {
                 break;
             }
@@ -188,6 +189,7 @@ impl<S: Store + Send + 'static> Worker<S> {
             }
             enforce_timeouts(&shared);
             heartbeat(&shared, &beat_store);
+            enforce_expiry(&shared);
             std::thread::sleep(TICK.min(deadline.saturating_duration_since(Instant::now())));
         }
         // The cancelled handlers' grace to return: as long again as the deadline (at least

@@ -7,8 +7,11 @@
 //! waits until the sessions it means are blocked on that lock, and terminates them
 //! (`pg_terminate_backend`). A session ended while idle would not do: the pool notices that
 //! at check-out and reconnects before the call.
+//!
+//! And a lease whose renewals all fail is given up by the worker's own clock when it ends
+//! (SQLite, the file locked by another connection): the handler is told then.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -224,29 +227,57 @@ fn the_watch_listens_again_after_its_session_is_ended() {
     assert_eq!(stats.completed, 2);
 }
 
-/// A `PgStore` whose next completion or failure is stored and then answered with a lost
-/// connection, as when the server's reply to the commit never arrives.
+/// What [`AnswerLost`] does to the next completion or failure.
+const PASS: u8 = 0;
+/// Stored, then answered with a lost connection (the reply to the commit never arrived).
+const STORED_ANSWER_LOST: u8 = 1;
+/// Not stored (the connection was lost before the commit), and meanwhile the lease expired
+/// and another worker took the job over (fence 2) and completed it.
+const LOST_TAKEN_OVER: u8 = 2;
+
+/// A `PgStore` whose next completion or failure meets a lost connection, as [`PASS`],
+/// [`STORED_ANSWER_LOST`] or [`LOST_TAKEN_OVER`] say.
 struct AnswerLost {
     inner: PgStore,
     url: String,
     schema: String,
-    lose: Arc<AtomicBool>,
+    lose: Arc<AtomicU8>,
 }
 
 impl AnswerLost {
-    fn lost<T>(&self, stored: Result<T, Error>) -> Result<T, Error> {
-        let stored = stored?;
-        if self.lose.swap(false, Ordering::SeqCst) {
-            return Err(lost_connection(&self.url, &self.schema));
+    fn lost<T>(&self, job_id: &str, write: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        match self.lose.swap(PASS, Ordering::SeqCst) {
+            STORED_ANSWER_LOST => {
+                write()?;
+                Err(lost_connection(&self.url, &self.schema))
+            }
+            LOST_TAKEN_OVER => {
+                raw(&self.url)
+                    .execute(
+                        &format!("UPDATE {}.jobs SET until = 0 WHERE id = $1", self.schema),
+                        &[&job_id],
+                    )
+                    .unwrap();
+                let id = JobId::new(job_id).unwrap();
+                let thief = Owner::new("thief").unwrap();
+                let at = self.inner.now().unwrap();
+                let lease = self
+                    .inner
+                    .claim(id, thief, at, Ttl::new(30.0).unwrap())
+                    .unwrap()
+                    .expect("the expired job is taken over");
+                assert!(self.inner.complete_lease(&lease, at, "stolen").unwrap());
+                Err(lost_connection(&self.url, &self.schema))
+            }
+            _ => write(),
         }
-        Ok(stored)
     }
 }
 
 /// The worker of an [`AnswerLost`] case and what its `on_outcome` hook saw.
 fn answer_lost_worker(
     db: &PgDb,
-    lose: &Arc<AtomicBool>,
+    lose: &Arc<AtomicU8>,
     handler: impl Fn(
         &leasefence::JobContext<'_, AnswerLost>,
     ) -> Result<String, leasefence::HandlerError>
@@ -289,12 +320,16 @@ fn answer_lost_worker(
 fn a_completion_stored_before_its_answer_was_lost_is_reported_completed() {
     let Some(db) = PgDb::new() else { return };
     db.store().enqueue_many(&[job("a")]).unwrap();
-    let lose = Arc::new(AtomicBool::new(true));
+    let lose = Arc::new(AtomicU8::new(STORED_ANSWER_LOST));
     let (w, seen) = answer_lost_worker(&db, &lose, |ctx| Ok(format!("{} done", ctx.job_id())));
     let stats = w.run().expect("run ends without an error");
     let outcome = seen.recv_timeout(PATIENCE).unwrap();
     assert!(matches!(outcome, JobOutcome::Completed), "{outcome:?}");
-    assert!(!lose.load(Ordering::SeqCst), "the answer was lost once");
+    assert_eq!(
+        lose.load(Ordering::SeqCst),
+        PASS,
+        "the answer was lost once"
+    );
     assert_eq!(
         (stats.completed, stats.stale_refused, stats.cancelled),
         (1, 0, 0),
@@ -317,7 +352,7 @@ fn a_completion_stored_before_its_answer_was_lost_is_reported_completed() {
 fn a_failure_recorded_before_its_answer_was_lost_is_reported_retrying() {
     let Some(db) = PgDb::new() else { return };
     db.store().enqueue_many(&[job("a")]).unwrap();
-    let lose = Arc::new(AtomicBool::new(true));
+    let lose = Arc::new(AtomicU8::new(STORED_ANSWER_LOST));
     let (w, seen) = answer_lost_worker(&db, &lose, |_ctx| Err("boom".into()));
     let handle = w.shutdown_handle();
     let run = std::thread::spawn(move || w.run());
@@ -380,8 +415,7 @@ impl Store for AnswerLost {
         now: Now,
         r: &str,
     ) -> Result<bool, Error> {
-        let stored = self.inner.complete(id, o, f, now, r);
-        self.lost(stored)
+        self.lost(id.as_str(), || self.inner.complete(id, o, f, now, r))
     }
     fn release(&self, id: JobId<'_>, o: Owner<'_>, f: i64) -> Result<bool, Error> {
         self.inner.release(id, o, f)
@@ -415,8 +449,7 @@ impl Store for AnswerLost {
         e: &str,
         at: Option<Now>,
     ) -> Result<Option<leasefence::Failed>, Error> {
-        let stored = self.inner.fail(l, now, e, at);
-        self.lost(stored)
+        self.lost(&l.job_id, || self.inner.fail(l, now, e, at))
     }
     fn cancel(&self, id: JobId<'_>, now: Now) -> Result<bool, Error> {
         self.inner.cancel(id, now)
@@ -475,12 +508,11 @@ impl Store for AnswerLost {
         self.inner.database_now()
     }
     fn complete_lease(&self, l: &Lease, now: Now, r: &str) -> Result<bool, Error> {
-        let stored = self.inner.complete_lease(l, now, r);
-        self.lost(stored)
+        self.lost(&l.job_id, || self.inner.complete_lease(l, now, r))
     }
     fn complete_batch(&self, c: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>, Error> {
-        let stored = self.inner.complete_batch(c, now);
-        self.lost(stored)
+        let first = c.first().map_or(String::new(), |(l, _)| l.job_id.clone());
+        self.lost(&first, || self.inner.complete_batch(c, now))
     }
     fn release_lease(&self, l: &Lease) -> Result<bool, Error> {
         self.inner.release_lease(l)
@@ -521,4 +553,150 @@ fn a_statement_cancelled_by_statement_timeout_is_busy_and_writes_nothing() {
     assert!(error.is_retryable());
     let state = db.store().state(JobId::new("a").unwrap()).unwrap().unwrap();
     assert_eq!((state.fence, state.owner), (0, None), "nothing written");
+}
+
+/// While every renewal fails (here: the SQLite file locked by another connection, so each one
+/// is busy), the worker gives the lease up by its own clock when it ends: the handler is told
+/// at `until`, not when the store answers again, and nothing it returns is stored.
+#[test]
+fn a_lease_that_runs_out_while_every_renewal_fails_is_given_up_at_its_end() {
+    let db = Db::new();
+    leasefence::SqliteStore::open(&db.path)
+        .unwrap()
+        .enqueue_many(&[job("j")])
+        .unwrap();
+    let clock = leasefence::ManualClock::new(0.0);
+    let path = db.path.clone();
+    let (started_tx, started) = channel();
+    let started_tx = Mutex::new(started_tx);
+    let (told_tx, told) = channel();
+    let told_tx = Mutex::new(told_tx);
+    let w = Worker::builder(move || {
+        leasefence::SqliteOptions::new()
+            .busy_timeout(Duration::from_millis(1))
+            .open(&path)
+    })
+    .clock(clock.clone())
+    .ttl(30.0)
+    .owner_prefix("w")
+    .poll_interval(Duration::from_millis(2))
+    .build(move |ctx| {
+        started_tx.lock().unwrap().send(()).unwrap();
+        let cancelled = ctx.token().wait_timeout(Duration::from_secs(30));
+        told_tx.lock().unwrap().send(cancelled).unwrap();
+        Ok("late".to_string())
+    })
+    .unwrap();
+    let handle = w.shutdown_handle();
+    let run = std::thread::spawn(move || w.run());
+    started.recv_timeout(PATIENCE).unwrap();
+    let blocker = db.raw();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // Renewals are due from 10 s on; each one is busy.
+    clock.set(29.0);
+    wait_until("renewals failing", || handle.stats().errors >= 3);
+    assert!(
+        told.recv_timeout(Duration::from_millis(100)).is_err(),
+        "not told while the lease lasts"
+    );
+    assert_eq!(handle.stats().lost, 0);
+    clock.set(30.0);
+    let cancelled = told
+        .recv_timeout(PATIENCE)
+        .expect("told at the lease's end");
+    assert!(cancelled, "told by its token, not by its time running out");
+    assert_eq!(handle.stats().lost, 1);
+    blocker.execute_batch("ROLLBACK").unwrap();
+    handle.shutdown();
+    let stats = run.join().unwrap().expect("run ends without an error");
+    assert_eq!((stats.completed, stats.lost), (0, 1), "{stats:?}");
+    let row = db.row("j").unwrap();
+    assert_eq!(
+        (row.fence, row.result, row.done),
+        (1, None, 0),
+        "nothing stored"
+    );
+}
+
+/// The other side of a lost answer: the completion was *not* stored, and meanwhile another
+/// worker took the expired job over (fence 2) and completed it. The retry is refused and the
+/// job read back is done under another fence: a stale completion, reported `Refused` — not
+/// mistaken for this worker's own — and the other worker's result stands.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_lost_completion_whose_job_was_taken_over_meanwhile_is_reported_refused() {
+    let Some(db) = PgDb::new() else { return };
+    db.store().enqueue_many(&[job("a")]).unwrap();
+    let lose = Arc::new(AtomicU8::new(LOST_TAKEN_OVER));
+    let (w, seen) = answer_lost_worker(&db, &lose, |ctx| Ok(format!("{} done", ctx.job_id())));
+    let stats = w.run().expect("run ends without an error");
+    let outcome = seen.recv_timeout(PATIENCE).unwrap();
+    assert!(matches!(outcome, JobOutcome::Refused), "{outcome:?}");
+    assert_eq!((stats.completed, stats.stale_refused), (0, 1), "{stats:?}");
+    let state = db.store().state(JobId::new("a").unwrap()).unwrap().unwrap();
+    assert_eq!(
+        (state.done, state.fence, state.result.as_deref()),
+        (true, 2, Some("stolen"))
+    );
+}
+
+/// The same for a failure: not recorded, the job taken over and completed meanwhile: the
+/// retried failure is refused and reported `Refused`, not a retry this worker never recorded.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_lost_failure_whose_job_was_taken_over_meanwhile_is_reported_refused() {
+    let Some(db) = PgDb::new() else { return };
+    db.store().enqueue_many(&[job("a")]).unwrap();
+    let lose = Arc::new(AtomicU8::new(LOST_TAKEN_OVER));
+    let (w, seen) = answer_lost_worker(&db, &lose, |_ctx| Err("boom".into()));
+    let stats = w.run().expect("run ends without an error");
+    let outcome = seen.recv_timeout(PATIENCE).unwrap();
+    assert!(matches!(outcome, JobOutcome::Refused), "{outcome:?}");
+    assert_eq!((stats.retried, stats.stale_refused), (0, 1), "{stats:?}");
+    let info = db
+        .store()
+        .inspect(JobId::new("a").unwrap(), db.store().now().unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!((info.state.fence, info.state.done), (2, true));
+    assert_eq!(info.error, None, "this worker's failure was never recorded");
+}
+
+/// A last attempt's failure, recorded but its answer lost: the job read back is dead (and so
+/// done) under the lease's fence with this error — reported `Dead`, not refused.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_last_failure_recorded_before_its_answer_was_lost_is_reported_dead() {
+    let Some(db) = PgDb::new() else { return };
+    db.store()
+        .enqueue_many(&[job("a").max_attempts(1)])
+        .unwrap();
+    let lose = Arc::new(AtomicU8::new(STORED_ANSWER_LOST));
+    let (w, seen) = answer_lost_worker(&db, &lose, |_ctx| Err("boom".into()));
+    let stats = w.run().expect("run ends without an error");
+    let outcome = seen.recv_timeout(PATIENCE).unwrap();
+    assert!(
+        matches!(&outcome, JobOutcome::Dead { error } if error == "boom"),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        (stats.dead, stats.cancelled, stats.stale_refused),
+        (1, 0, 0),
+        "{stats:?}"
+    );
+    let info = db
+        .store()
+        .inspect(JobId::new("a").unwrap(), db.store().now().unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!((info.status, info.state.fence), (Status::Dead, 1));
 }
