@@ -301,21 +301,57 @@ impl Report {
                 let Some(best) = peers.iter().max_by(|a, b| a.median.total_cmp(&b.median)) else {
                     continue;
                 };
+                // Issue 18: ≥ 5× the fastest peer, each peer in its best configuration.
                 let r = self.ratio(worker, best);
-                let need = if d == Durability::Pg { 1.0 } else { 3.0 };
                 t.push((
                     format!(
-                        "Worker ÷ fastest peer ({}) ≥ {need}, {} {}",
+                        "Worker ÷ fastest peer ({}) ≥ 5, {} {}",
                         best.case.who.label(),
                         d.label(),
                         worker.case.mode()
                     ),
                     format!("{r:.1}×"),
-                    if d == Durability::Pg {
-                        r > 1.0
-                    } else {
-                        r >= 3.0
-                    },
+                    r >= 5.0,
+                ));
+            }
+        }
+        // Issue 18: the Worker scales with threads (≥ 1.5× at NORMAL, never below at FULL).
+        for (d, need) in [(Durability::Normal, 1.5), (Durability::Full, 1.0)] {
+            if let (Some(four), Some(one)) = (
+                self.find(&ours(Subject::Worker), d, 4, false),
+                self.find(&ours(Subject::Worker), d, 1, false),
+            ) {
+                let r = self.ratio(four, one);
+                t.push((
+                    format!("Worker 4 threads ÷ 1 ≥ {need}, {}", d.label()),
+                    format!("{r:.2}×"),
+                    r >= need,
+                ));
+            }
+        }
+        // Issue 18: single operations from 4 writer threads at least the single-writer floor
+        // (SQLite FULL), and PostgreSQL's single operations ≥ 0.8× its floor.
+        if let (Some(s), Some(f)) = (
+            self.find(&ours(Subject::Single), Durability::Full, 4, false),
+            self.find(&ours(Subject::Floor), Durability::Full, 1, false),
+        ) {
+            let r = self.ratio(s, f);
+            t.push((
+                "single, 4 threads ÷ the 1-writer floor ≥ 1.0, SQLite FULL".into(),
+                format!("{r:.2}×"),
+                r >= 1.0,
+            ));
+        }
+        for w in [1, 4] {
+            if let (Some(s), Some(f)) = (
+                self.find(&ours(Subject::Single), Durability::Pg, w, false),
+                self.find(&ours(Subject::Floor), Durability::Pg, w, false),
+            ) {
+                let r = self.ratio(s, f);
+                t.push((
+                    format!("single ÷ floor ≥ 0.8, PostgreSQL {}", s.case.mode()),
+                    format!("{r:.2}×"),
+                    r >= 0.8,
                 ));
             }
         }
