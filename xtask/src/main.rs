@@ -15,8 +15,9 @@
 //!   in sync with the catalog.
 //! - `cargo xtask bench [--quick] [-- ARGS…]`: builds the peers and the harness and runs the
 //!   benchmarks of `docs/benchmarks.md` (floor, leasefence, peers, alternating in one run).
-//! - `cargo xtask reliability [--quick]`: the long tier of the reliability tests (model-based
-//!   sequences, concurrency histories, pauses, crashes, faults), scaled up.
+//! - `cargo xtask reliability [--quick] [--soak MINUTES]`: the long tier of the reliability
+//!   tests (model-based sequences, concurrency histories, pauses, crashes, faults, the soak),
+//!   scaled up; `--soak MINUTES` runs only the soak, that long.
 //! - `cargo xtask cargo-mutants [--in-diff REV | --since-base | --record-base] [--fresh]
 //!   [-- ARGS…]`: cargo-mutants over the library's Rust code with `.cargo/mutants.toml`, staged
 //!   (a quick screen, then the whole suite for what it did not catch), judged by its outcomes; `--since-base` mutates only the lines changed since the commit recorded
@@ -83,11 +84,13 @@ commands:
       results in target/bench (results.md, results.json, throughput.svg). --quick: smaller
       sizes and 3 rounds (the ratio table in under three minutes once built). ARGS go to the
       harness (see `target/release/leasefence-bench --help`).
-  reliability [--quick]
+  reliability [--quick] [--soak MINUTES]
       The long tier of the reliability tests: model-based sequences, linearizability of
-      concurrency histories, SIGSTOP pauses, SIGKILL crashes, faults and bad input, scaled up
-      (--quick: a shorter run), printing the counts each reports. PostgreSQL variants run
-      when LEASEFENCE_TEST_PG is set.
+      concurrency histories, SIGSTOP pauses, SIGKILL crashes, faults and bad input, power
+      cuts, PostgreSQL server faults and a 10-minute soak, scaled up (--quick: a shorter run),
+      printing the counts each reports. PostgreSQL variants run when LEASEFENCE_TEST_PG is set.
+      --soak MINUTES: only the soak (workers on SQLite and PostgreSQL, serve and an HTTP
+      worker, faults at random; memory and descriptors sampled), MINUTES long.
 ";
 
 fn main() -> ExitCode {
@@ -220,13 +223,25 @@ fn run(args: &[String]) -> Result<bool, String> {
             bench::run(&root, quick, &extra)
         }
         "reliability" => {
-            let quick = match rest.next().map(String::as_str) {
-                None => false,
-                Some("--quick") => true,
-                Some(other) => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
-            };
+            let mut quick = false;
+            let mut soak = None;
+            while let Some(arg) = rest.next() {
+                match arg.as_str() {
+                    "--quick" => quick = true,
+                    "--soak" => {
+                        let minutes = rest
+                            .next()
+                            .ok_or("--soak needs a number of minutes: --soak MINUTES")?;
+                        soak = Some(reliability::soak_minutes(minutes)?);
+                    }
+                    other => return Err(format!("unknown argument `{other}`\n\n{USAGE}")),
+                }
+            }
             process::install_interrupt_handler();
-            reliability::run(quick)
+            match soak {
+                Some(minutes) => reliability::soak(minutes),
+                None => reliability::run(quick),
+            }
         }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

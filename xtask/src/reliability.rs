@@ -13,6 +13,9 @@
 //! | faults and bad input | `it` (`faults::`, `bad_input::`) | (fixed tables) |
 //! | power cuts | `power_loss` (package `leasefence-powercut`) | `LEASEFENCE_POWER_CUTS` |
 //! | PostgreSQL server faults | `pg_faults` (a private cluster of its own) | `LEASEFENCE_PG_FAULT_ROUNDS` |
+//! | the soak | `soak` (package `leasefence-cli`: the CLI's `work` and `serve`, faults at random) | `LEASEFENCE_SOAK_SECONDS` |
+//!
+//! `cargo xtask reliability --soak MINUTES` runs the soak alone, that long.
 //!
 //! PostgreSQL variants run when `LEASEFENCE_TEST_PG` is set (as in CI).
 
@@ -81,7 +84,17 @@ const SUITES: &[Suite] = &[
         filter: &[],
         env: &[("LEASEFENCE_PG_FAULT_ROUNDS", "5", "1")],
     },
+    SOAK,
 ];
+
+/// The soak: the CLI's processes under faults at random, memory and descriptors sampled.
+const SOAK: Suite = Suite {
+    package: "leasefence-cli",
+    name: "soak",
+    test: "soak",
+    filter: &[],
+    env: &[("LEASEFENCE_SOAK_SECONDS", "600", "60")],
+};
 
 /// Lines of a test's stderr that carry its counts.
 fn is_count_line(line: &str) -> bool {
@@ -93,6 +106,7 @@ fn is_count_line(line: &str) -> bool {
         "caught as expected",
         "power cuts at",
         "server faults, slowest recovery",
+        "soak: ",
     ]
     .iter()
     .any(|k| line.contains(k))
@@ -110,57 +124,93 @@ pub fn run(quick: bool) -> Result<bool, String> {
     let mut failed = vec![];
     let mut report = vec![];
     for suite in SUITES {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "test",
-            "--package",
-            suite.package,
-            "--test",
-            suite.test,
-            "--",
-        ])
-        .args(suite.filter)
-        .arg("--nocapture");
-        let mut settings = vec![];
-        for (var, long, short) in suite.env {
-            let value = if quick { short } else { long };
-            cmd.env(var, value);
-            settings.push(format!("{var}={value}"));
-        }
-        println!(
-            "== {} ({}{})",
-            suite.name,
-            suite.test,
-            if settings.is_empty() {
-                String::new()
-            } else {
-                format!(", {}", settings.join(" "))
-            }
-        );
-        let out = process::run(&mut cmd, Duration::from_secs(4 * 3600))?;
-        let counts: Vec<&str> = out.stderr.lines().filter(|l| is_count_line(l)).collect();
-        for line in &counts {
-            println!("   {}", line.trim());
-        }
-        let verdict = if out.success() {
-            "passed"
-        } else {
+        let settings = suite
+            .env
+            .iter()
+            .map(|(var, long, short)| (*var, if quick { *short } else { *long }.to_owned()))
+            .collect();
+        let verdict = run_suite(suite, settings)?;
+        if verdict != "passed" {
             failed.push(suite.name);
-            println!("{}", tail(&out.stdout, 30));
-            "FAILED"
-        };
-        println!("   {verdict} in {:.0?}", out.elapsed);
-        report.push((suite.name, verdict, counts.len()));
+        }
+        report.push((suite.name, verdict));
     }
     println!("\nreliability tier done in {:.0?}", started.elapsed());
-    for (name, verdict, _) in &report {
+    for (name, verdict) in &report {
         println!("  {name:<24} {verdict}");
     }
     if !failed.is_empty() {
         println!("FAILED: {}", failed.join(", "));
     }
     Ok(failed.is_empty())
+}
+
+/// The minutes of `--soak MINUTES`: a positive number.
+///
+/// # Errors
+/// Anything else, naming the argument.
+pub fn soak_minutes(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(m) if m.is_finite() && m > 0.0 => Ok(m),
+        _ => Err(format!(
+            "invalid argument `--soak`: {text:?} is not a positive number of minutes"
+        )),
+    }
+}
+
+/// `cargo xtask reliability --soak MINUTES`: the soak alone, that long.
+///
+/// # Errors
+/// The test binary cannot be started, or Ctrl-C.
+pub fn soak(minutes: f64) -> Result<bool, String> {
+    let seconds = format!("{:.0}", minutes * 60.0);
+    let verdict = run_suite(&SOAK, vec![("LEASEFENCE_SOAK_SECONDS", seconds)])?;
+    Ok(verdict == "passed")
+}
+
+/// Runs one suite with these settings, printing its counts; "passed" or "FAILED".
+fn run_suite(suite: &Suite, settings: Vec<(&str, String)>) -> Result<&'static str, String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "test",
+        "--package",
+        suite.package,
+        "--test",
+        suite.test,
+        "--",
+    ])
+    .args(suite.filter)
+    .arg("--nocapture");
+    let mut shown = vec![];
+    for (var, value) in &settings {
+        cmd.env(var, value);
+        shown.push(format!("{var}={value}"));
+    }
+    println!(
+        "== {} ({}{})",
+        suite.name,
+        suite.test,
+        if shown.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", shown.join(" "))
+        }
+    );
+    let out = process::run(&mut cmd, Duration::from_secs(4 * 3600))?;
+    let counts: Vec<&str> = out.stderr.lines().filter(|l| is_count_line(l)).collect();
+    for line in &counts {
+        println!("   {}", line.trim());
+    }
+    let verdict = if out.success() {
+        "passed"
+    } else {
+        println!("{}", tail(&out.stdout, 30));
+        println!("{}", tail(&out.stderr, 30));
+        "FAILED"
+    };
+    println!("   {verdict} in {:.0?}", out.elapsed);
+    Ok(verdict)
 }
 
 fn tail(text: &str, lines: usize) -> String {

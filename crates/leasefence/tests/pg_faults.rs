@@ -28,12 +28,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasefence::postgres::{Client, NoTls};
 use leasefence::{JobOutcome, NewJob, PgOptions, Store, Worker};
 
 #[path = "support/cluster.rs"]
 mod cluster;
-use cluster::{APP, Cluster, MAX_CONNECTIONS};
+use cluster::{APP, Cluster};
+#[path = "support/server_faults.rs"]
+mod server_faults;
+use server_faults::server_faults;
 
 /// The re-executed child's environment variable: `url\nschema\nname`.
 const CHILD_ENV: &str = "LEASEFENCE_FAULT_CHILD";
@@ -269,9 +271,6 @@ fn enqueuer(url: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(Vec<
     })
 }
 
-/// One fault, provoked on the cluster; returns once it is over.
-type Fault = Box<dyn Fn(&Cluster)>;
-
 /// How many times the whole list of faults is provoked (`LEASEFENCE_PG_FAULT_ROUNDS`, default
 /// 1; the long tier, `cargo xtask reliability`, uses 5).
 fn rounds() -> usize {
@@ -311,104 +310,7 @@ fn pg_faults_under_a_running_workload() {
     eprintln!("pg_faults: every worker process completing jobs after {warmed:?}");
 
     let mut report: Vec<(String, Duration)> = vec![];
-    let faults: Vec<(&str, Fault)> = vec![
-        (
-            "restart (fast)",
-            Box::new(|c: &Cluster| {
-                c.pg_ctl(&["restart", "-m", "fast", "-w", "-t", "60"])
-                    .unwrap();
-            }),
-        ),
-        (
-            "restart (immediate: crash recovery)",
-            Box::new(|c: &Cluster| {
-                c.pg_ctl(&["restart", "-m", "immediate", "-w", "-t", "60"])
-                    .unwrap();
-            }),
-        ),
-        (
-            "pg_terminate_backend of every worker session",
-            Box::new(|c: &Cluster| {
-                let n = c.terminate_app_sessions();
-                assert!(n >= PROCESSES, "only {n} worker sessions to terminate");
-            }),
-        ),
-        (
-            "SIGKILL of one backend (the postmaster resets every session)",
-            Box::new(|c: &Cluster| {
-                let pid = *c.app_pids().first().expect("a worker session");
-                let status = Command::new("kill")
-                    .args(["-KILL", &pid.to_string()])
-                    .status()
-                    .unwrap();
-                assert!(status.success(), "kill -KILL {pid}");
-                wait_accepting(c);
-            }),
-        ),
-        (
-            "lock timeouts (the jobs table locked for 3 s)",
-            Box::new(|c: &Cluster| {
-                let mut holder = c.admin();
-                holder
-                    .batch_execute(&format!(
-                        "BEGIN; LOCK TABLE {SCHEMA}.jobs IN ACCESS EXCLUSIVE MODE"
-                    ))
-                    .unwrap();
-                std::thread::sleep(Duration::from_secs(3));
-                holder.batch_execute("COMMIT").unwrap();
-            }),
-        ),
-        (
-            "statement_timeout (50 ms, with the jobs table locked for 3 s)",
-            Box::new(|c: &Cluster| {
-                let mut admin = c.admin();
-                admin
-                    .batch_execute(&format!("ALTER ROLE {APP} SET statement_timeout = '50ms'"))
-                    .unwrap();
-                // New sessions take the setting: end the old ones.
-                c.terminate_app_sessions();
-                std::thread::sleep(Duration::from_millis(500));
-                let mut holder = c.admin();
-                holder
-                    .batch_execute(&format!(
-                        "BEGIN; LOCK TABLE {SCHEMA}.jobs IN ACCESS EXCLUSIVE MODE"
-                    ))
-                    .unwrap();
-                std::thread::sleep(Duration::from_secs(3));
-                holder.batch_execute("COMMIT").unwrap();
-                admin
-                    .batch_execute(&format!("ALTER ROLE {APP} RESET statement_timeout"))
-                    .unwrap();
-                c.terminate_app_sessions();
-            }),
-        ),
-        (
-            "out of connections (every slot taken for 3 s, worker sessions ended)",
-            Box::new(|c: &Cluster| {
-                let mut fillers = vec![];
-                c.terminate_app_sessions();
-                while let Ok(client) = Client::connect(&c.url(APP), NoTls) {
-                    fillers.push(client);
-                    assert!(fillers.len() <= MAX_CONNECTIONS, "no connection limit");
-                }
-                assert!(!fillers.is_empty(), "no connection could be taken");
-                // Whatever reconnected meanwhile is ended too: every worker now meets a full
-                // server.
-                let mut admin = c.admin();
-                let mine: Vec<i32> = fillers.iter_mut().map(backend_pid).collect();
-                admin
-                    .execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                         WHERE usename = $1 AND NOT (pid = ANY($2))",
-                        &[&APP, &mine],
-                    )
-                    .unwrap();
-                drop(admin);
-                std::thread::sleep(Duration::from_secs(3));
-                drop(fillers);
-            }),
-        ),
-    ];
+    let faults = server_faults(SCHEMA, PROCESSES);
     let rounds = rounds();
     for round in 1..=rounds {
         for (name, fault) in &faults {
@@ -517,23 +419,4 @@ fn pg_faults_under_a_running_workload() {
         cluster.log()
     );
     assert!(!seen.done.is_empty());
-}
-
-fn backend_pid(client: &mut Client) -> i32 {
-    client
-        .query_one("SELECT pg_backend_pid()", &[])
-        .unwrap()
-        .get(0)
-}
-
-/// Waits until the server accepts connections again (after the postmaster's reset).
-fn wait_accepting(c: &Cluster) {
-    let since = Instant::now();
-    while Client::connect(&c.url("postgres"), NoTls).is_err() {
-        assert!(
-            since.elapsed() < Duration::from_secs(60),
-            "the server did not come back"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
