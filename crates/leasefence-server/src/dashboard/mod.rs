@@ -37,6 +37,7 @@ mod actions;
 mod chart;
 mod job;
 mod pages;
+mod search;
 mod view;
 
 /// What the dashboard keeps beside the store: the sessions, and its settings.
@@ -73,7 +74,7 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
         .route("/dashboard", get(pages::overview))
         .route("/dashboard/", get(pages::overview))
         .route("/dashboard/live", get(pages::live))
-        .route("/dashboard/jobs", get(pages::jobs))
+        .route("/dashboard/jobs", get(search::jobs))
         .route("/dashboard/jobs/{id}", get(job::job))
         .route("/dashboard/jobs/{id}/payload", get(job::payload))
         .route("/dashboard/jobs/{id}/result", get(job::result))
