@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasefence::{AnyStore, NewJob, Store};
+use leasefence::{AnyStore, NewJob, Now, Store};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
@@ -268,7 +268,12 @@ fn growth(samples: &[Sample], length: f64, pick: fn(&Sample) -> f64) -> (f64, f6
     (settled, end, end / settled)
 }
 
-/// Enqueues `prefix`-numbered jobs in tens until `stop`; the acknowledged ids.
+/// The most unfinished jobs an enqueuer lets a backend hold: the stream follows what the
+/// workers finish, so the backlog stays bounded however slow the machine is.
+const BACKLOG: u64 = 200;
+
+/// Enqueues `prefix`-numbered jobs in tens until `stop`, while the backend holds fewer than
+/// [`BACKLOG`] unfinished jobs; the acknowledged ids, and how many calls failed.
 fn enqueuer(
     db: String,
     prefix: &'static str,
@@ -288,6 +293,14 @@ fn enqueuer(
                 errors += 1;
                 continue;
             };
+            match s.stats(Now::system()) {
+                Ok(st) if st.ready + st.leased + st.expired + st.retrying >= BACKLOG => continue,
+                Ok(_) => {}
+                Err(_) => {
+                    errors += 1;
+                    continue;
+                }
+            }
             let batch: Vec<NewJob> = (0..10)
                 .map(|k| NewJob::new(format!("{prefix}{:07}", next + k)).unwrap())
                 .collect();

@@ -249,4 +249,3 @@ pub(crate) async fn jobs(
     };
     Ok(render(&page))
 }
-
