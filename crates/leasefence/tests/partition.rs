@@ -21,7 +21,7 @@ use leasefence::{JobOutcome, NewJob, PgOptions, Resource, Store, Worker};
 
 #[path = "support/cluster.rs"]
 mod cluster;
-use cluster::{APP, Cluster};
+use cluster::{APP, Cluster, ci};
 
 /// The child's environment variable: `url\nschema\nname\nfolder`.
 const CHILD_ENV: &str = "LEASEFENCE_PARTITION_CHILD";
@@ -31,10 +31,6 @@ const TTL: f64 = 3.0;
 /// How long a call may go unanswered by the network (`PgOptions::network_timeout`).
 const NETWORK_TIMEOUT: Duration = Duration::from_secs(2);
 const PATIENCE: Duration = Duration::from_secs(20);
-
-fn ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-}
 
 fn run(args: &[&str]) -> Result<(), String> {
     let out = Command::new(args[0])

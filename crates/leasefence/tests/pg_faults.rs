@@ -280,19 +280,10 @@ fn rounds() -> usize {
         .unwrap_or(1)
 }
 
-fn ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-}
-
 #[test]
 fn pg_faults_under_a_running_workload() {
-    let cluster = match Cluster::start() {
-        Ok(cluster) => cluster,
-        Err(why) if !ci() => {
-            eprintln!("skipped: a private PostgreSQL cluster cannot be made here: {why}");
-            return;
-        }
-        Err(why) => panic!("CI is set, and a private PostgreSQL cluster cannot be made: {why}"),
+    let Some(cluster) = Cluster::start_or_skip() else {
+        return;
     };
     let url = cluster.url(APP);
     // Creates the schema and its tables, owned by the workers' role.

@@ -29,10 +29,24 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Makes and starts the cluster, or says why it cannot be made here.
     /// Makes and starts a cluster listening on 127.0.0.1; see [`Cluster::start_with`].
     pub fn start() -> Result<Cluster, String> {
         Self::start_with(&[], &[])
+    }
+
+    /// [`Cluster::start`] for a test: `None` (after printing why) where no cluster can be made
+    /// here, except with `CI` set, where that fails the test instead.
+    pub fn start_or_skip() -> Option<Cluster> {
+        match Self::start() {
+            Ok(cluster) => Some(cluster),
+            Err(why) if !ci() => {
+                eprintln!("skipped: a private PostgreSQL cluster cannot be made here: {why}");
+                None
+            }
+            Err(why) => {
+                panic!("CI is set, and a private PostgreSQL cluster cannot be made: {why}")
+            }
+        }
     }
 
     /// Makes and starts the cluster, also listening on `addresses` and trusting the clients
@@ -214,6 +228,11 @@ fn server_bin() -> Option<PathBuf> {
         .collect();
     found.sort();
     found.pop().map(|(_, bin)| bin)
+}
+
+/// Whether `CI` is set (and not empty).
+pub fn ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
 }
 
 fn is_root() -> bool {
