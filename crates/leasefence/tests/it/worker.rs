@@ -9,7 +9,7 @@
 //! say why they are SQLite-only.
 
 use std::error::Error as StdError;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -786,11 +786,16 @@ mod heartbeat {
         hold_release: bool,
         /// `fail` calls.
         fails: usize,
+        /// How many jobs each `claim_batch_in` asked for, in call order.
+        asked: Vec<usize>,
+        /// How long every `complete_lease` and `complete_batch` takes before it reaches the
+        /// database: a store slow to commit.
+        slow_commit: Duration,
     }
 
     /// Shared by every store of one worker: what the next renewal meets, and what was asked.
     #[derive(Default)]
-    struct Ctl {
+    pub(super) struct Ctl {
         state: Mutex<CtlState>,
         cv: Condvar,
     }
@@ -801,6 +806,19 @@ mod heartbeat {
         }
         fn batches(&self) -> Vec<usize> {
             self.state.lock().unwrap().batches.clone()
+        }
+        /// How many jobs each claim asked for, in call order.
+        pub(super) fn asked(&self) -> Vec<usize> {
+            self.state.lock().unwrap().asked.clone()
+        }
+        /// Makes every completion take `d` before it reaches the database.
+        pub(super) fn slow_commit(&self, d: Duration) {
+            self.state.lock().unwrap().slow_commit = d;
+        }
+        /// Holds the calling thread for the configured commit time (the lock not held).
+        fn commit_delay(&self) {
+            let d = self.state.lock().unwrap().slow_commit;
+            std::thread::sleep(d);
         }
         fn renews(&self) -> usize {
             self.state.lock().unwrap().renews
@@ -829,7 +847,7 @@ mod heartbeat {
 
     /// A store that forwards everything to `inner`, except that a `renew_batch` can be made to
     /// meet a busy database or to block, as the case's [`Ctl`] says.
-    struct Stall<S> {
+    pub(super) struct Stall<S> {
         inner: S,
         ctl: Arc<Ctl>,
     }
@@ -885,6 +903,7 @@ mod heartbeat {
             ttl: Ttl,
             n: leasefence::BatchSize,
         ) -> Result<Vec<Lease>, Error> {
+            self.ctl.state.lock().unwrap().asked.push(n.get());
             self.inner.claim_batch_in(queues, o, now, ttl, n)
         }
         fn pause(&self, queue: &leasefence::Queue) -> Result<bool, Error> {
@@ -968,9 +987,11 @@ mod heartbeat {
             self.inner.database_now()
         }
         fn complete_lease(&self, l: &Lease, now: Now, r: &str) -> Result<bool, Error> {
+            self.ctl.commit_delay();
             self.inner.complete_lease(l, now, r)
         }
         fn complete_batch(&self, c: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>, Error> {
+            self.ctl.commit_delay();
             self.inner.complete_batch(c, now)
         }
         fn release_lease(&self, l: &Lease) -> Result<bool, Error> {
@@ -1012,7 +1033,7 @@ mod heartbeat {
 
     /// A worker like [`worker`] whose stores are [`Stall`]s sharing `ctl`, with `n` threads
     /// (one lease each) and a ttl of 30: every lease is due at 10, 20, … on the clock.
-    fn stalling<B: Bench>(
+    pub(super) fn stalling<B: Bench>(
         t: &B,
         clock: &ManualClock,
         ctl: &Arc<Ctl>,
@@ -2342,6 +2363,59 @@ mod batches {
         t.open().enqueue_many(&jobs).unwrap();
     }
 
+    worker_case!(
+        /// The next claim is sized by how long the handlers ran, not by how long the store took
+        /// to commit their results: a store slow to commit (30 ms a completion) must not keep
+        /// quick handlers at one job, and one commit, per claim.
+        fn a_slow_commit_does_not_keep_quick_handlers_at_one_job_per_claim(t) {
+        let db = t.db();
+        let all = ids(20);
+        enqueue(t, &all);
+        let clock = ManualClock::new(100.0);
+        let ctl = Arc::new(super::heartbeat::Ctl::default());
+        ctl.slow_commit(Duration::from_millis(30));
+        let stats = super::heartbeat::stalling(t, &clock, &ctl, 1)
+            .drain(true)
+            .build(|ctx| Ok(format!("ok {}", ctx.job_id())))
+            .unwrap()
+            .run_drained();
+        assert_eq!((stats.claimed, stats.completed), (20, 20));
+        // The first claim takes one job; its handler ran for microseconds, so the next asks
+        // for the whole default batch of 32, which holds the other 19.
+        assert_eq!(ctl.asked()[..2], [1, 32], "{:?}", ctl.asked());
+        for id in &all {
+            let row = db.row(id).unwrap();
+            assert_eq!((row.done, row.fence), (1, 1), "{row:?}");
+            assert_eq!(row.result, Some(format!("ok {id}")));
+        }
+        }
+    );
+
+    worker_case!(
+        /// A handler that works longer than the batch window (20 ms here, the window is 10 ms)
+        /// keeps every claim at one job: a claimed job never waits behind another's work.
+        fn slow_handlers_are_claimed_one_job_at_a_time(t) {
+        let all = ids(4);
+        enqueue(t, &all);
+        let clock = ManualClock::new(100.0);
+        let ctl = Arc::new(super::heartbeat::Ctl::default());
+        let stats = super::heartbeat::stalling(t, &clock, &ctl, 1)
+            .drain(true)
+            .build(|ctx| {
+                // The handler's own work: 20 ms of it.
+                std::thread::sleep(Duration::from_millis(20));
+                Ok(format!("ok {}", ctx.job_id()))
+            })
+            .unwrap()
+            .run_drained();
+        assert_eq!((stats.claimed, stats.completed), (4, 4));
+        // Four claims of one job each, then those that find the queue empty (until the
+        // worker sees it drained): every one asks for a single job.
+        let asked = ctl.asked();
+        assert!(asked.len() > 4 && asked.iter().all(|&n| n == 1), "{asked:?}");
+        }
+    );
+
     /// The unfinished leases of the handler's own thread, read through its own store: the
     /// running job, the ones queued behind it and the results waiting to be written.
     fn held_by<S: Store>(ctx: &leasefence::JobContext<'_, S>) -> Vec<String> {
@@ -2407,11 +2481,18 @@ mod batches {
         let (open_gate, gate) = Gate::new();
         let (tx, started) = channel();
         let tx = Mutex::new(Some(tx));
+        let first = AtomicBool::new(true);
         let (handle, run) = spawn(
             worker(t, &clock, "b")
                 .ttl(3.0)
                 .drain(true)
                 .build(move |ctx| {
+                    // The first claim is one job; its handler returns at once, so the next
+                    // claim is sized by microseconds of handler time: a batch, however slow
+                    // the store is to answer.
+                    if first.swap(false, Ordering::SeqCst) {
+                        return Ok("ok".to_string());
+                    }
                     // The first job with others queued behind it is held for a long time.
                     let behind = queued_behind(ctx);
                     if !behind.is_empty()
@@ -2467,8 +2548,14 @@ mod batches {
         let inside = handle.clone();
         let stopped_at: Arc<OnceLock<(String, Vec<String>)>> = Arc::new(OnceLock::new());
         let record = stopped_at.clone();
+        let first = AtomicBool::new(true);
         let worker = worker(t, &clock, "b")
             .build(move |ctx| {
+                // The first claim is one job; its handler returns at once, so the next claim
+                // is sized by microseconds of handler time: a batch, however slow the store.
+                if first.swap(false, Ordering::SeqCst) {
+                    return Ok("ok".to_string());
+                }
                 // Stop at the first job with others queued behind it in its batch.
                 let behind = queued_behind(ctx);
                 if !behind.is_empty() && record.set((ctx.job_id().to_owned(), behind)).is_ok() {
