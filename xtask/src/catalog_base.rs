@@ -4,6 +4,12 @@
 //! `docs/worksheet.md` shows); when none of those inputs changed since that commit, the run is
 //! not repeated — only the catalog's static check is (every `find` applies exactly once).
 //!
+//! Each entry is also judged on its own: a run that kills an entry as predicted on a committed
+//! tree records that commit as the entry's verdict in `mutants/catalog.verdicts.json` (see
+//! `verdicts`), and the entry's change is then measured from there instead of from the base.
+//! So a run of the entries one change concerns, committed with it, spares the next CI run
+//! those entries.
+//!
 //! When something changed, [`since_base`] says which entries its change can concern, and CI
 //! runs those (the whole catalog is the long tier, `cargo xtask mutants --record-base`):
 //! - an entry whose `file` (or an `also` edit's file) changed, or that is new or changed in
@@ -24,8 +30,10 @@
 //! another file's code does is caught by that file's entries only at the next full run, which
 //! is why `--record-base` stays the measure of the whole catalog.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::catalog::Mutant;
 use crate::git::{git, is_hex_commit};
 
 /// The file holding the base commit (40 hex digits; `#` lines are comments).
@@ -50,22 +58,101 @@ pub enum SinceBase {
     All(String),
 }
 
-/// Which entries the change since the recorded base concerns (the working tree compared,
-/// uncommitted changes included); see the module's rules.
+/// Which entries the change since their verdicts concerns (the working tree compared,
+/// uncommitted changes included); see the module's rules. An entry's reference is its own
+/// verdict in `mutants/catalog.verdicts.json` when that was given to the entry as it is now
+/// (same fingerprint) at a commit this clone knows; otherwise the full run's base.
 ///
 /// # Errors
-/// A malformed base file or catalog, or git failing.
+/// A malformed base file, verdicts file or catalog, or git failing.
 pub fn since_base(root: &Path, catalog: &crate::catalog::Catalog) -> Result<SinceBase, String> {
-    let changed = match changed_since_base(root)? {
-        Changed::NoBase(why) => return Ok(SinceBase::All(why)),
-        Changed::Paths(paths, _) if paths.is_empty() => return Ok(SinceBase::Stands),
-        Changed::Paths(paths, base) => (paths, base),
-    };
-    let (paths, base) = changed;
+    let verdicts = crate::verdicts::load(root)?;
+    let base = base_commit(root)?;
+    let mut by_reference: BTreeMap<String, Vec<&Mutant>> = BTreeMap::new();
+    let mut unjudged: Vec<&Mutant> = Vec::new();
+    for m in &catalog.mutant {
+        let own = verdicts
+            .get(&m.id)
+            .filter(|v| v.fingerprint == m.fingerprint() && is_hex_commit(&v.commit))
+            .filter(|v| known_commit(root, &v.commit));
+        match (own, &base) {
+            (Some(v), _) => by_reference.entry(v.commit.clone()).or_default().push(m),
+            (None, Ok(base)) => by_reference.entry(base.clone()).or_default().push(m),
+            (None, Err(_)) => unjudged.push(m),
+        }
+    }
+    if let Err(why) = &base
+        && unjudged.len() == catalog.mutant.len()
+    {
+        return Ok(SinceBase::All(why.clone()));
+    }
+    let mut chosen: BTreeSet<&str> = unjudged.iter().map(|m| m.id.as_str()).collect();
+    let mut reasons = Vec::new();
+    if let Err(why) = &base
+        && !unjudged.is_empty()
+    {
+        reasons.push(format!(
+            "{} entries have no verdict and {why}",
+            unjudged.len()
+        ));
+    }
+    for (reference, entries) in &by_reference {
+        let short = &reference[..reference.len().min(7)];
+        match changed_paths(root, reference)? {
+            Err(why) => {
+                chosen.extend(entries.iter().map(|m| m.id.as_str()));
+                reasons.push(format!(
+                    "all {} entries judged at {short}: {why}",
+                    entries.len()
+                ));
+            }
+            Ok(paths) if paths.is_empty() => {}
+            Ok(paths) => {
+                let concerned = concerned(root, reference, &paths, entries);
+                if !concerned.is_empty() {
+                    reasons.push(format!(
+                        "{} of the {} entries judged at {short} ({} input file{} changed since: {})",
+                        concerned.len(),
+                        entries.len(),
+                        paths.len(),
+                        if paths.len() == 1 { "" } else { "s" },
+                        paths.join(", ")
+                    ));
+                }
+                chosen.extend(concerned);
+            }
+        }
+    }
+    if chosen.is_empty() {
+        return Ok(SinceBase::Stands);
+    }
+    let ids: Vec<String> = catalog
+        .mutant
+        .iter()
+        .filter(|m| chosen.contains(m.id.as_str()))
+        .map(|m| m.id.clone())
+        .collect();
+    let why = format!(
+        "running the {} entr{} a change concerns: {}",
+        ids.len(),
+        if ids.len() == 1 { "y" } else { "ies" },
+        reasons.join("; ")
+    );
+    Ok(SinceBase::Entries(ids, why))
+}
+
+/// Of `entries`, all judged at `reference`, those that the change of `paths` since then
+/// concerns, by the module's rules.
+fn concerned<'c>(
+    root: &Path,
+    reference: &str,
+    paths: &[String],
+    entries: &[&'c Mutant],
+) -> Vec<&'c str> {
     const IT: &str = "crates/leasefence/tests/it/";
     let shared = |p: &str| p == "crates/leasefence/tests/it/common.rs";
-    if let Some(p) = paths.iter().find(|p| shared(p)) {
-        return Ok(SinceBase::All(format!("{p} changed since the base {base}")));
+    if paths.iter().any(|p| shared(p)) {
+        return entries.iter().map(|m| m.id.as_str()).collect();
     }
     let modules: Vec<String> = paths
         .iter()
@@ -78,11 +165,11 @@ pub fn since_base(root: &Path, catalog: &crate::catalog::Catalog) -> Result<Sinc
         .collect();
     let old: Option<crate::catalog::Catalog> = git(
         root,
-        &["show", &format!("{base}:{}", crate::catalog::CATALOG)],
+        &["show", &format!("{reference}:{}", crate::catalog::CATALOG)],
     )
     .ok()
     .and_then(|text| toml::from_str(&text).ok());
-    let same_as_before = |m: &crate::catalog::Mutant| {
+    let same_as_before = |m: &Mutant| {
         old.as_ref().is_some_and(|old| {
             old.mutant.iter().any(|o| {
                 o.id == m.id
@@ -95,8 +182,7 @@ pub fn since_base(root: &Path, catalog: &crate::catalog::Catalog) -> Result<Sinc
             })
         })
     };
-    let ids: Vec<String> = catalog
-        .mutant
+    entries
         .iter()
         .filter(|m| {
             paths.contains(&m.file)
@@ -110,38 +196,17 @@ pub fn since_base(root: &Path, catalog: &crate::catalog::Catalog) -> Result<Sinc
                         .any(|module| t.split("::").next() == Some(module))
                 })
         })
-        .map(|m| m.id.clone())
-        .collect();
-    let why = format!(
-        "{} input file{} changed since the base {base} ({}); running the {} entr{} they concern",
-        paths.len(),
-        if paths.len() == 1 { "" } else { "s" },
-        paths.join(", "),
-        ids.len(),
-        if ids.len() == 1 { "y" } else { "ies" }
-    );
-    Ok(if ids.is_empty() {
-        SinceBase::Stands
-    } else {
-        SinceBase::Entries(ids, why)
-    })
+        .map(|m| m.id.as_str())
+        .collect()
 }
 
-/// The inputs changed since the base, or why there is no usable base.
-enum Changed {
-    NoBase(String),
-    Paths(Vec<String>, String),
+/// Whether this clone has `commit`.
+fn known_commit(root: &Path, commit: &str) -> bool {
+    git(root, &["cat-file", "-e", &format!("{commit}^{{commit}}")]).is_ok()
 }
 
-fn changed_since_base(root: &Path) -> Result<Changed, String> {
-    match full_run_needed_paths(root)? {
-        Err(why) => Ok(Changed::NoBase(why)),
-        Ok((paths, base)) => Ok(Changed::Paths(paths, base)),
-    }
-}
-
-/// The changed input paths and the base, or (`Err`) why there is no usable base.
-fn full_run_needed_paths(root: &Path) -> Result<Result<(Vec<String>, String), String>, String> {
+/// The full run's base commit, or (`Err`) why there is no usable one.
+fn base_commit(root: &Path) -> Result<Result<String, String>, String> {
     let path = root.join(BASE_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -162,11 +227,18 @@ fn full_run_needed_paths(root: &Path) -> Result<Result<(Vec<String>, String), St
             "{BASE_FILE}: `{base}` is not a full commit hash (40 hex digits)"
         ));
     }
-    if git(root, &["cat-file", "-e", &format!("{base}^{{commit}}")]).is_err() {
+    if !known_commit(root, base) {
         return Ok(Err(format!(
             "the recorded base {base} is unknown to this clone"
         )));
     }
+    Ok(Ok(base.to_owned()))
+}
+
+/// The input paths changed since `base` (the working tree and untracked files included), or
+/// (`Err`) why every verdict given at `base` is void (a locked dependency of the library
+/// changed).
+fn changed_paths(root: &Path, base: &str) -> Result<Result<Vec<String>, String>, String> {
     let mut args = vec!["diff", "--name-only", base, "--"];
     args.extend(INPUTS);
     let changed = git(root, &args)?;
@@ -182,15 +254,11 @@ fn full_run_needed_paths(root: &Path) -> Result<Result<(Vec<String>, String), St
     if changed.contains(&"Cargo.lock") {
         match lock_change_outside_library(root, base) {
             Ok(true) => {
-                println!(
-                    "catalog base: Cargo.lock changed since {base}, but no package the library \
-                     or its tests built with then is locked differently"
-                );
                 changed.retain(|path| *path != "Cargo.lock");
             }
             Ok(false) => {
                 return Ok(Err(format!(
-                    "Cargo.lock changed a package the library builds with since the base {base}"
+                    "Cargo.lock changed a package the library builds with since {base}"
                 )));
             }
             Err(why) => {
@@ -201,7 +269,7 @@ fn full_run_needed_paths(root: &Path) -> Result<Result<(Vec<String>, String), St
     let mut paths: Vec<String> = changed.iter().map(|p| (*p).to_owned()).collect();
     paths.sort();
     paths.dedup();
-    Ok(Ok((paths, base.to_owned())))
+    Ok(Ok(paths))
 }
 
 /// Whether every package of the library's dependency closure — what `cargo tree` says
@@ -284,16 +352,14 @@ fn lock_change_outside_library(root: &Path, base: &str) -> Result<bool, String> 
 /// # Errors
 /// Uncommitted inputs, git failing, or I/O.
 pub fn record(root: &Path) -> Result<String, String> {
-    let mut args = vec!["status", "--porcelain", "--"];
-    args.extend(INPUTS);
-    let dirty = git(root, &args)?;
-    if !dirty.trim().is_empty() {
-        return Err(format!(
-            "not recording a base: the run judged uncommitted changes ({})",
-            dirty.lines().next().unwrap_or_default().trim()
-        ));
-    }
-    let head = git(root, &["rev-parse", "HEAD"])?.trim().to_string();
+    let head = match committed_head(root)? {
+        Ok(head) => head,
+        Err(dirty) => {
+            return Err(format!(
+                "not recording a base: the run judged uncommitted changes ({dirty})"
+            ));
+        }
+    };
     let text = format!(
         "# The commit of the last full `cargo xtask mutants` run that killed every catalog entry\n\
          # as predicted (docs/worksheet.md shows its observations). `cargo xtask mutants\n\
@@ -304,4 +370,56 @@ pub fn record(root: &Path) -> Result<String, String> {
     let path = root.join(BASE_FILE);
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(head)
+}
+
+/// HEAD, when every input is as HEAD has it (a run then judges that commit); otherwise
+/// (`Err`) the first input that differs.
+///
+/// # Errors
+/// git failing.
+pub fn committed_head(root: &Path) -> Result<Result<String, String>, String> {
+    let mut args = vec!["status", "--porcelain", "--"];
+    args.extend(INPUTS);
+    let dirty = git(root, &args)?;
+    if let Some(first) = dirty.lines().map(str::trim).find(|l| !l.is_empty()) {
+        return Ok(Err(first.to_owned()));
+    }
+    Ok(Ok(git(root, &["rev-parse", "HEAD"])?.trim().to_string()))
+}
+
+/// For each entry with a standing verdict, the commit it was judged at: its own verdict in
+/// `mutants/catalog.verdicts.json` for the entry as it is now, or else the full run's base,
+/// when the entry was the same there (same fingerprint). Entries with neither are absent.
+///
+/// # Errors
+/// A malformed base or verdicts file, or git failing.
+pub fn judged_at(
+    root: &Path,
+    catalog: &crate::catalog::Catalog,
+) -> Result<BTreeMap<String, String>, String> {
+    let verdicts = crate::verdicts::load(root)?;
+    let base = base_commit(root)?.ok();
+    let at_base: Option<crate::catalog::Catalog> = base.as_ref().and_then(|base| {
+        git(
+            root,
+            &["show", &format!("{base}:{}", crate::catalog::CATALOG)],
+        )
+        .ok()
+        .and_then(|text| toml::from_str(&text).ok())
+    });
+    let mut judged = BTreeMap::new();
+    for m in &catalog.mutant {
+        let print = m.fingerprint();
+        if let Some(v) = verdicts.get(&m.id).filter(|v| v.fingerprint == print) {
+            judged.insert(m.id.clone(), v.commit.clone());
+        } else if let (Some(base), Some(old)) = (&base, &at_base)
+            && old
+                .mutant
+                .iter()
+                .any(|o| o.id == m.id && o.fingerprint() == print)
+        {
+            judged.insert(m.id.clone(), base.clone());
+        }
+    }
+    Ok(judged)
 }

@@ -37,6 +37,7 @@ mod python;
 mod reliability;
 mod results;
 mod suite;
+mod verdicts;
 mod worksheet;
 
 use std::path::PathBuf;

@@ -125,7 +125,9 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
             SinceBase::Stands => {
                 println!(
                     "catalog: neither the library, its tests, Cargo.lock nor the catalog changed \
-                     since the full run recorded in {}; its verdicts stand (docs/worksheet.md)",
+                     in a way that concerns an entry since its verdict ({}, or the full run in \
+                     {}); the verdicts stand (docs/worksheet.md)",
+                    crate::verdicts::VERDICTS_FILE,
                     crate::catalog_base::BASE_FILE
                 );
                 return Ok(true);
@@ -237,6 +239,18 @@ fn run_in_scratch(
     let logs = target_dir.join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
     let mut results = load_results(target_dir);
+    // Verdicts name a commit: recorded only when the judged tree is exactly HEAD's.
+    let mut verdicts = crate::verdicts::load(root)?;
+    let judged_commit = match crate::catalog_base::committed_head(root)? {
+        Ok(head) => Some(head),
+        Err(dirty) => {
+            println!(
+                "verdicts: not recorded in {} (the tree differs from HEAD: {dirty})\n",
+                crate::verdicts::VERDICTS_FILE
+            );
+            None
+        }
+    };
     let mut bad = Vec::new();
     let total = selected.len();
     for (i, m) in selected.iter().enumerate() {
@@ -248,6 +262,17 @@ fn run_in_scratch(
         println!("{}", verdict_line(m, &record));
         if !record.as_predicted() {
             bad.push(m.id.clone());
+            // A verdict stands only while the entry is killed as predicted.
+            if verdicts.remove(&m.id).is_some() {
+                crate::verdicts::save(root, &verdicts)?;
+            }
+        } else if let Some(commit) = &judged_commit {
+            let verdict = crate::verdicts::Verdict {
+                commit: commit.clone(),
+                fingerprint: m.fingerprint(),
+            };
+            verdicts.insert(m.id.clone(), verdict);
+            crate::verdicts::save(root, &verdicts)?;
         }
         results.insert(m.id.clone(), record);
         // Saved after every mutant: an interrupted run keeps what it observed.

@@ -5,6 +5,10 @@ use std::path::{Path, PathBuf};
 use crate::catalog::{Catalog, Mutant};
 use crate::results::{Record, Results, Status};
 
+/// The commit at which each entry with a standing verdict was killed as predicted (see
+/// [`crate::catalog_base::judged_at`]): shown for an entry this checkout has no observation of.
+pub type Judged = std::collections::BTreeMap<String, String>;
+
 /// Where the worksheet is written, relative to the workspace root.
 pub const WORKSHEET: &str = "docs/worksheet.md";
 
@@ -14,7 +18,8 @@ pub const WORKSHEET: &str = "docs/worksheet.md";
 /// I/O failures.
 pub fn write(root: &Path, catalog: &Catalog, results: &Results) -> Result<PathBuf, String> {
     let path = root.join(WORKSHEET);
-    std::fs::write(&path, render(catalog, results))
+    let judged = crate::catalog_base::judged_at(root, catalog)?;
+    std::fs::write(&path, render(catalog, results, &judged))
         .map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(path)
 }
@@ -68,7 +73,7 @@ pub fn check(root: &Path, catalog: &Catalog) -> Result<Vec<String>, String> {
 const NOT_OBSERVED: &str = "not observed yet";
 
 /// The worksheet's text. Deterministic: no times, no paths.
-pub fn render(catalog: &Catalog, results: &Results) -> String {
+pub fn render(catalog: &Catalog, results: &Results, judged: &Judged) -> String {
     let mut out = String::new();
     let w = &mut out;
     line(
@@ -102,16 +107,32 @@ pub fn render(catalog: &Catalog, results: &Results) -> String {
     );
     line(w, "");
     let total = catalog.mutant.len();
-    let killed = catalog
+    let seen = catalog
         .mutant
         .iter()
         .filter(|m| observed(m, results).is_some_and(Record::as_predicted))
         .count();
+    let by_verdict = catalog
+        .mutant
+        .iter()
+        .filter(|m| observed(m, results).is_none() && judged.contains_key(&m.id))
+        .count();
+    let killed = seen + by_verdict;
+    let sources = if by_verdict == 0 {
+        String::new()
+    } else {
+        format!(
+            "{seen} in the observations below, {by_verdict} by the verdicts recorded for them \
+             (`{}`, or the full run in `{}`), whose observations that run printed; ",
+            crate::verdicts::VERDICTS_FILE,
+            crate::catalog_base::BASE_FILE
+        )
+    };
     line(
         w,
         &format!(
             "Last observed: **{killed} of {total}** catalog mutants killed as predicted \
-             ({} entries in all: the eight below, {} more per step, {} for the queue's \
+             ({sources}{} entries in all: the eight below, {} more per step, {} for the queue's \
              operations, {} cross-cutting).",
             total,
             catalog
@@ -145,7 +166,7 @@ pub fn render(catalog: &Catalog, results: &Results) -> String {
                 step.operation,
                 cell(&change_summary(seed)),
                 cell(&seed.prediction),
-                cell(&observation(seed, results))
+                cell(&observation(seed, results, judged))
             ),
         );
     }
@@ -174,7 +195,7 @@ pub fn render(catalog: &Catalog, results: &Results) -> String {
                 &format!(
                     "| {} | {} |",
                     cell(&seed.prediction),
-                    cell(&observation(seed, results))
+                    cell(&observation(seed, results, judged))
                 ),
             );
             line(
@@ -206,7 +227,7 @@ pub fn render(catalog: &Catalog, results: &Results) -> String {
         if !more.is_empty() {
             line(w, &format!("Further mutants of step {}:", step.number));
             line(w, "");
-            mutant_table(w, &more, results);
+            mutant_table(w, &more, results, judged);
             line(w, "");
         }
     }
@@ -248,7 +269,7 @@ pub fn render(catalog: &Catalog, results: &Results) -> String {
                             .is_some_and(|o| o.name == op.name)
                 })
                 .collect();
-            mutant_table(w, &mutants, results);
+            mutant_table(w, &mutants, results, judged);
             line(w, "");
         }
     }
@@ -263,7 +284,7 @@ pub fn render(catalog: &Catalog, results: &Results) -> String {
              write goes through.",
         );
         line(w, "");
-        mutant_table(w, &cross, results);
+        mutant_table(w, &cross, results, judged);
         line(w, "");
     }
 
@@ -336,8 +357,12 @@ fn observed<'r>(m: &Mutant, results: &'r Results) -> Option<&'r Record> {
         .filter(|r| r.fingerprint == m.fingerprint())
 }
 
-fn observation(m: &Mutant, results: &Results) -> String {
+fn observation(m: &Mutant, results: &Results, judged: &Judged) -> String {
     let Some(r) = observed(m, results) else {
+        if let Some(commit) = judged.get(&m.id) {
+            let short = &commit[..commit.len().min(7)];
+            return format!("killed as predicted in the run at `{short}`");
+        }
         return format!("{NOT_OBSERVED} (run `cargo xtask mutants`)");
     };
     let predicted = m.killed_by.len();
@@ -415,7 +440,7 @@ fn failed_summary(m: &Mutant, r: &Record) -> String {
     text
 }
 
-fn mutant_table(w: &mut String, mutants: &[&Mutant], results: &Results) {
+fn mutant_table(w: &mut String, mutants: &[&Mutant], results: &Results, judged: &Judged) {
     line(w, "| id | change | prediction | observed |");
     line(w, "|---|---|---|---|");
     for m in mutants {
@@ -426,7 +451,7 @@ fn mutant_table(w: &mut String, mutants: &[&Mutant], results: &Results) {
                 m.id,
                 cell(&change_summary(m)),
                 cell(&m.prediction),
-                cell(&observation(m, results))
+                cell(&observation(m, results, judged))
             ),
         );
     }
