@@ -7,8 +7,9 @@
 //!   [--full] [--keep-scratch]`:
 //!   the hand-written mutation catalog `mutants/catalog.toml`, each entry applied to a scratch
 //!   copy of the tree and judged by the integration tests; a full run rewrites
-//!   `docs/worksheet.md`. `--since-base` (CI) skips the run when neither the library, its tests,
-//!   `Cargo.lock` nor the catalog changed since the commit in `mutants/catalog.base`;
+//!   `docs/worksheet.md`. `--since-base` (CI) runs only the entries a change concerns since
+//!   each entry's verdict (`mutants/catalog.verdicts.json`: the commit a run on a committed
+//!   tree last killed it at) or else since the full run in `mutants/catalog.base`;
 //!   `--record-base` is a full run that records HEAD there when every entry was killed.
 //! - `cargo xtask worksheet [--check]`: rewrites `docs/worksheet.md` from the catalog and the
 //!   last observations, without running anything; `--check` verifies that the committed one is
@@ -61,6 +62,10 @@ commands:
       --test-threads: threads of the test binary (default 8: the tests mostly wait).
       --full: run the whole suite for every mutant (default: the predicted tests first, and
       the whole suite only when one of them passes).
+      --since-base: only the entries a change concerns since each one's verdict.
+      --record-base: every entry; when all are killed, HEAD is recorded in mutants/catalog.base.
+      On a tree whose inputs are HEAD's, each entry killed as predicted gets HEAD as its
+      verdict in mutants/catalog.verdicts.json (commit it with the change it judged).
       A full run rewrites docs/worksheet.md.
   worksheet [--check]
       Rewrite docs/worksheet.md from the catalog and the last observations. --check only

@@ -146,13 +146,33 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         .tempdir()
         .map_err(|e| format!("cannot create a scratch directory: {e}"))?;
     let tree = scratch.path().join("tree");
+    // Verdicts name a commit: recorded only when the copied tree's inputs are exactly HEAD's
+    // (asked just before the copy; what the working tree does afterwards is not judged).
+    let judged_commit = match crate::catalog_base::committed_head(root)? {
+        Ok(head) => Some(head),
+        Err(dirty) => {
+            println!(
+                "verdicts: not recorded in {} (the tree differs from HEAD: {dirty})",
+                crate::verdicts::VERDICTS_FILE
+            );
+            None
+        }
+    };
     copy_tree(root, &tree)?;
     println!(
         "scratch copy: {}  (target dir: {})",
         tree.display(),
         target_dir.display()
     );
-    let outcome = run_in_scratch(root, &tree, &target_dir, &catalog, &selected, options);
+    let outcome = run_in_scratch(
+        root,
+        &tree,
+        &target_dir,
+        &catalog,
+        &selected,
+        options,
+        judged_commit.as_deref(),
+    );
     if options.record_base && matches!(outcome, Ok(true)) {
         if selected.len() != catalog.mutant.len() {
             return Err("--record-base needs a run of every entry (no --only)".into());
@@ -177,6 +197,7 @@ fn run_in_scratch(
     catalog: &Catalog,
     selected: &[&Mutant],
     options: &Options,
+    judged_commit: Option<&str>,
 ) -> Result<bool, String> {
     let mut runner = Runner {
         tree: tree.to_path_buf(),
@@ -239,18 +260,7 @@ fn run_in_scratch(
     let logs = target_dir.join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
     let mut results = load_results(target_dir);
-    // Verdicts name a commit: recorded only when the judged tree is exactly HEAD's.
     let mut verdicts = crate::verdicts::load(root)?;
-    let judged_commit = match crate::catalog_base::committed_head(root)? {
-        Ok(head) => Some(head),
-        Err(dirty) => {
-            println!(
-                "verdicts: not recorded in {} (the tree differs from HEAD: {dirty})\n",
-                crate::verdicts::VERDICTS_FILE
-            );
-            None
-        }
-    };
     let mut bad = Vec::new();
     let total = selected.len();
     for (i, m) in selected.iter().enumerate() {
@@ -266,9 +276,9 @@ fn run_in_scratch(
             if verdicts.remove(&m.id).is_some() {
                 crate::verdicts::save(root, &verdicts)?;
             }
-        } else if let Some(commit) = &judged_commit {
+        } else if let Some(commit) = judged_commit {
             let verdict = crate::verdicts::Verdict {
-                commit: commit.clone(),
+                commit: commit.to_owned(),
                 fingerprint: m.fingerprint(),
             };
             verdicts.insert(m.id.clone(), verdict);
