@@ -11,7 +11,50 @@ use crate::types::{Enqueued, NewJob};
 /// key was deleted before it could be named.
 const VANISHED_RETRIES: usize = 3;
 
+/// The fewest jobs one `enqueue_jobs` call inserts before it asks how many rows the planner
+/// believes `jobs` holds (one more round trip, see [`PgStore::inform_planner`]).
+const PLANNER_CHECK_AT: usize = 1_000;
+
 impl PgStore {
+    /// After an `enqueue_jobs` call that inserted `inserted` jobs (committed already): when
+    /// that is at least [`PLANNER_CHECK_AT`] and PostgreSQL's planner still believes `jobs`
+    /// holds fewer rows than this call alone added (`planner_rows.sql`: a table never analyzed,
+    /// or analyzed while nearly empty, that autovacuum — a minute apart at best — has not
+    /// reached yet), its statistics are refreshed now (`analyze_jobs.sql`). Without them a
+    /// claim's plan sorts every ready job (a bitmap scan of the ready index the planner thinks
+    /// empty) instead of walking `jobs_ready` to the first one: milliseconds per claim, growing
+    /// with the backlog. At most a couple of times while a table fills, since each refresh
+    /// raises the count. The jobs are stored either way: a failure here is logged, not
+    /// returned.
+    pub(super) fn inform_planner(&self, conn: &mut super::Conn, inserted: usize) {
+        if inserted < PLANNER_CHECK_AT {
+            return;
+        }
+        let refreshed = conn
+            .query_one(sql::PLANNER_ROWS, &[])
+            .map(|row| row.get::<_, f64>(0))
+            .and_then(|believed| {
+                if believed >= inserted as f64 {
+                    return Ok(None);
+                }
+                conn.batch_execute(sql::ANALYZE_JOBS)
+                    .map(|()| Some(believed))
+            });
+        match refreshed {
+            Ok(Some(believed)) => tracing::debug!(
+                inserted,
+                believed,
+                "planner statistics of jobs refreshed after a large enqueue"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                error = %self.err(e),
+                "could not refresh the planner statistics of jobs after a large enqueue; \
+                 autovacuum will"
+            ),
+        }
+    }
+
     /// Inserts `jobs` in `tx`: the locks of their ids and unique keys (`lock_ids.sql`), then
     /// `enqueue.sql` per job and `enqueue_match.sql` to tell why one inserted nothing, then
     /// `notify.sql` (delivered when `tx` commits) if any was inserted.

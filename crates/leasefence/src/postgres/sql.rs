@@ -1,10 +1,11 @@
 //! The statements, one file each in `sql/`, with the same names as the SQLite backend's for
 //! the same operation; each file is exactly the SQL that runs (nothing is spliced or
 //! rewritten), and its header says in which transaction. `database_now.sql`, `lock_ids.sql`,
-//! `purgeable.sql`, `session.sql`, `listen.sql`, `notify.sql`, `search_path_*.sql` and
-//! `migrate*.sql` are PostgreSQL's own (its clock; the per-id locks of enqueue, purge and
-//! delete; the session settings; the wake-up of idle workers; `enqueue_in` on the caller's
-//! connection; the migration bookkeeping).
+//! `purgeable.sql`, `session.sql`, `listen.sql`, `notify.sql`, `search_path_*.sql`,
+//! `planner_rows.sql`, `analyze_jobs.sql` and `migrate*.sql` are PostgreSQL's own (its clock;
+//! the per-id locks of enqueue, purge and delete; the session settings; the wake-up of idle
+//! workers; `enqueue_in` on the caller's connection; the planner's statistics after a large
+//! enqueue; the migration bookkeeping).
 
 pub(super) const ENQUEUE: &str = include_str!("sql/enqueue.sql");
 pub(super) const STATE: &str = include_str!("sql/state.sql");
@@ -33,6 +34,8 @@ pub(super) const RESUME: &str = include_str!("sql/resume.sql");
 pub(super) const QUEUES: &str = include_str!("sql/queues.sql");
 pub(super) const LISTEN: &str = include_str!("sql/listen.sql");
 pub(super) const NOTIFY: &str = include_str!("sql/notify.sql");
+pub(super) const PLANNER_ROWS: &str = include_str!("sql/planner_rows.sql");
+pub(super) const ANALYZE_JOBS: &str = include_str!("sql/analyze_jobs.sql");
 pub(super) const SEARCH_PATH_PUSH: &str = include_str!("sql/search_path_push.sql");
 pub(super) const SEARCH_PATH_POP: &str = include_str!("sql/search_path_pop.sql");
 pub(super) const DATABASE_NOW: &str = include_str!("sql/database_now.sql");

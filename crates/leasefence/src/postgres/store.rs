@@ -107,6 +107,8 @@ impl Store for PgStore {
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
         let outcomes = self.enqueue_on(&mut tx, jobs, &insert, &matching)?;
         tx.commit().map_err(|e| self.err(e))?;
+        let inserted = outcomes.iter().filter(|o| o.is_inserted()).count();
+        self.inform_planner(&mut conn, inserted);
         Ok(outcomes)
     }
 

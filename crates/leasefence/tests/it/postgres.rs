@@ -816,6 +816,58 @@ fn a_batch_of_thirty_thousand_jobs_is_enqueued_in_one_call_and_purged_in_one_cal
     assert_eq!(db.rows(), vec![]);
 }
 
+/// How many rows PostgreSQL's planner believes `jobs` holds (-1: never counted), read on the
+/// independent connection.
+fn planner_rows(db: &PgDb) -> Vec<i64> {
+    db.query_i64("SELECT reltuples::int8 FROM pg_class WHERE oid = 'jobs'::regclass")
+}
+
+/// A large enqueue into a table the planner has not counted yet refreshes its statistics, so
+/// the claim's choice of the best ready job walks `jobs_ready` to the first row instead of
+/// sorting every ready job (milliseconds per claim on a backlog of thousands, until autovacuum
+/// gets there). A small enqueue costs no such round trip.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_large_enqueue_leaves_the_planner_counting_the_jobs_so_claims_walk_the_ready_index() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    let batch = |from: usize, n: usize| -> Vec<NewJob> {
+        (from..from + n)
+            .map(|i| NewJob::new(format!("many-{i:05}")).unwrap())
+            .collect()
+    };
+    store.enqueue_many(&batch(0, 10)).unwrap();
+    assert_eq!(
+        planner_rows(&db),
+        [-1],
+        "ten jobs: the planner is not asked"
+    );
+    store.enqueue_many(&batch(10, 5_000)).unwrap();
+    assert_eq!(planner_rows(&db), [5_010]);
+    // claim_next.sql's choice of the best ready job, as the planner now plans it.
+    let plan = db
+        .query_strings(
+            "EXPLAIN SELECT id FROM jobs \
+              WHERE done = 0 AND until <= 1e12 AND not_before <= 1e12 \
+                AND (max_attempts = 0 OR attempts < max_attempts) \
+                AND queue NOT IN (SELECT name FROM queues WHERE paused) \
+              ORDER BY priority DESC, not_before, seq LIMIT 1 FOR UPDATE SKIP LOCKED",
+        )
+        .join("\n");
+    assert!(
+        plan.contains("Index Scan using jobs_ready") && !plan.contains("Sort"),
+        "{plan}"
+    );
+    let first = store
+        .claim_next(Owner::new("w").unwrap(), now(1.0), ttl(10.0))
+        .unwrap()
+        .unwrap();
+    assert_eq!((first.job_id.as_str(), first.fence), ("many-00000", 1));
+}
+
 /// The hot-path statements are prepared once per pooled connection and reused: the session's
 /// prepared statements (read inside `complete_with`, on the store's own connection) do not grow
 /// with the number of calls.
