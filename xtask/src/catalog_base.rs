@@ -387,9 +387,11 @@ pub fn committed_head(root: &Path) -> Result<Result<String, String>, String> {
     Ok(Ok(git(root, &["rev-parse", "HEAD"])?.trim().to_string()))
 }
 
-/// For each entry with a standing verdict, the commit it was judged at: its own verdict in
-/// `mutants/catalog.verdicts.json` for the entry as it is now, or else the full run's base,
-/// when the entry was the same there (same fingerprint). Entries with neither are absent.
+/// For each entry, the commit of the last run recorded to have killed it as predicted, for
+/// the worksheet: its own verdict in `mutants/catalog.verdicts.json` for the entry as it is
+/// now, or else the full run's base when the entry was the same there (same fingerprint),
+/// whatever changed in the code since (that is [`since_base`]'s concern). Entries with neither
+/// are absent.
 ///
 /// # Errors
 /// A malformed base or verdicts file, or git failing.
@@ -422,4 +424,134 @@ pub fn judged_at(
         }
     }
     Ok(judged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdicts::{Verdict, Verdicts};
+
+    const CATALOG_TEXT: &str = r#"
+step = []
+not_guaranteed = []
+
+[[mutant]]
+id = "a-1"
+rule = "r"
+file = "crates/leasefence/src/a.rs"
+find = "a"
+replace = "A"
+prediction = "p"
+killed_by = ["alpha::t"]
+
+[[mutant]]
+id = "b-1"
+rule = "r"
+file = "crates/leasefence/src/b.rs"
+find = "b"
+replace = "B"
+prediction = "p"
+killed_by = ["beta::t"]
+"#;
+
+    fn git_ok(dir: &Path, args: &[&str]) -> String {
+        let mut all = vec![
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ];
+        all.extend(args);
+        git(dir, &all).unwrap()
+    }
+
+    fn write(dir: &Path, path: &str, text: &str) {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn commit(dir: &Path, message: &str) -> String {
+        git_ok(dir, &["add", "-A"]);
+        git_ok(dir, &["commit", "-q", "-m", message]);
+        git_ok(dir, &["rev-parse", "HEAD"]).trim().to_owned()
+    }
+
+    fn selected(dir: &Path, catalog: &crate::catalog::Catalog) -> Vec<String> {
+        match since_base(dir, catalog).unwrap() {
+            SinceBase::Stands => vec![],
+            SinceBase::Entries(ids, _) => ids,
+            SinceBase::All(why) => panic!("all: {why}"),
+        }
+    }
+
+    #[test]
+    fn an_entry_is_measured_from_its_own_verdict_else_from_the_full_runs_base() {
+        let repo = tempfile::tempdir().unwrap();
+        let dir = repo.path();
+        git_ok(dir, &["init", "-q"]);
+        write(dir, "crates/leasefence/src/a.rs", "a\n");
+        write(dir, "crates/leasefence/src/b.rs", "b\n");
+        write(dir, "crates/leasefence/tests/it/beta.rs", "t\n");
+        write(dir, crate::catalog::CATALOG, CATALOG_TEXT);
+        let base = commit(dir, "base");
+        write(dir, BASE_FILE, &format!("# the full run\n{base}\n"));
+        commit(dir, "record the base");
+        let catalog: crate::catalog::Catalog = toml::from_str(CATALOG_TEXT).unwrap();
+        assert_eq!(selected(dir, &catalog), Vec::<String>::new());
+
+        // b.rs changes: b-1 runs again, a-1 stands.
+        write(dir, "crates/leasefence/src/b.rs", "b b\n");
+        let judged = commit(dir, "change b");
+        assert_eq!(selected(dir, &catalog), ["b-1"]);
+
+        // A run at that commit killed b-1: measured from there, nothing has changed since.
+        let b1 = catalog.mutant.iter().find(|m| m.id == "b-1").unwrap();
+        let mut verdicts = Verdicts::new();
+        verdicts.insert(
+            "b-1".into(),
+            Verdict {
+                commit: judged.clone(),
+                fingerprint: b1.fingerprint(),
+            },
+        );
+        crate::verdicts::save(dir, &verdicts).unwrap();
+        assert_eq!(selected(dir, &catalog), Vec::<String>::new());
+        assert_eq!(
+            judged_at(dir, &catalog).unwrap(),
+            BTreeMap::from([("a-1".into(), base.clone()), ("b-1".into(), judged.clone())])
+        );
+
+        // A module of b-1's predicted tests changes (uncommitted): b-1 again.
+        write(dir, "crates/leasefence/tests/it/beta.rs", "t t\n");
+        assert_eq!(selected(dir, &catalog), ["b-1"]);
+        git_ok(
+            dir,
+            &["checkout", "-q", "--", "crates/leasefence/tests/it/beta.rs"],
+        );
+
+        // A verdict given to the entry as it was before (another fingerprint) does not stand:
+        // b-1 is measured from the base again, where b.rs differs.
+        verdicts.get_mut("b-1").unwrap().fingerprint = "an older entry".into();
+        crate::verdicts::save(dir, &verdicts).unwrap();
+        assert_eq!(selected(dir, &catalog), ["b-1"]);
+        // (The worksheet still names the full run that last killed it.)
+        assert_eq!(
+            judged_at(dir, &catalog).unwrap(),
+            BTreeMap::from([("a-1".into(), base.clone()), ("b-1".into(), base.clone())])
+        );
+
+        // No usable base: every entry runs when none has a verdict ...
+        write(dir, BASE_FILE, "# no commit\n");
+        assert!(matches!(
+            since_base(dir, &catalog).unwrap(),
+            SinceBase::All(_)
+        ));
+        // ... and those without one when some have.
+        verdicts.get_mut("b-1").unwrap().fingerprint = b1.fingerprint();
+        crate::verdicts::save(dir, &verdicts).unwrap();
+        assert_eq!(selected(dir, &catalog), ["a-1"]);
+    }
 }

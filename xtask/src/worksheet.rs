@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::catalog::{Catalog, Mutant};
 use crate::results::{Record, Results, Status};
 
-/// The commit at which each entry with a standing verdict was killed as predicted (see
+/// The commit at which each entry was last recorded killed as predicted (see
 /// [`crate::catalog_base::judged_at`]): shown for an entry this checkout has no observation of.
 pub type Judged = std::collections::BTreeMap<String, String>;
 
