@@ -845,8 +845,17 @@ fn a_large_enqueue_leaves_the_planner_counting_the_jobs_so_claims_walk_the_ready
         [-1],
         "ten jobs: the planner is not asked"
     );
-    store.enqueue_many(&batch(10, 5_000)).unwrap();
-    assert_eq!(planner_rows(&db), [5_010]);
+    // From 1,000 jobs in one call on, a count behind the call's own rows is refreshed.
+    store.enqueue_many(&batch(10, 1_000)).unwrap();
+    assert_eq!(planner_rows(&db), [1_010]);
+    store.enqueue_many(&batch(1_010, 500)).unwrap();
+    assert_eq!(
+        planner_rows(&db),
+        [1_010],
+        "500 jobs: the planner is not asked"
+    );
+    store.enqueue_many(&batch(1_510, 5_000)).unwrap();
+    assert_eq!(planner_rows(&db), [6_510]);
     // claim_next.sql's choice of the best ready job, as the planner now plans it.
     let plan = db
         .query_strings(

@@ -2392,6 +2392,33 @@ mod batches {
     );
 
     worker_case!(
+        /// The next claim is sized by the *mean* handler time of the last batch: 32 handlers of
+        /// 20 µs each fit the 10 ms window many times over, so the claim after a full batch asks
+        /// for the whole batch again (not for what the batch's total time would allow).
+        fn the_claim_after_a_full_batch_of_quick_handlers_asks_for_a_full_batch_again(t) {
+        let all = ids(70);
+        enqueue(t, &all);
+        let clock = ManualClock::new(100.0);
+        let ctl = Arc::new(super::heartbeat::Ctl::default());
+        let stats = super::heartbeat::stalling(t, &clock, &ctl, 1)
+            .drain(true)
+            .build(|ctx| {
+                // The handler's own work: 20 µs of it.
+                let began = Instant::now();
+                while began.elapsed() < Duration::from_micros(20) {
+                    std::hint::spin_loop();
+                }
+                Ok(format!("ok {}", ctx.job_id()))
+            })
+            .unwrap()
+            .run_drained();
+        assert_eq!((stats.claimed, stats.completed), (70, 70));
+        // One job, then 32, 32 and the last 5, each claim asking for the default batch.
+        assert_eq!(ctl.asked()[..4], [1, 32, 32, 32], "{:?}", ctl.asked());
+        }
+    );
+
+    worker_case!(
         /// A handler that works longer than the batch window (20 ms here, the window is 10 ms)
         /// keeps every claim at one job: a claimed job never waits behind another's work.
         fn slow_handlers_are_claimed_one_job_at_a_time(t) {
