@@ -142,7 +142,7 @@ pub use pg::{PgOptions, PgStore};
 #[cfg(feature = "cron")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cron")))]
 pub use schedule::{Due, SCHEDULER_JOB, SCHEDULER_QUEUE, Scheduler, Step, Tick, due_runs, tick};
-pub use sqlite::{JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
+pub use sqlite::{GroupCommitStats, JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::{Observe, Store, Watch};
 pub use types::{
     Attempt, AttemptOutcome, AuditEntry, AuditRecord, Backoff, BatchSize, DEFAULT_QUEUE,

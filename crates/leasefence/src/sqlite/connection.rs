@@ -83,6 +83,20 @@ impl Drop for Immediate<'_> {
     }
 }
 
+/// A copy of a driver error, for each caller of a group whose transaction it failed (the
+/// driver's errors cannot be cloned): SQLite's codes and message are kept.
+pub(super) fn copy_error(e: &rusqlite::Error) -> rusqlite::Error {
+    match e {
+        rusqlite::Error::SqliteFailure(code, message) => {
+            rusqlite::Error::SqliteFailure(*code, message.clone())
+        }
+        other => rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some(other.to_string()),
+        ),
+    }
+}
+
 /// Sorts a driver error into the crate's error kinds.
 pub(super) fn map_error(path: &Path, e: rusqlite::Error) -> Error {
     let database = || path.display().to_string();

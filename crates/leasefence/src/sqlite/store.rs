@@ -18,22 +18,25 @@ use crate::types::{
 
 impl Store for SqliteStore {
     fn enqueue(&self, job_id: JobId<'_>) -> Result<bool> {
-        let (none, no_text, no_window): (Option<&[u8]>, Option<&str>, Option<f64>) =
-            (None, None, None);
-        self.notify_after(self.write_one(
-            sql::ENQUEUE,
-            params![
-                job_id.as_str(),
-                none,
-                0,
-                0.0,
-                0,
-                DEFAULT_QUEUE,
-                no_text,
-                no_text,
-                no_window
-            ],
-        ))
+        let id = job_id.as_str().to_owned();
+        self.notify_after(self.grouped(move |s| {
+            let (none, no_text, no_window): (Option<&[u8]>, Option<&str>, Option<f64>) =
+                (None, None, None);
+            s.write_one(
+                sql::ENQUEUE,
+                params![
+                    id,
+                    none,
+                    0,
+                    0.0,
+                    0,
+                    DEFAULT_QUEUE,
+                    no_text,
+                    no_text,
+                    no_window
+                ],
+            )
+        }))
     }
 
     fn state(&self, job_id: JobId<'_>) -> Result<Option<JobState>> {
@@ -64,20 +67,15 @@ impl Store for SqliteStore {
     ) -> Result<Option<Lease>> {
         let until = ttl.until(now)?;
         let now = now.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let lease = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::CLAIM)
-                .map_err(|e| self.err(e))?;
-            stmt.query_row(params![job_id.as_str(), owner.as_str(), until, now], |r| {
-                claimed_lease(r, owner)
+        let (job, owner) = (job_id.as_str().to_owned(), owner.as_str().to_owned());
+        self.grouped(move |s| {
+            let mut stmt = s.conn.prepare_cached(sql::CLAIM).map_err(|e| s.err(e))?;
+            stmt.query_row(params![job, owner, until, now], |r| {
+                claimed_lease(r, Owner(&owner))
             })
             .optional()
-            .map_err(|e| self.err(e))?
-        };
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(lease)
+            .map_err(|e| s.err(e))
+        })
     }
 
     fn renew(
@@ -90,13 +88,11 @@ impl Store for SqliteStore {
     ) -> Result<bool> {
         let until = ttl.until(now)?;
         let now = now.seconds();
-        self.write_fenced(
-            WriteOp::Renew,
-            job_id,
-            fence,
-            sql::RENEW,
-            params![job_id.as_str(), owner.as_str(), fence, now, until],
-        )
+        let (job, owner) = (job_id.as_str().to_owned(), owner.as_str().to_owned());
+        self.grouped(move |s| {
+            let params = params![job, owner, fence, now, until];
+            s.write_fenced(WriteOp::Renew, &job, fence, sql::RENEW, params)
+        })
     }
 
     fn complete(
@@ -108,23 +104,20 @@ impl Store for SqliteStore {
         result: &str,
     ) -> Result<bool> {
         let now = now.seconds();
-        self.write_fenced(
-            WriteOp::Complete,
-            job_id,
-            fence,
-            sql::COMPLETE,
-            params![job_id.as_str(), owner.as_str(), fence, now, result],
-        )
+        let (job, owner) = (job_id.as_str().to_owned(), owner.as_str().to_owned());
+        let result = result.to_owned();
+        self.grouped(move |s| {
+            let params = params![job, owner, fence, now, result];
+            s.write_fenced(WriteOp::Complete, &job, fence, sql::COMPLETE, params)
+        })
     }
 
     fn release(&self, job_id: JobId<'_>, owner: Owner<'_>, fence: Fence) -> Result<bool> {
-        self.write_fenced(
-            WriteOp::Release,
-            job_id,
-            fence,
-            sql::RELEASE,
-            params![job_id.as_str(), owner.as_str(), fence],
-        )
+        let (job, owner) = (job_id.as_str().to_owned(), owner.as_str().to_owned());
+        self.grouped(move |s| {
+            let params = params![job, owner, fence];
+            s.write_fenced(WriteOp::Release, &job, fence, sql::RELEASE, params)
+        })
     }
 
     fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
@@ -164,38 +157,37 @@ impl Store for SqliteStore {
         }
         let until = ttl.until(now)?;
         let now = now.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        self.bury(now)?;
-        if let Some(names) = queues.json() {
-            // Named queues: their best job, n times, in this one transaction (one commit);
-            // each run takes the next best, so the leases come out best first.
-            let mut leases = Vec::new();
-            while leases.len() < n.get() {
-                match self.claim_next_in_tx(&names, owner, until, now)? {
-                    Some(lease) => leases.push(lease),
-                    None => break,
+        // A batch shares one commit among its jobs already: no group commit.
+        self.transaction(|s| {
+            s.bury(now)?;
+            if let Some(names) = queues.json() {
+                // Named queues: their best job, n times, in this one transaction (one
+                // commit); each run takes the next best, so the leases come out best first.
+                let mut leases = Vec::new();
+                while leases.len() < n.get() {
+                    match s.claim_next_in_tx(&names, owner, until, now)? {
+                        Some(lease) => leases.push(lease),
+                        None => break,
+                    }
                 }
+                return Ok(leases);
             }
-            tx.commit().map_err(|e| self.err(e))?;
-            return Ok(leases);
-        }
-        let claimed = {
-            let mut stmt = self
+            let mut stmt = s
                 .conn
                 .prepare_cached(sql::CLAIM_BATCH)
-                .map_err(|e| self.err(e))?;
-            stmt.query_map(params![owner.as_str(), until, now, n.limit()], |r| {
-                Ok(Claimed {
-                    lease: claimed_lease(r, owner)?,
-                    not_before: r.get(10)?,
-                    seq: r.get(11)?,
+                .map_err(|e| s.err(e))?;
+            let claimed = stmt
+                .query_map(params![owner.as_str(), until, now, n.limit()], |r| {
+                    Ok(Claimed {
+                        lease: claimed_lease(r, owner)?,
+                        not_before: r.get(10)?,
+                        seq: r.get(11)?,
+                    })
                 })
-            })
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| self.err(e))?
-        };
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(policy::best_first(claimed))
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(|e| s.err(e))?;
+            Ok(policy::best_first(claimed))
+        })
     }
 
     fn complete_batch(&self, completions: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>> {
@@ -203,25 +195,20 @@ impl Store for SqliteStore {
             return Ok(Vec::new());
         }
         let now = now.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let mut stored = Vec::with_capacity(completions.len());
-        {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::COMPLETE)
-                .map_err(|e| self.err(e))?;
+        self.transaction(|s| {
+            let mut stmt = s.conn.prepare_cached(sql::COMPLETE).map_err(|e| s.err(e))?;
+            let mut stored = Vec::with_capacity(completions.len());
             for (lease, result) in completions {
                 let changed = stmt
                     .execute(params![lease.job_id, lease.owner, lease.fence, now, result])
-                    .map_err(|e| self.err(e))?;
+                    .map_err(|e| s.err(e))?;
                 if changed != 1 {
-                    self.refuse(&lease.job_id, lease.fence, WriteOp::Complete)?;
+                    s.refuse(&lease.job_id, lease.fence, WriteOp::Complete)?;
                 }
                 stored.push(changed == 1);
             }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(stored)
+            Ok(stored)
+        })
     }
 
     fn fail(
@@ -233,17 +220,17 @@ impl Store for SqliteStore {
     ) -> Result<Option<Failed>> {
         let retry_at = policy::retry_at(retry_at, lease, now);
         let (now, at) = (now.seconds(), retry_at.seconds());
-        let dead = self.fenced(WriteOp::Fail, &lease.job_id, lease.fence, || {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::FAIL)
-                .map_err(|e| self.err(e))?;
-            stmt.query_row(
-                params![lease.job_id, lease.owner, lease.fence, now, error, at],
-                |r| r.get::<_, bool>(0),
-            )
-            .optional()
-            .map_err(|e| self.err(e))
+        let (job, owner, fence) = (lease.job_id.clone(), lease.owner.clone(), lease.fence);
+        let error = error.to_owned();
+        let dead = self.grouped(move |s| {
+            s.judged(WriteOp::Fail, &job, fence, || {
+                let mut stmt = s.conn.prepare_cached(sql::FAIL).map_err(|e| s.err(e))?;
+                stmt.query_row(params![job, owner, fence, now, error, at], |r| {
+                    r.get::<_, bool>(0)
+                })
+                .optional()
+                .map_err(|e| s.err(e))
+            })
         })?;
         Ok(dead.map(|dead| {
             if dead {
@@ -346,39 +333,38 @@ impl Store for SqliteStore {
         }
         let until = ttl.until(now)?;
         let now = now.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let mut renewed = Vec::with_capacity(leases.len());
-        {
-            let mut stmt = self
+        self.transaction(|s| {
+            let mut stmt = s
                 .conn
                 .prepare_cached(sql::RENEW_BATCH)
-                .map_err(|e| self.err(e))?;
+                .map_err(|e| s.err(e))?;
+            let mut renewed = Vec::with_capacity(leases.len());
             for lease in leases {
                 let changed = stmt
                     .execute(params![lease.job_id, lease.owner, lease.fence, now, until])
-                    .map_err(|e| self.err(e))?;
+                    .map_err(|e| s.err(e))?;
                 if changed != 1 {
-                    self.refuse(&lease.job_id, lease.fence, WriteOp::Renew)?;
+                    s.refuse(&lease.job_id, lease.fence, WriteOp::Renew)?;
                 }
                 renewed.push(changed == 1);
             }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(renewed)
+            Ok(renewed)
+        })
     }
 }
 
 impl SqliteStore {
-    /// [`SqliteStore::fenced`] for a statement that changes one row or none.
+    /// [`SqliteStore::judged`] for a statement that changes one row or none. Inside the
+    /// caller's transaction (a group's).
     fn write_fenced(
         &self,
         op: WriteOp,
-        job_id: JobId<'_>,
+        job_id: &str,
         fence: Fence,
         sql: &str,
         params: impl rusqlite::Params,
     ) -> Result<bool> {
-        let written = self.fenced(op, job_id.as_str(), fence, || {
+        let written = self.judged(op, job_id, fence, || {
             Ok(self.write_one(sql, params)?.then_some(()))
         })?;
         Ok(written.is_some())
@@ -392,8 +378,9 @@ impl SqliteStore {
         changed
     }
 
-    /// `claim_next.sql`: the best ready job, in the same `BEGIN IMMEDIATE` as `bury.sql`. Both
-    /// `claim_next` and `claim_batch` of one run it; neither calls the other.
+    /// `claim_next.sql` (or `claim_next_in.sql` for named queues): the best ready job, in one
+    /// group's transaction after `bury.sql`. Both `claim_next` and `claim_batch` of one run it;
+    /// neither calls the other.
     fn claim_one(
         &self,
         queues: &Queues,
@@ -403,24 +390,23 @@ impl SqliteStore {
     ) -> Result<Option<Lease>> {
         let until = ttl.until(now)?;
         let now = now.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        self.bury(now)?;
-        let lease = match queues.json() {
-            Some(names) => self.claim_next_in_tx(&names, owner, until, now)?,
-            None => {
-                let mut stmt = self
-                    .conn
-                    .prepare_cached(sql::CLAIM_NEXT)
-                    .map_err(|e| self.err(e))?;
-                stmt.query_row(params![owner.as_str(), until, now], |r| {
-                    claimed_lease(r, owner)
-                })
-                .optional()
-                .map_err(|e| self.err(e))?
+        let (names, owner) = (queues.json(), owner.as_str().to_owned());
+        self.grouped(move |s| {
+            s.bury(now)?;
+            let owner = Owner(&owner);
+            if let Some(names) = &names {
+                return s.claim_next_in_tx(names, owner, until, now);
             }
-        };
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(lease)
+            let mut stmt = s
+                .conn
+                .prepare_cached(sql::CLAIM_NEXT)
+                .map_err(|e| s.err(e))?;
+            stmt.query_row(params![owner.as_str(), until, now], |r| {
+                claimed_lease(r, owner)
+            })
+            .optional()
+            .map_err(|e| s.err(e))
+        })
     }
 
     /// `claim_next_in.sql`: the best ready job of the named queues (`names`, a JSON array),

@@ -56,9 +56,20 @@ impl Notifier {
 
 /// The notifier of the file at `path` (canonicalised, so every spelling of one file shares it).
 pub(super) fn notifier(path: &Path) -> Arc<Notifier> {
-    static NOTIFIERS: OnceLock<Mutex<HashMap<PathBuf, Weak<Notifier>>>> = OnceLock::new();
-    let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut map = NOTIFIERS
+    static NOTIFIERS: Registry<PathBuf, Notifier> = OnceLock::new();
+    shared(&NOTIFIERS, canonical(path))
+}
+
+/// A process-wide map from a key to the one value of that key that is still in use.
+pub(super) type Registry<K, V> = OnceLock<Mutex<HashMap<K, Weak<V>>>>;
+
+/// The value of `key` in `registry`: the one in use, or a new one (entries no longer in use
+/// are dropped meanwhile).
+pub(super) fn shared<K: std::hash::Hash + Eq, V: Default>(
+    registry: &Registry<K, V>,
+    key: K,
+) -> Arc<V> {
+    let mut map = registry
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
@@ -66,9 +77,14 @@ pub(super) fn notifier(path: &Path) -> Arc<Notifier> {
         return existing;
     }
     map.retain(|_, weak| weak.strong_count() > 0);
-    let fresh = Arc::new(Notifier::default());
+    let fresh = Arc::new(V::default());
     map.insert(key, Arc::downgrade(&fresh));
     fresh
+}
+
+/// `path` canonicalised (as given when it cannot be), so every spelling of one file is one key.
+pub(super) fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// A [`Watch`] on one SQLite file.

@@ -51,6 +51,7 @@ mod async_worker;
 mod bad_input;
 mod busy;
 mod faults;
+mod group_commit;
 mod model;
 mod postgres;
 mod processes;

@@ -1,5 +1,6 @@
--- claim: take the lease on one job by id. Runs inside BEGIN IMMEDIATE (the lock is taken
--- before the row is read, so the check and the write are one step).
+-- claim: take the lease on one job by id. Runs inside a group commit's BEGIN IMMEDIATE
+-- (sqlite/group.rs: with other stores' single writes, or alone; the lock is taken before the
+-- row is read, so the check and the write are one step).
 -- ?1 id, ?2 owner, ?3 new until (now + ttl), ?4 now.
 -- Claimable: known, not done, lease expired (until <= now: now == until is expired). Returns
 -- the lease: the new fence, the lease end and the job's payload and queue settings. A

@@ -1,5 +1,6 @@
--- claim_next: take the lease on the best ready job of every queue. Inside BEGIN IMMEDIATE,
--- after bury.sql (the lock is taken before anything is read).
+-- claim_next: take the lease on the best ready job of every queue. Inside a group commit's
+-- BEGIN IMMEDIATE (sqlite/group.rs: with other stores' single writes, or alone), after
+-- bury.sql (the lock is taken before anything is read).
 -- ?1 owner, ?2 new until (now + ttl), ?3 now.
 -- The best ready job — highest priority, then earliest not_before, then oldest — walking the
 -- jobs_ready index. Ready: not done, lease expired (until <= now), due (not_before <= now),

@@ -1,6 +1,7 @@
--- claim_next_in: take the lease on the best ready job of the named queues. Inside BEGIN
--- IMMEDIATE, after bury.sql; claim_batch_in runs it once per job in the same transaction (each
--- run takes the next best, so the leases come out best first).
+-- claim_next_in: take the lease on the best ready job of the named queues. Inside a group
+-- commit's BEGIN IMMEDIATE for claim_next_in (sqlite/group.rs), after bury.sql; claim_batch_in
+-- runs it once per job in its own BEGIN IMMEDIATE (each run takes the next best, so the leases
+-- come out best first).
 -- ?1 owner, ?2 new until (now + ttl), ?3 now, ?4 the queues as a JSON array of names.
 -- Per queue that is not paused, its best ready job — highest priority, then earliest
 -- not_before, then oldest — walking that queue's part of the jobs_queue_ready index (one

@@ -1,6 +1,7 @@
--- enqueue / enqueue_jobs: insert one job. Autocommit for enqueue; inside enqueue_jobs'
--- BEGIN IMMEDIATE, once per job, for a batch (followed by enqueue_match.sql when nothing was
--- inserted).
+-- enqueue / enqueue_jobs: insert one job. For enqueue, inside a group commit's BEGIN
+-- IMMEDIATE (sqlite/group.rs: with other stores' single writes, or alone); inside
+-- enqueue_jobs' BEGIN IMMEDIATE, once per job, for a batch (followed by enqueue_match.sql when
+-- nothing was inserted).
 -- ?1 id, ?2 payload, ?3 priority, ?4 not_before, ?5 max_attempts, ?6 queue, ?7 kind,
 -- ?8 unique key, ?9 uniqueness window in seconds (NULL: while unfinished only).
 -- Inserts only an unknown id; a known id keeps its row untouched (never REPLACE). A purged id

@@ -1,4 +1,6 @@
--- fail: record a failed attempt under the current lease. Autocommit: one statement.
+-- fail: record a failed attempt under the current lease. Inside a group commit's BEGIN
+-- IMMEDIATE (sqlite/group.rs: with other stores' single writes, or alone), followed by
+-- refuse.sql when it changed nothing.
 -- ?1 id, ?2 owner, ?3 fence, ?4 now, ?5 error, ?6 retry_at.
 -- Fenced like complete: only the current owner and fence, unfinished, lease live. Gives the
 -- lease up (fence kept) and schedules the retry, or buries the job after its last attempt.
