@@ -127,6 +127,8 @@ pub(crate) struct Sample {
     pub(crate) case: usize,
     pub(crate) round: usize,
     pub(crate) jobs_per_sec: f64,
+    /// The round's p99 of a single claim → complete cycle, in ms (single operations only).
+    pub(crate) p99_ms: Option<f64>,
 }
 
 struct Sizes {
@@ -209,8 +211,8 @@ fn main() -> Result<()> {
             let index = (k + round * 7) % n;
             let case = &cases[index];
             let tag = format!("{}_{round}_{index}", std::process::id());
-            let rate =
-                run_case(case, &tag, dir.path(), pg.as_deref(), &peers).with_context(|| {
+            let (rate, p99_ms) = run_case(case, &tag, dir.path(), pg.as_deref(), &peers)
+                .with_context(|| {
                     format!(
                         "{} {} {}",
                         case.who.label(),
@@ -231,6 +233,7 @@ fn main() -> Result<()> {
                 case: index,
                 round,
                 jobs_per_sec: rate,
+                p99_ms,
             });
         }
     }
@@ -299,20 +302,21 @@ fn cases(sizes: &Sizes, pg: bool, peers: &peers::Peers) -> Vec<Case> {
     cases
 }
 
-/// Runs one case on a fresh database and returns its jobs/s.
+/// Runs one case on a fresh database and returns its jobs/s (and the p99 of a claim →
+/// complete cycle, in ms, for single operations).
 fn run_case(
     case: &Case,
     tag: &str,
     dir: &std::path::Path,
     pg: Option<&str>,
     peers: &peers::Peers,
-) -> Result<f64> {
+) -> Result<(f64, Option<f64>)> {
     let subject = match &case.who {
         Who::Peer(name) => {
             let db = dir.join(format!("{tag}-{name}.db"));
             let rate = peers.run(name, case, &db, pg)?;
             remove_sqlite(&db);
-            return Ok(rate);
+            return Ok((rate, None));
         }
         Who::Ours(subject) => *subject,
     };
@@ -335,7 +339,7 @@ fn run_case(
     if target.durability != Durability::Pg {
         remove_sqlite(std::path::Path::new(&target.location));
     }
-    Ok(case.jobs as f64 / (done.last - start))
+    Ok((case.jobs as f64 / (done.last - start), done.p99_ms()))
 }
 
 fn remove_sqlite(path: &std::path::Path) {
@@ -413,6 +417,7 @@ fn merge(results: Vec<Result<Done>>) -> Result<Done> {
         let d = r?;
         all.completed += d.completed;
         all.busy += d.busy;
+        all.cycle_ms.extend(d.cycle_ms);
         all.last = all.last.max(d.last);
     }
     Ok(all)

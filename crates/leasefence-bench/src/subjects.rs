@@ -239,13 +239,26 @@ pub(crate) fn cleanup(target: &Target) -> Result<()> {
 }
 
 /// What one loop (or one whole run) did.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Done {
     pub(crate) completed: u64,
     /// Unix time of the last completion.
     pub(crate) last: f64,
     /// Busy errors that reached the caller.
     pub(crate) busy: u64,
+    /// How long each claim → complete cycle took, in ms (the single-operation subject only).
+    #[serde(default)]
+    pub(crate) cycle_ms: Vec<f64>,
+}
+
+impl Done {
+    /// The 99th percentile of the cycles' times, in ms (none without cycles).
+    pub(crate) fn p99_ms(&self) -> Option<f64> {
+        let mut ms = self.cycle_ms.clone();
+        ms.sort_by(f64::total_cmp);
+        let last = ms.len().checked_sub(1)?;
+        Some(ms[(last as f64 * 0.99).round() as usize])
+    }
 }
 
 /// One worker's loop: claim → complete until nothing is left. `index`/`of` split the ids for
@@ -318,6 +331,7 @@ pub(crate) fn run_loop(subject: Subject, target: &Target, index: usize, of: usiz
             };
             let n = leasefence::BatchSize::new(if subject == Subject::Batch { BATCH } else { 1 })?;
             loop {
+                let began = std::time::Instant::now();
                 let leases = match store.claim_batch(owner, Now::new(unix_now())?, ttl, n) {
                     Ok(leases) => leases,
                     Err(e) if e.is_retryable() => {
@@ -337,6 +351,9 @@ pub(crate) fn run_loop(subject: Subject, target: &Target, index: usize, of: usiz
                     store.complete_batch(&results, now)?
                 };
                 anyhow::ensure!(stored.iter().all(|s| *s), "a completion was refused");
+                if n == leasefence::BatchSize::ONE {
+                    done.cycle_ms.push(began.elapsed().as_secs_f64() * 1e3);
+                }
                 finish(&mut done, stored.len() as u64);
             }
         }
@@ -413,5 +430,6 @@ fn drive<S: Store + Send + 'static>(builder: WorkerBuilder<S>, threads: usize) -
         completed,
         last,
         busy: 0,
+        cycle_ms: Vec::new(),
     })
 }
