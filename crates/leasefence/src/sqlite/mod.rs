@@ -157,6 +157,22 @@ impl SqliteOptions {
     /// Why not at `NORMAL`: there a commit costs no fsync, so a group saves little, while its
     /// callers all wait for the slowest call of the group (measured: 4 threads of single
     /// claim→complete 15 % slower grouped; docs/benchmarks.md).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("jobs.db");
+    /// use leasefence::{JobId, SqliteOptions, Store, Synchronous};
+    ///
+    /// // NORMAL does not group by default; this store asks for it.
+    /// let store = SqliteOptions::new()
+    ///     .synchronous(Synchronous::Normal)
+    ///     .group_commit(true)
+    ///     .open(&path)?;
+    /// store.enqueue(JobId::new("a")?)?;
+    /// assert_eq!(store.group_commit_stats().calls, 1);
+    /// # Ok(()) }
+    /// ```
     pub fn group_commit(mut self, group: bool) -> Self {
         self.group_commit = Some(group);
         self
