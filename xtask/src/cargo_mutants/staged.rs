@@ -105,6 +105,10 @@ pub fn run(
                     "it".into(),
                     "--test-threads".into(),
                     "6".into(),
+                    // `.config/nextest.toml`: a test a mutant makes hang fails after two
+                    // minutes (the mutant is caught) instead of holding the screen.
+                    "--profile".into(),
+                    "mutants-screen".into(),
                     // A filter that matches nothing passes: the mutant goes on to the suite.
                     "--no-tests=pass".into(),
                     "-E".into(),

@@ -5,27 +5,11 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::connection::Immediate;
 use super::{SqliteStore, sql};
 use crate::error::Result;
 use crate::types::{Attempt, AttemptOutcome, Fence, History, JobId, Refusal, WriteOp};
 
 impl SqliteStore {
-    /// Runs the fenced write `write` of `op` on (`job_id`, `fence`) inside one
-    /// `BEGIN IMMEDIATE` ([`SqliteStore::judged`] in a transaction of its own).
-    pub(super) fn fenced<T>(
-        &self,
-        op: WriteOp,
-        job_id: &str,
-        fence: Fence,
-        write: impl FnOnce() -> Result<Option<T>>,
-    ) -> Result<Option<T>> {
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
-        let written = self.judged(op, job_id, fence, write)?;
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(written)
-    }
-
     /// Runs the fenced write `write` of `op` on (`job_id`, `fence`) inside the caller's
     /// transaction: when it stores nothing (`None`), the refusal is counted in the same
     /// transaction.

@@ -83,49 +83,51 @@ impl SqliteStore {
         runs: &[SlotRun],
     ) -> Result<Option<Vec<Option<Enqueued>>>> {
         check_role(scheduler)?;
-        let written = self.fenced(
-            WriteOp::Schedule,
-            &scheduler.job_id,
-            scheduler.fence,
-            || {
-                let current = self
-                    .conn
-                    .prepare_cached(sql::SCHEDULER_CHECK)
-                    .and_then(|mut stmt| {
-                        stmt.query_row(
-                            params![
-                                scheduler.job_id,
-                                scheduler.owner,
-                                scheduler.fence,
-                                now.seconds()
-                            ],
-                            |_| Ok(()),
-                        )
-                        .optional()
-                    })
-                    .map_err(|e| self.err(e))?;
-                if current.is_none() {
-                    return Ok(None);
-                }
-                let mut outcomes = Vec::with_capacity(runs.len());
-                for run in runs {
-                    let advanced = self.write_one(
-                        sql::SCHEDULE_ADVANCE,
-                        params![run.name, run.after, run.slot],
-                    )?;
-                    outcomes.push(if advanced {
-                        let enqueued =
-                            enqueue_on(&self.conn, std::slice::from_ref(&run.job), &|e| {
-                                self.err(e)
-                            })?;
-                        enqueued.into_iter().next()
-                    } else {
-                        None
-                    });
-                }
-                Ok(Some(outcomes))
-            },
-        )?;
+        let written = self.transaction(|_| {
+            self.judged(
+                WriteOp::Schedule,
+                &scheduler.job_id,
+                scheduler.fence,
+                || {
+                    let current = self
+                        .conn
+                        .prepare_cached(sql::SCHEDULER_CHECK)
+                        .and_then(|mut stmt| {
+                            stmt.query_row(
+                                params![
+                                    scheduler.job_id,
+                                    scheduler.owner,
+                                    scheduler.fence,
+                                    now.seconds()
+                                ],
+                                |_| Ok(()),
+                            )
+                            .optional()
+                        })
+                        .map_err(|e| self.err(e))?;
+                    if current.is_none() {
+                        return Ok(None);
+                    }
+                    let mut outcomes = Vec::with_capacity(runs.len());
+                    for run in runs {
+                        let advanced = self.write_one(
+                            sql::SCHEDULE_ADVANCE,
+                            params![run.name, run.after, run.slot],
+                        )?;
+                        outcomes.push(if advanced {
+                            let enqueued =
+                                enqueue_on(&self.conn, std::slice::from_ref(&run.job), &|e| {
+                                    self.err(e)
+                                })?;
+                            enqueued.into_iter().next()
+                        } else {
+                            None
+                        });
+                    }
+                    Ok(Some(outcomes))
+                },
+            )
+        })?;
         if let Some(outcomes) = &written
             && outcomes
                 .iter()
