@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use super::SqliteStore;
-use super::connection::{Immediate, copy_error};
+use super::connection::copy_error;
 use super::watch::{Registry, canonical, shared};
 use crate::error::{Error, Result};
 
@@ -243,7 +243,7 @@ impl SqliteStore {
         &self,
         operation: impl FnOnce(&SqliteStore) -> Result<T>,
     ) -> Result<T> {
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let tx = self.begin().map_err(|e| self.err(e))?;
         let value = operation(self)?;
         tx.commit().map_err(|e| self.err(e))?;
         Ok(value)
@@ -264,7 +264,7 @@ impl SqliteStore {
     /// a success that was committed (or the commit's error).
     fn run_group(&self, calls: &mut [Box<dyn Call>]) {
         'transaction: while calls.iter().any(|c| c.unanswered()) {
-            let tx = match Immediate::begin(&self.conn) {
+            let tx = match self.begin() {
                 Ok(tx) => tx,
                 Err(e) => return self.fail_all(calls, &e),
             };

@@ -20,7 +20,7 @@ mod watch;
 
 use crate::error::{BackendError, Error, Result};
 use crate::types::{Lease, Now};
-use connection::{Immediate, map_error, wait_when_busy};
+use connection::{Immediate, WriteGate, map_error, wait_when_busy};
 pub use group::GroupCommitStats;
 
 /// The schema, one numbered migration per step; `PRAGMA user_version` records how far a file
@@ -205,6 +205,8 @@ impl SqliteOptions {
             conn,
             path: path.to_path_buf(),
             notifier: watch::notifier(path),
+            gate: gate(path),
+            busy_timeout: self.busy_timeout,
             group: self
                 .group_commit
                 .unwrap_or(self.synchronous == Synchronous::Full)
@@ -213,6 +215,12 @@ impl SqliteOptions {
         store.configure(self)?;
         Ok(store)
     }
+}
+
+/// The write gate of the file at `path` in this process (one for every spelling of the path).
+fn gate(path: &Path) -> std::sync::Arc<WriteGate> {
+    static GATES: watch::Registry<PathBuf, WriteGate> = std::sync::OnceLock::new();
+    watch::shared(&GATES, watch::canonical(path))
 }
 
 /// A store on one SQLite file that keeps its connection and its prepared statements, so a
@@ -241,6 +249,10 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Wakes this process's watches of the file (see [`Store::watch`](crate::Store::watch)).
     notifier: std::sync::Arc<watch::Notifier>,
+    /// The file's write gate in this process, passed before every write transaction.
+    gate: std::sync::Arc<WriteGate>,
+    /// How long a write waits for the gate and then for SQLite's lock.
+    busy_timeout: Duration,
     /// The group commit this store's single writes join, if it groups them (see
     /// [`SqliteOptions::group_commit`]).
     group: Option<std::sync::Arc<group::CommitQueue>>,
@@ -267,6 +279,12 @@ impl SqliteStore {
     /// The path this store was opened with.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Begins a write transaction (`BEGIN IMMEDIATE`) once this process's other stores of
+    /// the file are out of theirs (the [`WriteGate`]).
+    fn begin(&self) -> rusqlite::Result<Immediate<'_>> {
+        Immediate::begin(&self.conn, &self.gate, self.busy_timeout)
     }
 
     /// How the group commit this store's single writes join has grouped them so far, counted
@@ -349,7 +367,7 @@ impl SqliteStore {
         E: From<Error>,
     {
         let now = now.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let tx = self.begin().map_err(|e| self.err(e))?;
         let changed = {
             let mut stmt = self
                 .conn
@@ -437,7 +455,7 @@ impl SqliteStore {
         if self.user_version()? >= latest {
             return Ok(());
         }
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let tx = self.begin().map_err(|e| self.err(e))?;
         // Re-read under the write lock: another process may have migrated meanwhile.
         let from = self.user_version()?;
         for (version, migration) in MIGRATIONS.iter().enumerate().skip(from.max(0) as usize) {

@@ -5,7 +5,6 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::connection::Immediate;
 use super::{SqliteStore, sql};
 use crate::error::Result;
 use crate::types::{Fence, JobId, Now, Queues};
@@ -20,7 +19,7 @@ impl SqliteStore {
     /// process's watches when one was retried.
     pub(super) fn retry_jobs(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>> {
         let now = now.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let tx = self.begin().map_err(|e| self.err(e))?;
         let mut retried = std::collections::BTreeSet::new();
         {
             let mut stmt = self
@@ -58,7 +57,7 @@ impl SqliteStore {
             Queues::All => vec![None],
             Queues::Only(list) => list.iter().map(|q| Some(q.as_str())).collect(),
         };
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let tx = self.begin().map_err(|e| self.err(e))?;
         // The ledger first: an expired last attempt ends as lost, not as a release.
         self.lose(now.seconds(), None)?;
         let mut changed = 0;
@@ -83,7 +82,7 @@ impl SqliteStore {
     /// `delete.sql` for each id and `fence_floor.sql` for each deleted one, in one
     /// `BEGIN IMMEDIATE`.
     pub(super) fn delete_jobs(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let tx = self.begin().map_err(|e| self.err(e))?;
         let mut deleted = std::collections::BTreeSet::new();
         {
             let mut delete = self
@@ -118,7 +117,7 @@ impl SqliteStore {
     /// `purge.sql`, then `fence_floor.sql` for each purged id, in one `BEGIN IMMEDIATE`.
     pub(super) fn purge_finished(&self, finished_before: Now) -> Result<u64> {
         let before = finished_before.seconds();
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let tx = self.begin().map_err(|e| self.err(e))?;
         let purged: Vec<(String, Fence)> = {
             let mut stmt = self
                 .conn

@@ -5,7 +5,6 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::connection::Immediate;
 use super::rows::claimed_lease;
 use super::{SqliteStore, sql};
 use crate::error::Result;
@@ -121,7 +120,7 @@ impl Store for SqliteStore {
     }
 
     fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let tx = Immediate::begin(&self.conn).map_err(|e| self.err(e))?;
+        let tx = self.begin().map_err(|e| self.err(e))?;
         let outcomes = super::enqueue::enqueue_on(&self.conn, jobs, &|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))?;
         if outcomes.iter().any(Enqueued::is_inserted) {

@@ -133,3 +133,76 @@ fn an_unavailable_server_is_retryable_like_a_busy_database_and_nothing_else_is()
         assert!(!other.is_retryable(), "{other}");
     }
 }
+
+/// Two stores of one process on one file: while one is inside its write transaction (here the
+/// caller's own writes of `complete_with`), the other's write waits for it — `Busy` past its
+/// busy timeout, changing nothing — and goes through once the first has committed.
+#[test]
+fn a_store_of_this_process_inside_its_write_waits_out_the_others() {
+    let db = Db::new();
+    leasefence::enqueue(&db.path, "held").unwrap();
+    let holder = SqliteOptions::new().open(&db.path).unwrap();
+    let lease = holder
+        .claim(
+            JobId::new("held").unwrap(),
+            Owner::new("w").unwrap(),
+            now(0.0),
+            Ttl::new(60.0).unwrap(),
+        )
+        .unwrap()
+        .unwrap();
+    let impatient = SqliteOptions::new()
+        .busy_timeout(Duration::from_millis(100))
+        .open(&db.path)
+        .unwrap();
+    let patient_path = db.path.clone();
+    let (inside_tx, inside) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go) = std::sync::mpsc::channel::<()>();
+    let completer = std::thread::spawn(move || {
+        // Answers the moment it hands the transaction back to be committed.
+        holder.complete_with(&lease, now(1.0), "ok", |_| {
+            inside_tx.send(()).unwrap();
+            go.recv().unwrap();
+            Ok::<_, Error>(Instant::now())
+        })
+    });
+    inside.recv().unwrap();
+    let before = db.rows();
+
+    let started = Instant::now();
+    let err = impatient.enqueue(JobId::new("late").unwrap()).unwrap_err();
+    assert!(matches!(err, Error::Busy), "{err:?}");
+    assert!(started.elapsed() >= Duration::from_millis(90), "it waited");
+    assert_eq!(db.rows(), before, "the refused write changed nothing");
+
+    // A patient store's write, begun while the transaction is open, returns after its commit.
+    let waiter = std::thread::spawn(move || {
+        let patient = SqliteOptions::new()
+            .busy_timeout(Duration::from_secs(30))
+            .open(&patient_path)
+            .unwrap();
+        let began = Instant::now();
+        patient.enqueue(JobId::new("queued").unwrap()).unwrap();
+        (began, Instant::now())
+    });
+    // The holder gives the waiter 150 ms to start waiting (the timestamps prove it did).
+    std::thread::sleep(Duration::from_millis(150));
+    go_tx.send(()).unwrap();
+    let committing = completer
+        .join()
+        .unwrap()
+        .unwrap()
+        .expect("the lease was current");
+    let (began, done) = waiter.join().unwrap();
+    assert!(
+        began < committing,
+        "the waiter began while the transaction was open"
+    );
+    assert!(
+        done >= committing,
+        "and finished only after it was committed"
+    );
+    assert_eq!(db.row("held").unwrap().result.as_deref(), Some("ok"));
+    assert!(db.row("queued").is_some());
+    assert!(db.row("late").is_none());
+}

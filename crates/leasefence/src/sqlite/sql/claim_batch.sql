@@ -7,6 +7,10 @@
 -- is never among them: bury.sql, just before in the same transaction, finished every expired
 -- one. RETURNING has no order: not_before and rowid come back so that the caller hands the
 -- leases out best first (policy::best_first). Named queues: claim_next_in.sql, once per job.
+-- LIMIT +?4, not LIMIT ?4: SQLite plans with the value of a bare `LIMIT ?` and re-prepares
+-- the statement (parsing it and its triggers anew) each time a different value is bound; the
+-- worker's claims change it as its handlers' speed changes. The plan is the same either way
+-- (the jobs_ready walk); re-preparing cost a tenth of the worker's time at NORMAL.
 UPDATE jobs
    SET owner = ?1, until = ?2, fence = fence + 1, attempts = attempts + 1
  WHERE rowid IN (
@@ -14,6 +18,6 @@ UPDATE jobs
          WHERE done = 0 AND until <= ?3 AND not_before <= ?3
            AND queue NOT IN (SELECT name FROM queues WHERE paused <> 0)
          ORDER BY priority DESC, not_before, rowid
-         LIMIT ?4)
+         LIMIT +?4)
 RETURNING id, fence, until, payload, priority, max_attempts, error, attempts, queue, kind,
           not_before, rowid
