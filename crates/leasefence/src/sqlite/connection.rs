@@ -53,11 +53,11 @@ pub(super) fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite
     }))
 }
 
-/// The write gate of one file in this process: the stores of this process take turns at it
-/// before `BEGIN IMMEDIATE`, so the threads of one process wait for each other's write
-/// transactions on a condition variable (woken the moment the writer is done) rather than in
-/// the busy handler's sleeps, which wake late or early and, at `synchronous = NORMAL`, cost
-/// more than the transactions they wait for. Other processes still meet at SQLite's lock
+/// The write gate of one file in this process (part of its [`Writer`](super::writer::Writer)):
+/// the stores of this process take turns at it before `BEGIN IMMEDIATE`, so the threads of one
+/// process wait for each other's write transactions on a condition variable (woken the moment
+/// the writer is done) rather than in the busy handler's sleeps, which wake late or early and,
+/// at `synchronous = NORMAL`, cost more than the transactions they wait for. Other processes still meet at SQLite's lock
 /// (the busy handler). Waiting at the gate counts against the busy timeout: a store that
 /// cannot pass it in time answers [`Error::Busy`], as when another process holds the lock.
 #[derive(Default)]
@@ -102,22 +102,20 @@ impl Drop for GateHeld<'_> {
 }
 
 /// A `BEGIN IMMEDIATE` transaction on a shared connection, rolled back on drop unless committed;
-/// it holds the file's [`WriteGate`] until it ends.
+/// it holds the file's [`WriteGate`] (when it was given one) until it ends.
 pub(super) struct Immediate<'c> {
     pub(super) conn: &'c Connection,
     pub(super) open: bool,
     /// Released after the transaction ends (fields drop after `Drop::drop`'s rollback).
-    _gate: GateHeld<'c>,
+    _gate: Option<GateHeld<'c>>,
 }
 
 impl<'c> Immediate<'c> {
-    /// Passes `gate` (waiting up to `limit`), then begins.
+    /// Begins, holding `gate` (already passed) until the transaction ends.
     pub(super) fn begin(
         conn: &'c Connection,
-        gate: &'c WriteGate,
-        limit: Duration,
+        gate: Option<GateHeld<'c>>,
     ) -> rusqlite::Result<Self> {
-        let gate = gate.enter(limit)?;
         // Cached like every other statement: parsing BEGIN and COMMIT on each call costs a
         // measurable share of a cycle at synchronous = NORMAL.
         conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;

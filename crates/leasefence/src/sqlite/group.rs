@@ -4,7 +4,8 @@
 //!
 //! Every store of the same file and the same connection settings shares one [`CommitQueue`].
 //! A write call joins the queue; if no store is leading a group, its own store becomes the
-//! leader: it takes every call waiting, runs them in one transaction on its own connection,
+//! leader: it takes every call waiting, runs them in one transaction on the file's
+//! [`Writer`](super::writer::Writer),
 //! commits, hands each caller its own answer, and passes the lead to the first call that
 //! arrived meanwhile. A caller that is not leading sleeps until its answer (or the lead) comes.
 //! One writer alone is always its own leader, with a group of one.
@@ -17,14 +18,14 @@
 //! of the transaction itself (beginning it, committing it) reaches every call of the group that
 //! has no error of its own: none of them is stored.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use super::SqliteStore;
 use super::connection::copy_error;
-use super::watch::{Registry, canonical, shared};
+use super::watch::{Registry, shared};
 use crate::error::{Error, Result};
 
 /// What the group commit of a file has done so far, for the stores of this process that share
@@ -64,17 +65,10 @@ struct State {
 /// and the settings a transaction runs under (durability, size limit, busy timeout).
 pub(super) type Settings = (PathBuf, &'static str, Option<u64>, Duration);
 
-/// The queue of the stores of the file at `path` with `settings` (durability, size limit,
-/// busy timeout).
-pub(super) fn queue(
-    path: &Path,
-    (synchronous, max_size, busy_timeout): (&'static str, Option<u64>, Duration),
-) -> Arc<CommitQueue> {
+/// The queue of the stores of one file with `settings` (durability, size limit, busy timeout).
+pub(super) fn queue(settings: Settings) -> Arc<CommitQueue> {
     static QUEUES: Registry<Settings, CommitQueue> = OnceLock::new();
-    shared(
-        &QUEUES,
-        (canonical(path), synchronous, max_size, busy_timeout),
-    )
+    shared(&QUEUES, settings)
 }
 
 impl CommitQueue {
@@ -237,23 +231,35 @@ impl SqliteStore {
         }
     }
 
-    /// Runs `operation` in a `BEGIN IMMEDIATE` transaction of its own: a store without group
-    /// commit, and the batches (they share one commit among their jobs already).
+    /// Runs `operation` in a `BEGIN IMMEDIATE` transaction of its own (on this process's
+    /// [`Writer`](super::writer::Writer) of the file): a store without group commit, and the
+    /// batches (they share one commit among their jobs already).
     pub(super) fn transaction<T>(
         &self,
         operation: impl FnOnce(&SqliteStore) -> Result<T>,
     ) -> Result<T> {
+        if let Some(writer) = &self.writer {
+            let writing = writer.enter(self.busy_timeout).map_err(|e| self.err(e))?;
+            return writing.transaction(operation);
+        }
         let tx = self.begin().map_err(|e| self.err(e))?;
         let value = operation(self)?;
         tx.commit().map_err(|e| self.err(e))?;
         Ok(value)
     }
 
-    /// Takes the waiting calls, runs them, answers them, and passes the lead on.
+    /// Takes the waiting calls, runs them (on the file's writer), answers them, and passes the
+    /// lead on.
     fn lead_group(&self, group: &CommitQueue) {
         let pass = PassLead(group);
         let mut calls = group.take();
-        self.run_group(&mut calls);
+        match &self.writer {
+            Some(writer) => match writer.enter(self.busy_timeout) {
+                Ok(writing) => writing.run_group(&mut calls),
+                Err(e) => self.fail_all(&mut calls, &e),
+            },
+            None => self.run_group(&mut calls),
+        }
         drop(pass);
         for call in calls {
             call.answer();

@@ -17,10 +17,11 @@ mod rows;
 mod schedule;
 mod store;
 mod watch;
+mod writer;
 
 use crate::error::{BackendError, Error, Result};
 use crate::types::{Lease, Now};
-use connection::{Immediate, WriteGate, map_error, wait_when_busy};
+use connection::{Immediate, map_error, wait_when_busy};
 pub use group::GroupCommitStats;
 
 /// The schema, one numbered migration per step; `PRAGMA user_version` records how far a file
@@ -191,6 +192,28 @@ impl SqliteOptions {
     /// - [`Error::Busy`] or [`Error::Backend`] for lock contention or I/O failures.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref();
+        let mut store = self.open_alone(path)?;
+        // A file, not an in-memory or temporary database (each connection has its own): its
+        // stores in this process write through one writer, and group their commits.
+        if let Some(file) = watch::file_key(path) {
+            let settings = (
+                file,
+                self.synchronous.pragma(),
+                self.max_size,
+                self.busy_timeout,
+            );
+            let group = self
+                .group_commit
+                .unwrap_or(self.synchronous == Synchronous::Full);
+            store.group = group.then(|| group::queue(settings.clone()));
+            store.writer = Some(writer::writer(settings, || self.open_alone(path))?);
+        }
+        Ok(store)
+    }
+
+    /// A store with a connection of its own, configured (and the file migrated), before it
+    /// joins this process's writer of the file; the writer itself is one.
+    fn open_alone(&self, path: &Path) -> Result<SqliteStore> {
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if self.init {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
@@ -200,27 +223,17 @@ impl SqliteOptions {
             source: BackendError::new(e),
         })?;
         wait_when_busy(&mut conn, self.busy_timeout).map_err(|e| map_error(path, e))?;
-        let settings = (self.synchronous.pragma(), self.max_size, self.busy_timeout);
         let store = SqliteStore {
             conn,
             path: path.to_path_buf(),
             notifier: watch::notifier(path),
-            gate: gate(path),
+            writer: None,
             busy_timeout: self.busy_timeout,
-            group: self
-                .group_commit
-                .unwrap_or(self.synchronous == Synchronous::Full)
-                .then(|| group::queue(path, settings)),
+            group: None,
         };
         store.configure(self)?;
         Ok(store)
     }
-}
-
-/// The write gate of the file at `path` in this process (one for every spelling of the path).
-fn gate(path: &Path) -> std::sync::Arc<WriteGate> {
-    static GATES: watch::Registry<PathBuf, WriteGate> = std::sync::OnceLock::new();
-    watch::shared(&GATES, watch::canonical(path))
 }
 
 /// A store on one SQLite file that keeps its connection and its prepared statements, so a
@@ -228,6 +241,14 @@ fn gate(path: &Path) -> std::sync::Arc<WriteGate> {
 ///
 /// A `SqliteStore` is `Send` but not `Sync`: give each thread its own (they share the file, and
 /// SQLite's locks keep them consistent).
+///
+/// The stores of one process on one file (opened with the same options) run their write
+/// transactions one at a time through one shared connection, the process's writer of the
+/// file: threads then wait for each other without sleeping in the busy handler, and SQLite
+/// keeps its page cache between their transactions (it drops it whenever another connection
+/// wrote). Each store reads through its own connection. Waiting for the writer counts
+/// against the [busy timeout](SqliteOptions::busy_timeout). An in-memory database
+/// (`":memory:"`) has no shared writer: each store of one is a database of its own.
 ///
 /// ```
 /// # fn main() -> Result<(), leasefence::Error> {
@@ -249,9 +270,10 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Wakes this process's watches of the file (see [`Store::watch`](crate::Store::watch)).
     notifier: std::sync::Arc<watch::Notifier>,
-    /// The file's write gate in this process, passed before every write transaction.
-    gate: std::sync::Arc<WriteGate>,
-    /// How long a write waits for the gate and then for SQLite's lock.
+    /// This process's writer of the file, through which the store's write transactions run
+    /// (`None` for the writer itself, and for an in-memory or temporary database).
+    writer: Option<std::sync::Arc<writer::Writer>>,
+    /// How long a write waits for the writer and then for SQLite's lock.
     busy_timeout: Duration,
     /// The group commit this store's single writes join, if it groups them (see
     /// [`SqliteOptions::group_commit`]).
@@ -281,10 +303,14 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Begins a write transaction (`BEGIN IMMEDIATE`) once this process's other stores of
-    /// the file are out of theirs (the [`WriteGate`]).
+    /// Begins a write transaction (`BEGIN IMMEDIATE`) on this store's own connection, once
+    /// this process's other stores of the file are out of theirs (the writer's gate).
     fn begin(&self) -> rusqlite::Result<Immediate<'_>> {
-        Immediate::begin(&self.conn, &self.gate, self.busy_timeout)
+        let gate = match &self.writer {
+            Some(writer) => Some(writer.gate().enter(self.busy_timeout)?),
+            None => None,
+        };
+        Immediate::begin(&self.conn, gate)
     }
 
     /// How the group commit this store's single writes join has grouped them so far, counted

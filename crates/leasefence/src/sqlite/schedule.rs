@@ -83,13 +83,13 @@ impl SqliteStore {
         runs: &[SlotRun],
     ) -> Result<Option<Vec<Option<Enqueued>>>> {
         check_role(scheduler)?;
-        let written = self.transaction(|_| {
-            self.judged(
+        let written = self.transaction(|s| {
+            s.judged(
                 WriteOp::Schedule,
                 &scheduler.job_id,
                 scheduler.fence,
                 || {
-                    let current = self
+                    let current = s
                         .conn
                         .prepare_cached(sql::SCHEDULER_CHECK)
                         .and_then(|mut stmt| {
@@ -104,21 +104,19 @@ impl SqliteStore {
                             )
                             .optional()
                         })
-                        .map_err(|e| self.err(e))?;
+                        .map_err(|e| s.err(e))?;
                     if current.is_none() {
                         return Ok(None);
                     }
                     let mut outcomes = Vec::with_capacity(runs.len());
                     for run in runs {
-                        let advanced = self.write_one(
+                        let advanced = s.write_one(
                             sql::SCHEDULE_ADVANCE,
                             params![run.name, run.after, run.slot],
                         )?;
                         outcomes.push(if advanced {
                             let enqueued =
-                                enqueue_on(&self.conn, std::slice::from_ref(&run.job), &|e| {
-                                    self.err(e)
-                                })?;
+                                enqueue_on(&s.conn, std::slice::from_ref(&run.job), &|e| s.err(e))?;
                             enqueued.into_iter().next()
                         } else {
                             None

@@ -120,9 +120,8 @@ impl Store for SqliteStore {
     }
 
     fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let tx = self.begin().map_err(|e| self.err(e))?;
-        let outcomes = super::enqueue::enqueue_on(&self.conn, jobs, &|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))?;
+        let outcomes =
+            self.transaction(|s| super::enqueue::enqueue_on(&s.conn, jobs, &|e| s.err(e)))?;
         if outcomes.iter().any(Enqueued::is_inserted) {
             self.notifier.notify();
         }

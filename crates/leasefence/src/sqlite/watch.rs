@@ -69,17 +69,36 @@ pub(super) fn shared<K: std::hash::Hash + Eq, V: Default>(
     registry: &Registry<K, V>,
     key: K,
 ) -> Arc<V> {
+    let made: std::result::Result<_, std::convert::Infallible> =
+        shared_with(registry, key, || Ok(V::default()));
+    made.unwrap_or_else(|never| match never {})
+}
+
+/// [`shared`] with a value made by `make` when none is in use (the registry stays locked
+/// meanwhile, so two callers never make two).
+pub(super) fn shared_with<K: std::hash::Hash + Eq, V, E>(
+    registry: &Registry<K, V>,
+    key: K,
+    make: impl FnOnce() -> std::result::Result<V, E>,
+) -> std::result::Result<Arc<V>, E> {
     let mut map = registry
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
     if let Some(existing) = map.get(&key).and_then(Weak::upgrade) {
-        return existing;
+        return Ok(existing);
     }
     map.retain(|_, weak| weak.strong_count() > 0);
-    let fresh = Arc::new(V::default());
+    let fresh = Arc::new(make()?);
     map.insert(key, Arc::downgrade(&fresh));
-    fresh
+    Ok(fresh)
+}
+
+/// The file at `path` as one key for every spelling of it, when it is a file: `None` for an
+/// in-memory database (`:memory:`) or a temporary one (`""`), which each connection has to
+/// itself, so no other connection may write for it.
+pub(super) fn file_key(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok().filter(|p| p.is_file())
 }
 
 /// `path` canonicalised (as given when it cannot be), so every spelling of one file is one key.

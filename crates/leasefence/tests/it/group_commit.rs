@@ -58,7 +58,7 @@ fn answer<T>(handle: JoinHandle<T>) -> T {
 
 /// Runs a test's `body` in a thread of its own that must finish within 30 s: a group that
 /// never answers fails the test instead of hanging the suite.
-fn within_30s(body: impl FnOnce() + Send + 'static) {
+pub(crate) fn within_30s(body: impl FnOnce() + Send + 'static) {
     let handle = thread::spawn(body);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !handle.is_finished() {

@@ -63,3 +63,4 @@ mod signals;
 mod story;
 mod watch;
 mod worker;
+mod writer;

@@ -1,0 +1,77 @@
+//! This process's writer of a file: one connection through which every store of this process
+//! on that file (with the same settings) runs its write transactions, one at a time.
+//!
+//! Why one connection: SQLite drops a connection's whole page cache when it begins a
+//! transaction after another connection changed the file. Threads that each wrote through
+//! their own connection therefore began nearly every transaction with an empty cache, reading
+//! back every page they touched, so four threads did less than one. Through one writer the
+//! cache stays warm however many threads write, and its prepared statements are shared too.
+//!
+//! The stores take turns at the writer's [`WriteGate`]; waiting there counts against the busy
+//! timeout (and answers [`Error::Busy`](crate::Error::Busy) past it), as waiting for SQLite's
+//! lock does. Writes of other processes still meet this one at SQLite's lock. Each store
+//! keeps its own connection for reads, and for the operator verbs, which pass the same gate
+//! (so they never wait for this process's writer in the busy handler).
+//!
+//! An in-memory or temporary database has no writer: each connection has its own.
+
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
+
+use super::SqliteStore;
+use super::connection::{GateHeld, WriteGate};
+use super::group::Settings;
+use super::watch::{Registry, shared_with};
+use crate::error::Result;
+
+/// The writer of one file (with one set of connection settings) in this process.
+pub(super) struct Writer {
+    gate: WriteGate,
+    store: Mutex<SqliteStore>,
+}
+
+/// The writer, held: its store, for one write transaction (or a group's).
+pub(super) struct Writing<'w> {
+    // Declared first, so dropped first: the store is given back before the gate opens.
+    store: MutexGuard<'w, SqliteStore>,
+    _gate: GateHeld<'w>,
+}
+
+impl Deref for Writing<'_> {
+    type Target = SqliteStore;
+
+    fn deref(&self) -> &SqliteStore {
+        &self.store
+    }
+}
+
+impl Writer {
+    /// Waits up to `limit` for this process's other stores to be done writing, then holds
+    /// the writer; `SQLITE_BUSY` when they are not done in time.
+    pub(super) fn enter(&self, limit: Duration) -> rusqlite::Result<Writing<'_>> {
+        let gate = self.gate.enter(limit)?;
+        // Uncontended: only the holder of the gate locks it.
+        let store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(Writing { store, _gate: gate })
+    }
+
+    /// The gate alone, for a write a store makes on its own connection.
+    pub(super) fn gate(&self) -> &WriteGate {
+        &self.gate
+    }
+}
+
+/// The writer of the file and `settings`, opened by `open` when this process has none yet.
+pub(super) fn writer(
+    settings: Settings,
+    open: impl FnOnce() -> Result<SqliteStore>,
+) -> Result<Arc<Writer>> {
+    static WRITERS: Registry<Settings, Writer> = OnceLock::new();
+    shared_with(&WRITERS, settings, || {
+        Ok(Writer {
+            gate: WriteGate::default(),
+            store: Mutex::new(open()?),
+        })
+    })
+}
