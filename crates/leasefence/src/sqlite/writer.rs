@@ -7,27 +7,30 @@
 //! back every page they touched, so four threads did less than one. Through one writer the
 //! cache stays warm however many threads write, and its prepared statements are shared too.
 //!
-//! The stores take turns at the writer's [`WriteGate`]; waiting there counts against the busy
-//! timeout (and answers [`Error::Busy`](crate::Error::Busy) past it), as waiting for SQLite's
-//! lock does. Writes of other processes still meet this one at SQLite's lock. Each store
+//! The stores take turns at the file's [`WriteGate`] (one per file, shared by the writers of
+//! stores opened with other settings, such as another durability or busy timeout); waiting
+//! there counts against each store's own busy timeout (and answers
+//! [`Error::Busy`](crate::Error::Busy) past it), as waiting for SQLite's lock does. Writes of other processes still meet this one at SQLite's lock. Each store
 //! keeps its own connection for reads, and for the operator verbs, which pass the same gate
 //! (so they never wait for this process's writer in the busy handler).
 //!
 //! An in-memory or temporary database has no writer: each connection has its own.
 
 use std::ops::Deref;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use super::SqliteStore;
 use super::connection::{GateHeld, WriteGate};
 use super::group::Settings;
-use super::watch::{Registry, shared_with};
+use super::watch::{Registry, shared, shared_with};
 use crate::error::Result;
 
 /// The writer of one file (with one set of connection settings) in this process.
 pub(super) struct Writer {
-    gate: WriteGate,
+    /// The file's gate, shared with the writers of the file with other settings.
+    gate: Arc<WriteGate>,
     store: Mutex<SqliteStore>,
 }
 
@@ -68,9 +71,11 @@ pub(super) fn writer(
     open: impl FnOnce() -> Result<SqliteStore>,
 ) -> Result<Arc<Writer>> {
     static WRITERS: Registry<Settings, Writer> = OnceLock::new();
+    static GATES: Registry<PathBuf, WriteGate> = OnceLock::new();
+    let gate = shared(&GATES, settings.0.clone());
     shared_with(&WRITERS, settings, || {
         Ok(Writer {
-            gate: WriteGate::default(),
+            gate,
             store: Mutex::new(open()?),
         })
     })
