@@ -22,13 +22,11 @@ use crate::error::{BackendError, Error};
 /// retries every 50–100 µs until it gets its turn. The jitter keeps waiters from waking in
 /// lockstep. (`cargo xtask bench` measures both sides: docs/benchmarks.md.)
 pub(super) fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite::Result<()> {
-    const STARVING: Duration = Duration::from_millis(15);
     let mut first_refusal = Instant::now();
-    // xorshift64; seeded per connection so that processes and threads do not share a sequence.
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |t| u64::from(t.subsec_nanos()));
-    let mut jitter = (u64::from(std::process::id()) << 32) ^ nanos ^ (conn as *const _ as u64) | 1;
+    let mut jitter = Jitter::seeded(std::process::id(), nanos, conn as *const _ as u64);
     conn.busy_handler(Some(move |count: i32| {
         if count == 0 {
             first_refusal = Instant::now();
@@ -37,20 +35,47 @@ pub(super) fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite
         if waited >= limit {
             return false;
         }
-        jitter ^= jitter << 13;
-        jitter ^= jitter >> 7;
-        jitter ^= jitter << 17;
-        // A waiter that has already waited long (the others kept winning) retries often, so
-        // that it gets its turn: long sleeps keep throughput, this keeps the tail short.
-        let ceiling = if waited >= STARVING {
-            100
-        } else {
-            (50u64 << count.clamp(0, 7) as u32).min(4_000) // 50 µs … 4 ms
-        };
-        let micros = ceiling / 2 + jitter % (ceiling / 2);
+        let micros = jitter.below(ceiling(count, waited));
         std::thread::sleep(Duration::from_micros(micros).min(limit - waited));
         true
     }))
+}
+
+/// The longest sleep (µs) of the `count`th retry (from 0) of a waiter that has waited `waited`:
+/// 50 µs, doubling, to 4 ms; 100 µs once it has waited 15 ms (the others kept winning), so
+/// that it gets its turn: long sleeps keep throughput, this keeps the tail short.
+fn ceiling(count: i32, waited: Duration) -> u64 {
+    const STARVING: Duration = Duration::from_millis(15);
+    if waited >= STARVING {
+        100
+    } else {
+        (50u64 << count.clamp(0, 7) as u32).min(4_000)
+    }
+}
+
+/// The busy handler's jitter: xorshift64 (Marsaglia's 13, 7, 17), seeded per connection so
+/// that processes and threads do not share a sequence.
+struct Jitter(u64);
+
+impl Jitter {
+    /// Seeded from the process id, the clock's nanoseconds and the connection's address; never
+    /// zero (xorshift would stay at zero).
+    fn seeded(process: u32, nanos: u64, connection: u64) -> Jitter {
+        Jitter((u64::from(process) << 32) ^ nanos ^ connection | 1)
+    }
+
+    /// The next state.
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A sleep in `[ceiling / 2, ceiling)` µs.
+    fn below(&mut self, ceiling: u64) -> u64 {
+        ceiling / 2 + self.next() % (ceiling / 2)
+    }
 }
 
 /// The write gate of one file in this process (part of its [`Writer`](super::writer::Writer)):
@@ -189,6 +214,59 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    #[test]
+    fn the_jitter_is_xorshift64_and_each_connection_gets_its_own_sequence() {
+        // Marsaglia's published first outputs of xorshift64 (13, 7, 17) from this seed.
+        let mut known = Jitter(88_172_645_463_325_252);
+        let outputs = [known.next(), known.next(), known.next()];
+        assert_eq!(
+            outputs,
+            [
+                8_748_534_153_485_358_512,
+                3_040_900_993_826_735_515,
+                3_453_997_556_048_239_312
+            ]
+        );
+        // Seeds that differ in any one input differ, even where the inputs share bits, and
+        // are never zero.
+        let seeds = [
+            Jitter::seeded(1, 0b0100, 0b0010).0,
+            Jitter::seeded(1, 0b0110, 0b0010).0,
+            Jitter::seeded(2, 0b0100, 0b0010).0,
+            Jitter::seeded(1, 0b0100, 1 << 32 | 0b0010).0,
+            Jitter::seeded(0, 0, 0).0,
+        ];
+        for (i, a) in seeds.iter().enumerate() {
+            assert_eq!(a % 2, 1, "seed {i} is odd: {a:#x}");
+            for b in &seeds[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn sleeps_double_from_50_us_to_4_ms_and_stay_short_for_a_starving_waiter() {
+        let fresh = Duration::from_millis(1);
+        let ceilings: Vec<u64> = (0..10).map(|count| ceiling(count, fresh)).collect();
+        assert_eq!(
+            ceilings,
+            [50, 100, 200, 400, 800, 1600, 3200, 4000, 4000, 4000]
+        );
+        assert_eq!(ceiling(-1, fresh), 50);
+        assert_eq!(ceiling(3, Duration::from_micros(14_999)), 400);
+        assert_eq!(ceiling(3, Duration::from_millis(15)), 100);
+        assert_eq!(ceiling(9, Duration::from_secs(1)), 100);
+        let mut jitter = Jitter::seeded(7, 123_456_789, 0x7f00_dead_beef);
+        let sleeps: Vec<u64> = (0..1000).map(|_| jitter.below(4_000)).collect();
+        assert!(sleeps.iter().all(|s| (2_000..4_000).contains(s)));
+        let distinct: std::collections::BTreeSet<_> = sleeps.iter().collect();
+        assert!(
+            distinct.len() > 500,
+            "jittered: {} distinct",
+            distinct.len()
+        );
+    }
 
     #[test]
     fn the_gate_admits_one_store_at_a_time_and_answers_busy_past_the_limit() {
