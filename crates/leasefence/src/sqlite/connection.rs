@@ -126,29 +126,19 @@ impl Drop for GateHeld<'_> {
     }
 }
 
-/// A `BEGIN IMMEDIATE` transaction on a shared connection, rolled back on drop unless committed;
-/// it holds the file's [`WriteGate`] (when it was given one) until it ends.
+/// A `BEGIN IMMEDIATE` transaction on a shared connection, rolled back on drop unless committed.
 pub(super) struct Immediate<'c> {
     pub(super) conn: &'c Connection,
     pub(super) open: bool,
-    /// Released after the transaction ends (fields drop after `Drop::drop`'s rollback).
-    _gate: Option<GateHeld<'c>>,
 }
 
 impl<'c> Immediate<'c> {
-    /// Begins, holding `gate` (already passed) until the transaction ends.
-    pub(super) fn begin(
-        conn: &'c Connection,
-        gate: Option<GateHeld<'c>>,
-    ) -> rusqlite::Result<Self> {
+    /// Begins.
+    pub(super) fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
         // Cached like every other statement: parsing BEGIN and COMMIT on each call costs a
         // measurable share of a cycle at synchronous = NORMAL.
         conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        Ok(Immediate {
-            conn,
-            open: true,
-            _gate: gate,
-        })
+        Ok(Immediate { conn, open: true })
     }
 
     pub(super) fn commit(mut self) -> rusqlite::Result<()> {

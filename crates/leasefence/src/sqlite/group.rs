@@ -234,10 +234,13 @@ impl SqliteStore {
     /// Runs `operation` in a `BEGIN IMMEDIATE` transaction of its own (on this process's
     /// [`Writer`](super::writer::Writer) of the file): a store without group commit, and the
     /// batches (they share one commit among their jobs already).
-    pub(super) fn transaction<T>(
+    ///
+    /// `operation`'s error (any type a crate [`Error`](crate::Error) converts into) rolls the
+    /// transaction back and is returned as it is.
+    pub(super) fn transaction<T, E: From<crate::Error>>(
         &self,
-        operation: impl FnOnce(&SqliteStore) -> Result<T>,
-    ) -> Result<T> {
+        operation: impl FnOnce(&SqliteStore) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
         if let Some(writer) = &self.writer {
             let writing = writer.enter(self.busy_timeout).map_err(|e| self.err(e))?;
             return writing.transaction(operation);

@@ -303,14 +303,12 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Begins a write transaction (`BEGIN IMMEDIATE`) on this store's own connection, once
-    /// this process's other stores of the file are out of theirs (the writer's gate).
+    /// Begins a write transaction (`BEGIN IMMEDIATE`) on this store's own connection: for a
+    /// store without a writer (the writer's own, an in-memory one), and for the migration,
+    /// which runs before the store has its writer. Every other write transaction goes through
+    /// [`transaction`](Self::transaction).
     fn begin(&self) -> rusqlite::Result<Immediate<'_>> {
-        let gate = match &self.writer {
-            Some(writer) => Some(writer.gate().enter(self.busy_timeout)?),
-            None => None,
-        };
-        Immediate::begin(&self.conn, gate)
+        Immediate::begin(&self.conn)
     }
 
     /// How the group commit this store's single writes join has grouped them so far, counted
@@ -393,24 +391,19 @@ impl SqliteStore {
         E: From<Error>,
     {
         let now = now.seconds();
-        let tx = self.begin().map_err(|e| self.err(e))?;
-        let changed = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::COMPLETE)
-                .map_err(|e| self.err(e))?;
-            stmt.execute(params![lease.job_id, lease.owner, lease.fence, now, result])
-                .map_err(|e| self.err(e))?
-        };
-        if changed != 1 {
-            // Refused: counted in the ledger, and nothing of the caller's is written.
-            self.refuse(&lease.job_id, lease.fence, crate::WriteOp::Complete)?;
-            tx.commit().map_err(|e| self.err(e))?;
-            return Ok(None);
-        }
-        let value = write(&self.conn)?;
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(Some(value))
+        self.transaction(|s| {
+            let changed = {
+                let mut stmt = s.conn.prepare_cached(sql::COMPLETE).map_err(|e| s.err(e))?;
+                stmt.execute(params![lease.job_id, lease.owner, lease.fence, now, result])
+                    .map_err(|e| s.err(e))?
+            };
+            if changed != 1 {
+                // Refused: counted in the ledger, and nothing of the caller's is written.
+                s.refuse(&lease.job_id, lease.fence, crate::WriteOp::Complete)?;
+                return Ok(None);
+            }
+            Ok(Some(write(&s.conn)?))
+        })
     }
 
     fn err(&self, e: rusqlite::Error) -> Error {

@@ -1,7 +1,7 @@
 //! The operator verbs on SQLite, none of them fenced: `cancel` (one statement), and `retry`,
-//! `retry_dead`, `delete` and `purge`, each in one `BEGIN IMMEDIATE` (a retry first ends the
-//! lost attempts it finds, `lose.sql`; delete and purge keep each removed id's last fence as its
-//! floor, `fence_floor.sql`).
+//! `retry_dead`, `delete` and `purge`, each in one `BEGIN IMMEDIATE` on the file's writer (a
+//! retry first ends the lost attempts it finds, `lose.sql`; delete and purge keep each removed
+//! id's last fence as its floor, `fence_floor.sql`).
 
 use rusqlite::{OptionalExtension, params};
 
@@ -19,27 +19,23 @@ impl SqliteStore {
     /// process's watches when one was retried.
     pub(super) fn retry_jobs(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>> {
         let now = now.seconds();
-        let tx = self.begin().map_err(|e| self.err(e))?;
-        let mut retried = std::collections::BTreeSet::new();
-        {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::RETRY)
-                .map_err(|e| self.err(e))?;
+        let retried = self.transaction(|s| {
+            let mut retried = std::collections::BTreeSet::new();
+            let mut stmt = s.conn.prepare_cached(sql::RETRY).map_err(|e| s.err(e))?;
             for id in job_ids {
                 // The ledger first: an expired last attempt ends as lost, not as a release.
-                self.lose(now, Some(id.as_str()))?;
+                s.lose(now, Some(id.as_str()))?;
                 if !retried.contains(id.as_str())
                     && stmt
                         .execute(params![id.as_str(), now])
-                        .map_err(|e| self.err(e))?
+                        .map_err(|e| s.err(e))?
                         == 1
                 {
                     retried.insert(id.as_str());
                 }
             }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
+            Ok::<_, crate::Error>(retried)
+        })?;
         if !retried.is_empty() {
             self.notifier.notify();
         }
@@ -57,22 +53,21 @@ impl SqliteStore {
             Queues::All => vec![None],
             Queues::Only(list) => list.iter().map(|q| Some(q.as_str())).collect(),
         };
-        let tx = self.begin().map_err(|e| self.err(e))?;
-        // The ledger first: an expired last attempt ends as lost, not as a release.
-        self.lose(now.seconds(), None)?;
-        let mut changed = 0;
-        {
-            let mut stmt = self
+        let changed = self.transaction(|s| {
+            // The ledger first: an expired last attempt ends as lost, not as a release.
+            s.lose(now.seconds(), None)?;
+            let mut changed = 0;
+            let mut stmt = s
                 .conn
                 .prepare_cached(sql::RETRY_DEAD)
-                .map_err(|e| self.err(e))?;
+                .map_err(|e| s.err(e))?;
             for name in names {
                 changed += stmt
                     .execute(params![now.seconds(), name])
-                    .map_err(|e| self.err(e))?;
+                    .map_err(|e| s.err(e))?;
             }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
+            Ok::<_, crate::Error>(changed)
+        })?;
         if changed > 0 {
             self.notifier.notify();
         }
@@ -82,32 +77,28 @@ impl SqliteStore {
     /// `delete.sql` for each id and `fence_floor.sql` for each deleted one, in one
     /// `BEGIN IMMEDIATE`.
     pub(super) fn delete_jobs(&self, job_ids: &[JobId<'_>]) -> Result<Vec<bool>> {
-        let tx = self.begin().map_err(|e| self.err(e))?;
-        let mut deleted = std::collections::BTreeSet::new();
-        {
-            let mut delete = self
-                .conn
-                .prepare_cached(sql::DELETE)
-                .map_err(|e| self.err(e))?;
-            let mut floor = self
+        let deleted = self.transaction(|s| {
+            let mut deleted = std::collections::BTreeSet::new();
+            let mut delete = s.conn.prepare_cached(sql::DELETE).map_err(|e| s.err(e))?;
+            let mut floor = s
                 .conn
                 .prepare_cached(sql::FENCE_FLOOR)
-                .map_err(|e| self.err(e))?;
+                .map_err(|e| s.err(e))?;
             for id in job_ids {
                 let fence: Option<Fence> = delete
                     .query_row(params![id.as_str()], |r| r.get(0))
                     .optional()
-                    .map_err(|e| self.err(e))?;
+                    .map_err(|e| s.err(e))?;
                 if let Some(fence) = fence {
                     // The same transaction: the deleted id's last fence becomes its floor.
                     floor
                         .execute(params![id.as_str(), fence])
-                        .map_err(|e| self.err(e))?;
+                        .map_err(|e| s.err(e))?;
                     deleted.insert(id.as_str());
                 }
             }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
+            Ok::<_, crate::Error>(deleted)
+        })?;
         Ok(job_ids
             .iter()
             .map(|id| deleted.contains(id.as_str()))
@@ -117,28 +108,23 @@ impl SqliteStore {
     /// `purge.sql`, then `fence_floor.sql` for each purged id, in one `BEGIN IMMEDIATE`.
     pub(super) fn purge_finished(&self, finished_before: Now) -> Result<u64> {
         let before = finished_before.seconds();
-        let tx = self.begin().map_err(|e| self.err(e))?;
-        let purged: Vec<(String, Fence)> = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(sql::PURGE)
-                .map_err(|e| self.err(e))?;
-            stmt.query_map(params![before], |r| Ok((r.get(0)?, r.get(1)?)))
-                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-                .map_err(|e| self.err(e))?
-        };
-        {
+        self.transaction(|s| {
+            let purged: Vec<(String, Fence)> = {
+                let mut stmt = s.conn.prepare_cached(sql::PURGE).map_err(|e| s.err(e))?;
+                stmt.query_map(params![before], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                    .map_err(|e| s.err(e))?
+            };
             // The same transaction: a purged id's last fence becomes its floor, so an id
             // enqueued again continues above every fence it ever had.
-            let mut stmt = self
+            let mut stmt = s
                 .conn
                 .prepare_cached(sql::FENCE_FLOOR)
-                .map_err(|e| self.err(e))?;
+                .map_err(|e| s.err(e))?;
             for (id, fence) in &purged {
-                stmt.execute(params![id, fence]).map_err(|e| self.err(e))?;
+                stmt.execute(params![id, fence]).map_err(|e| s.err(e))?;
             }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(purged.len() as u64)
+            Ok(purged.len() as u64)
+        })
     }
 }

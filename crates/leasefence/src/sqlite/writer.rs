@@ -10,9 +10,11 @@
 //! The stores take turns at the file's [`WriteGate`] (one per file, shared by the writers of
 //! stores opened with other settings, such as another durability or busy timeout); waiting
 //! there counts against each store's own busy timeout (and answers
-//! [`Error::Busy`](crate::Error::Busy) past it), as waiting for SQLite's lock does. Writes of other processes still meet this one at SQLite's lock. Each store
-//! keeps its own connection for reads, and for the operator verbs, which pass the same gate
-//! (so they never wait for this process's writer in the busy handler).
+//! [`Error::Busy`](crate::Error::Busy) past it), as waiting for SQLite's lock does. Writes of other processes still meet this one at SQLite's lock.
+//! Every write transaction of a store runs on the writer: the contract's writes, the batches,
+//! the operator verbs and `complete_with`. Each store keeps its own connection for reads, for
+//! the migration when it opens, and for the single-statement writes (`cancel`, `pause`, a
+//! schedule's upsert), which meet the writer at SQLite's lock as another process's would.
 //!
 //! An in-memory or temporary database has no writer: each connection has its own.
 
@@ -57,11 +59,6 @@ impl Writer {
         // Uncontended: only the holder of the gate locks it.
         let store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(Writing { store, _gate: gate })
-    }
-
-    /// The gate alone, for a write a store makes on its own connection.
-    pub(super) fn gate(&self) -> &WriteGate {
-        &self.gate
     }
 }
 
