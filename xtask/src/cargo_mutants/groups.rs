@@ -72,7 +72,9 @@ impl Group {
             Group::Worker => {
                 "test(/^(worker|signals|story|watch)::/) | test(/^model::seed/) | binary(leasefence)"
             }
-            Group::Postgres => "test(/::(pg|any_pg)$/) | test(/^(postgres|database_clock)::/)",
+            Group::Postgres => {
+                "test(/::(pg|any_pg)$/) | test(/^(postgres|database_clock)::/) | test(/^pg::/)"
+            }
             Group::Sqlite => "not (test(/::(pg|any_pg)$/) | test(/^postgres::/))",
             Group::Open => "test(/::any_(sqlite|pg)$/) | test(/^any_store::/) | binary(leasefence)",
             Group::All => "all()",

@@ -162,11 +162,7 @@ impl PgOptions {
     /// - [`Error::Busy`] or [`Error::Backend`] for lock contention or other database failures.
     pub fn open(&self, url: &str) -> Result<PgStore> {
         let schema = schema_name(&self.schema)?;
-        let mut config: Config = url.parse().map_err(|e| {
-            Error::invalid("url", format!("not a PostgreSQL connection string: {e}"))
-        })?;
-        config.connect_timeout(self.connect_timeout);
-        self.apply_network_timeout(&mut config);
+        let config = self.connection_config(url)?;
         let target = describe(&config);
         let listen_config = std::sync::Arc::new(config.clone());
         let manager = Manager {
@@ -196,6 +192,16 @@ impl PgOptions {
         };
         store.migrate(&mut first)?;
         Ok(store)
+    }
+
+    /// The driver's configuration of `url`, with this store's connect and network timeouts.
+    fn connection_config(&self, url: &str) -> Result<Config> {
+        let mut config: Config = url.parse().map_err(|e| {
+            Error::invalid("url", format!("not a PostgreSQL connection string: {e}"))
+        })?;
+        config.connect_timeout(self.connect_timeout);
+        self.apply_network_timeout(&mut config);
+        Ok(config)
     }
 
     /// Sets the TCP timeouts of [`network_timeout`](Self::network_timeout) on `config`, where
@@ -457,6 +463,9 @@ impl PgStore {
         Ok(changed == 1)
     }
 }
+
+#[cfg(test)]
+mod tests;
 
 /// A schema name that can be spliced into SQL as a quoted identifier.
 fn schema_name(schema: &str) -> Result<&str> {
