@@ -137,3 +137,40 @@ fn a_postgres_url_opens_pgstore_and_its_overrides_are_kept() {
     );
     assert_eq!(store.state(job).unwrap().unwrap(), row.as_state());
 }
+
+/// An `AnyStore` hands out its backend's watch: an idle worker on it waits to be woken, as on
+/// the backend's own store, instead of polling.
+#[test]
+fn an_any_store_on_sqlite_has_the_files_watch() {
+    let db = Db::new();
+    let (any, other) = (db.any_store(), open(&db));
+    crate::watch::wakes_on_enqueue_retry_and_resume_and_stays_quiet_otherwise(&any, &other);
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn an_any_store_on_postgresql_has_the_schemas_watch() {
+    let Some(db) = PgDb::new() else { return };
+    let (any, other) = (db.any_store(db.options()), db.store());
+    crate::watch::wakes_on_enqueue_retry_and_resume_and_stays_quiet_otherwise(&any, &other);
+}
+
+/// With the database clock, an `AnyStore` reads the server's clock as its `PgStore` does.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn an_any_store_on_postgresql_reads_the_database_clock() {
+    let Some(db) = PgDb::new() else { return };
+    let any = db.any_store(db.options().database_clock(true));
+    let before = db.server_now();
+    let read = any
+        .database_now()
+        .unwrap()
+        .expect("the database clock is on");
+    assert!(read.seconds() >= before && read.seconds() <= db.server_now());
+}

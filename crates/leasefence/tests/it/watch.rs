@@ -11,7 +11,10 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// How long a watch is given to stay quiet when nothing happened.
 const QUIET: Duration = Duration::from_millis(50);
 
-fn wakes_on_enqueue_retry_and_resume_and_stays_quiet_otherwise(s: &dyn Store, other: &dyn Store) {
+pub(crate) fn wakes_on_enqueue_retry_and_resume_and_stays_quiet_otherwise(
+    s: &dyn Store,
+    other: &dyn Store,
+) {
     let mut watch = s.watch().unwrap().expect("the backend has a watch");
     assert!(!watch.wait(QUIET).unwrap(), "woken with nothing enqueued");
     // An enqueue by another store (another connection).
