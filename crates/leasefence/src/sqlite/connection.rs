@@ -35,10 +35,15 @@ pub(super) fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite
         if waited >= limit {
             return false;
         }
-        let micros = jitter.below(ceiling(count, waited));
-        std::thread::sleep(Duration::from_micros(micros).min(limit - waited));
+        std::thread::sleep(nap(jitter.below(ceiling(count, waited)), limit, waited));
         true
     }))
+}
+
+/// The sleep of a waiter that drew `micros` and has waited `waited` of its `limit`: the draw,
+/// cut short so that it never sleeps past the limit.
+fn nap(micros: u64, limit: Duration, waited: Duration) -> Duration {
+    Duration::from_micros(micros).min(limit.saturating_sub(waited))
 }
 
 /// The longest sleep (µs) of the `count`th retry (from 0) of a waiter that has waited `waited`:
@@ -233,6 +238,28 @@ mod tests {
                 assert_ne!(a, b);
             }
         }
+        // Inputs that cancel to 1 still give a nonzero (odd) seed.
+        assert_eq!(Jitter::seeded(0, 1, 0).0, 1);
+        assert_eq!(Jitter::seeded(0, 0b11, 0b10).0, 1);
+    }
+
+    #[test]
+    fn a_sleep_never_runs_past_the_waiters_limit() {
+        let limit = Duration::from_millis(10);
+        assert_eq!(
+            nap(4_000, limit, Duration::from_millis(1)),
+            Duration::from_millis(4)
+        );
+        assert_eq!(
+            nap(4_000, limit, Duration::from_millis(9)),
+            Duration::from_millis(1)
+        );
+        assert_eq!(
+            nap(50, limit, Duration::from_millis(9)),
+            Duration::from_micros(50)
+        );
+        assert_eq!(nap(4_000, limit, limit), Duration::ZERO);
+        assert_eq!(nap(4_000, limit, Duration::from_secs(1)), Duration::ZERO);
     }
 
     #[test]

@@ -128,3 +128,80 @@ impl SqliteStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::types::{NewJob, Owner, Ttl};
+    use crate::{Failed, JobId, Now, Queues, SqliteStore, Store};
+
+    fn now(t: f64) -> Now {
+        Now::new(t).unwrap()
+    }
+
+    /// A store on a scratch file, with one dead job `dead` and one waiting job `ready`.
+    fn store_with_a_dead_job() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(dir.path().join("q.db")).unwrap();
+        let dead = NewJob::new("dead").unwrap().max_attempts(1);
+        s.enqueue_many(&[dead, NewJob::new("ready").unwrap()])
+            .unwrap();
+        let owner = Owner::new("w").unwrap();
+        let lease = s
+            .claim(
+                JobId::new("dead").unwrap(),
+                owner,
+                now(0.0),
+                Ttl::new(10.0).unwrap(),
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            s.fail(&lease, now(1.0), "broken", None).unwrap(),
+            Some(Failed::Dead)
+        );
+        (dir, s)
+    }
+
+    // The in-process notifier is what wakes a watch of this process at once; a watch also
+    // polls the file, so only the notifier's generation tells a notification from a poll.
+
+    #[test]
+    fn a_retry_notifies_this_processs_watches_only_when_it_made_a_job_ready() {
+        let (_dir, s) = store_with_a_dead_job();
+        let before = s.notifier.generation();
+        let ids = [JobId::new("ready").unwrap(), JobId::new("ghost").unwrap()];
+        assert_eq!(s.retry(&ids, now(2.0)).unwrap(), [false, false]);
+        assert_eq!(
+            s.notifier.generation(),
+            before,
+            "nothing retried, no one woken"
+        );
+        assert_eq!(
+            s.retry(&[JobId::new("dead").unwrap()], now(3.0)).unwrap(),
+            [true]
+        );
+        assert_ne!(
+            s.notifier.generation(),
+            before,
+            "a job made ready wakes the watches"
+        );
+    }
+
+    #[test]
+    fn retrying_the_dead_notifies_only_when_there_were_some() {
+        let (_dir, s) = store_with_a_dead_job();
+        let before = s.notifier.generation();
+        let elsewhere = Queues::only(["other"]).unwrap();
+        assert_eq!(s.retry_dead_in(&elsewhere, now(2.0)).unwrap(), 0);
+        assert_eq!(
+            s.notifier.generation(),
+            before,
+            "nothing retried, no one woken"
+        );
+        assert_eq!(s.retry_dead(now(3.0)).unwrap(), 1);
+        let after = s.notifier.generation();
+        assert_ne!(after, before, "a dead job made ready wakes the watches");
+        assert_eq!(s.retry_dead(now(4.0)).unwrap(), 0);
+        assert_eq!(s.notifier.generation(), after);
+    }
+}

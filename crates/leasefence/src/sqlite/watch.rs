@@ -33,7 +33,8 @@ impl Notifier {
         self.cv.notify_all();
     }
 
-    fn generation(&self) -> u64 {
+    /// How many notifications there have been (wrapping).
+    pub(super) fn generation(&self) -> u64 {
         *self
             .generation
             .lock()
