@@ -22,22 +22,51 @@ use crate::error::{BackendError, Error};
 /// retries every 50–100 µs until it gets its turn. The jitter keeps waiters from waking in
 /// lockstep. (`cargo xtask bench` measures both sides: docs/benchmarks.md.)
 pub(super) fn wait_when_busy(conn: &mut Connection, limit: Duration) -> rusqlite::Result<()> {
-    let mut first_refusal = Instant::now();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |t| u64::from(t.subsec_nanos()));
-    let mut jitter = Jitter::seeded(std::process::id(), nanos, conn as *const _ as u64);
+    let jitter = Jitter::seeded(std::process::id(), nanos, conn as *const _ as u64);
+    let mut waiter = Waiter::new(limit, jitter, Instant::now());
     conn.busy_handler(Some(move |count: i32| {
-        if count == 0 {
-            first_refusal = Instant::now();
+        match waiter.refused(count, Instant::now()) {
+            Some(sleep) => {
+                std::thread::sleep(sleep);
+                true
+            }
+            None => false,
         }
-        let waited = first_refusal.elapsed();
-        if waited >= limit {
-            return false;
-        }
-        std::thread::sleep(nap(jitter.below(ceiling(count, waited)), limit, waited));
-        true
     }))
+}
+
+/// The busy handler's state: when the current wait began, and the jitter of its sleeps.
+struct Waiter {
+    limit: Duration,
+    jitter: Jitter,
+    first_refusal: Instant,
+}
+
+impl Waiter {
+    fn new(limit: Duration, jitter: Jitter, now: Instant) -> Waiter {
+        Waiter {
+            limit,
+            jitter,
+            first_refusal: now,
+        }
+    }
+
+    /// The `count`th refusal (from 0; SQLite counts each wait anew) at `now`: how long to
+    /// sleep before trying again, or `None` to give up, `limit` after the wait's first refusal.
+    fn refused(&mut self, count: i32, now: Instant) -> Option<Duration> {
+        if count == 0 {
+            self.first_refusal = now;
+        }
+        let waited = now.saturating_duration_since(self.first_refusal);
+        if waited >= self.limit {
+            return None;
+        }
+        let draw = self.jitter.below(ceiling(count, waited));
+        Some(nap(draw, self.limit, waited))
+    }
 }
 
 /// The sleep of a waiter that drew `micros` and has waited `waited` of its `limit`: the draw,
@@ -241,6 +270,26 @@ mod tests {
         // Inputs that cancel to 1 still give a nonzero (odd) seed.
         assert_eq!(Jitter::seeded(0, 1, 0).0, 1);
         assert_eq!(Jitter::seeded(0, 0b11, 0b10).0, 1);
+    }
+
+    #[test]
+    fn each_wait_gives_up_its_limit_after_its_own_first_refusal() {
+        let limit = Duration::from_millis(100);
+        let opened = Instant::now();
+        let at = |ms: u64| opened + Duration::from_secs(3600) + Duration::from_millis(ms);
+        // Opened an hour before the first refusal: the wait counts from that refusal.
+        let mut waiter = Waiter::new(limit, Jitter::seeded(1, 2, 3), opened);
+        let first = waiter
+            .refused(0, at(0))
+            .expect("waits at the first refusal");
+        assert!(first <= Duration::from_micros(50), "first sleep {first:?}");
+        assert!(waiter.refused(1, at(60)).is_some(), "60 ms of 100 waited");
+        assert!(waiter.refused(2, at(99)).unwrap() <= Duration::from_millis(1));
+        assert_eq!(waiter.refused(3, at(100)), None, "gives up at the limit");
+        // The next wait (SQLite counts from 0 again) has the whole limit anew.
+        assert!(waiter.refused(0, at(500)).is_some());
+        assert!(waiter.refused(1, at(599)).is_some());
+        assert_eq!(waiter.refused(2, at(600)), None);
     }
 
     #[test]
