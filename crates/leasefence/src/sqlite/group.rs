@@ -19,9 +19,9 @@
 //! has no error of its own: none of them is stored.
 
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::SqliteStore;
 use super::connection::copy_error;
@@ -55,8 +55,10 @@ pub(super) struct CommitQueue {
 struct State {
     /// Whether a store is leading a group: taking the waiting calls, or running them.
     leading: bool,
-    /// The calls waiting for the next group, in order of arrival.
-    waiting: Vec<Box<dyn Call>>,
+    /// The calls waiting for the next group, in order of arrival, each with its number.
+    waiting: Vec<(u64, Box<dyn Call>)>,
+    /// The number of the next call to join.
+    joined: u64,
     groups: u64,
     calls: u64,
 }
@@ -86,11 +88,14 @@ impl CommitQueue {
         }
     }
 
-    /// Adds `call`; returns whether its caller is to lead (no store was leading).
-    fn join(&self, call: Box<dyn Call>) -> bool {
+    /// Adds `call`; returns its number, and whether its caller is to lead (no store was
+    /// leading).
+    fn join(&self, call: Box<dyn Call>) -> (u64, bool) {
         let mut state = self.lock();
-        state.waiting.push(call);
-        !std::mem::replace(&mut state.leading, true)
+        let number = state.joined;
+        state.joined += 1;
+        state.waiting.push((number, call));
+        (number, !std::mem::replace(&mut state.leading, true))
     }
 
     /// The leader takes every waiting call.
@@ -99,13 +104,25 @@ impl CommitQueue {
         state.groups += 1;
         state.calls += state.waiting.len() as u64;
         std::mem::take(&mut state.waiting)
+            .into_iter()
+            .map(|(_, call)| call)
+            .collect()
+    }
+
+    /// Takes the call `number` out of the queue if no leader has taken it yet (nothing of it
+    /// ran, then); returns whether it did.
+    fn withdraw(&self, number: u64) -> bool {
+        let mut state = self.lock();
+        let before = state.waiting.len();
+        state.waiting.retain(|(n, _)| *n != number);
+        state.waiting.len() < before
     }
 
     /// The leader is done: the first call that arrived meanwhile leads the next group.
     fn pass_lead(&self) {
         let mut state = self.lock();
         match state.waiting.first() {
-            Some(next) => next.lead(),
+            Some((_, next)) => next.lead(),
             None => state.leading = false,
         }
     }
@@ -204,6 +221,11 @@ impl SqliteStore {
     ///
     /// `operation` may run more than once: again in a new transaction when SQLite rolled back
     /// the one it ran in (so it must only read and write through the store it is given).
+    ///
+    /// Waiting for a leader counts against the busy timeout: a call that no leader has taken
+    /// by then leaves the queue, unrun, and its caller gets [`Error::Busy`]. A call a leader
+    /// has taken is answered once its group has committed (the leader's own wait for the
+    /// file is bounded by its busy timeout).
     pub(super) fn grouped<T, F>(&self, operation: F) -> Result<T>
     where
         T: Send + 'static,
@@ -218,15 +240,36 @@ impl SqliteStore {
             answer: None,
             reply,
         });
-        let mut lead = group.join(call);
+        let deadline = Instant::now() + self.busy_timeout;
+        let (number, mut lead) = group.join(call);
+        let mut taken = false;
         loop {
             if lead {
                 self.lead_group(group);
+                lead = false;
             }
-            match answers.recv() {
+            let message = if taken {
+                answers.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                let left = deadline.saturating_duration_since(Instant::now());
+                answers.recv_timeout(left)
+            };
+            match message {
                 Ok(Message::Done(answer)) => return answer,
                 Ok(Message::Lead) => lead = true,
-                Err(_) => return Err(unanswered()),
+                Err(RecvTimeoutError::Disconnected) => return Err(unanswered()),
+                Err(RecvTimeoutError::Timeout) if group.withdraw(number) => {
+                    // Out of the queue before any leader took it: nothing of it ran. A lead
+                    // passed to it meanwhile is taken up, so the others are not left unled.
+                    while let Ok(message) = answers.try_recv() {
+                        if let Message::Lead = message {
+                            self.lead_group(group);
+                        }
+                    }
+                    return Err(Error::Busy);
+                }
+                // A leader has it: its answer comes once the group has committed.
+                Err(RecvTimeoutError::Timeout) => taken = true,
             }
         }
     }
@@ -298,5 +341,99 @@ impl SqliteStore {
         for call in calls {
             call.fail(self.err(copy_error(e)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::thread;
+
+    use super::*;
+    use crate::SqliteOptions;
+
+    const BUSY_TIMEOUT: Duration = Duration::from_millis(200);
+
+    /// A grouping store on a scratch file, with a short busy timeout, and its queue.
+    fn grouping() -> (tempfile::TempDir, SqliteStore, Arc<CommitQueue>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteOptions::new()
+            .group_commit(true)
+            .busy_timeout(BUSY_TIMEOUT)
+            .open(dir.path().join("q.db"))
+            .unwrap();
+        let queue = store.group.clone().expect("group commit is on");
+        (dir, store, queue)
+    }
+
+    /// The answer of the call `handle` runs, which must come within 10 s (a call waiting
+    /// forever fails the test instead of hanging it).
+    fn answer<T>(handle: thread::JoinHandle<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !handle.is_finished() {
+            assert!(Instant::now() < deadline, "no answer within 10 s");
+            thread::sleep(Duration::from_millis(1));
+        }
+        handle.join().unwrap()
+    }
+
+    /// Waits (10 s at most) until `queue` has `n` calls waiting.
+    fn await_waiting(queue: &CommitQueue, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while queue.stats().waiting != n {
+            assert!(Instant::now() < deadline, "{:?}", queue.stats());
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn a_call_no_leader_takes_within_the_busy_timeout_leaves_the_queue_unrun_and_is_busy() {
+        let (_dir, store, queue) = grouping();
+        // A leader that never comes round to the call.
+        queue.lock().leading = true;
+        let ran = Arc::new(AtomicBool::new(false));
+        let call = {
+            let ran = ran.clone();
+            thread::spawn(move || {
+                let started = Instant::now();
+                let answer = store.grouped(move |_| {
+                    ran.store(true, Ordering::SeqCst);
+                    Ok(())
+                });
+                (answer, started.elapsed())
+            })
+        };
+        let (answer, waited) = answer(call);
+        assert!(matches!(answer, Err(Error::Busy)), "{answer:?}");
+        assert!(waited >= BUSY_TIMEOUT, "gave up after {waited:?}");
+        assert!(!ran.load(Ordering::SeqCst), "a withdrawn call never runs");
+        let stats = queue.stats();
+        assert_eq!((stats.waiting, stats.calls), (0, 0), "{stats:?}");
+    }
+
+    #[test]
+    fn a_call_a_leader_has_taken_gets_its_answer_even_past_the_busy_timeout() {
+        let (dir, store, queue) = grouping();
+        // The test leads: it takes the call and answers it only after the caller's busy
+        // timeout has passed.
+        queue.lock().leading = true;
+        let leader = SqliteOptions::new()
+            .group_commit(true)
+            .busy_timeout(BUSY_TIMEOUT)
+            .open(dir.path().join("q.db"))
+            .unwrap();
+        let joined = Instant::now();
+        let call = thread::spawn(move || store.grouped(|_| Ok(7)));
+        await_waiting(&queue, 1);
+        let mut calls = queue.take();
+        while joined.elapsed() < BUSY_TIMEOUT * 2 {
+            // The caller's deadline passes while its call is taken.
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(calls[0].run(&leader));
+        queue.pass_lead();
+        calls.into_iter().for_each(|c| c.answer());
+        assert_eq!(answer(call).unwrap(), 7);
+        assert!(!queue.stats().leading);
     }
 }

@@ -153,7 +153,9 @@ impl SqliteOptions {
     /// only once its write is committed. The writes grouped: `enqueue`, `claim`, `claim_next`
     /// (and a batch of one), `renew`, `complete`, `release` and `fail`. The batches
     /// (`claim_batch`, `complete_batch`, `renew_batch`, `enqueue_many`) already share one
-    /// commit among their jobs and keep their own transactions.
+    /// commit among their jobs and keep their own transactions. Waiting for the group's turn
+    /// counts against the [busy timeout](Self::busy_timeout): a write that no group has taken
+    /// by then is withdrawn, unrun, with [`Error::Busy`](crate::Error::Busy).
     ///
     /// Why not at `NORMAL`: there a commit costs no fsync, so a group saves little, while its
     /// callers all wait for the slowest call of the group (measured: 4 threads of single
