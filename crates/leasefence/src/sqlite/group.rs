@@ -314,8 +314,14 @@ impl SqliteStore {
 
     /// Runs `calls` in one transaction until each has an answer that stands: its own error, or
     /// a success that was committed (or the commit's error).
+    ///
+    /// Each transaction either commits or leaves one more call with its own error, so there
+    /// are at most as many as calls, and one more to commit.
     fn run_group(&self, calls: &mut [Box<dyn Call>]) {
-        'transaction: while calls.iter().any(|c| c.unanswered()) {
+        'transaction: for _ in 0..=calls.len() {
+            if !calls.iter().any(|c| c.unanswered()) {
+                return;
+            }
             let tx = match self.begin() {
                 Ok(tx) => tx,
                 Err(e) => return self.fail_all(calls, &e),
