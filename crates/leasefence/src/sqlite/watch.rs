@@ -117,7 +117,7 @@ pub(super) struct SqliteWatch {
 
 impl SqliteWatch {
     pub(super) fn open(path: &Path, notifier: Arc<Notifier>) -> Result<Self> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY.union(OpenFlags::SQLITE_OPEN_NO_MUTEX);
         let conn = Connection::open_with_flags(path, flags).map_err(|e| Error::CannotOpen {
             path: path.to_path_buf(),
             source: crate::error::BackendError::new(e),
@@ -162,3 +162,6 @@ impl Watch for SqliteWatch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -92,6 +92,37 @@ fn bad_database_strings_are_invalid_arguments_naming_db() {
 }
 
 #[test]
+fn a_target_tells_which_backend_it_names() {
+    for (db, postgres) in [
+        ("jobs.db", false),
+        ("sqlite:///var/lib/jobs.db", false),
+        ("sqlite://host=1.db", false),
+        ("postgres://app@db.internal/jobs", true),
+        ("postgresql://app@db.internal/jobs", true),
+        ("host=db.internal user=app", true),
+    ] {
+        let target = Target::parse(db).unwrap();
+        assert_eq!(target.is_postgres(), postgres, "{db}");
+        assert_eq!(target.sqlite_path().is_some(), !postgres, "{db}");
+    }
+}
+
+#[test]
+fn a_quoted_password_of_any_length_is_masked_and_the_rest_shown() {
+    // Quoted values of odd and even length, with an escaped quote inside: the value ends at
+    // its own closing quote, whatever comes before it.
+    for (password, shown) in [
+        ("'abc'", "host=h password=*** dbname=d"),
+        ("'ab'", "host=h password=*** dbname=d"),
+        ("'a\\'b c'", "host=h password=*** dbname=d"),
+        ("''", "host=h password=*** dbname=d"),
+    ] {
+        let target = Target::parse(&format!("host=h password={password} dbname=d")).unwrap();
+        assert_eq!(target.to_string(), shown, "{password}");
+    }
+}
+
+#[test]
 #[cfg_attr(
     not(leasefence_pg),
     ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
