@@ -73,7 +73,7 @@ fn a_call_no_leader_takes_within_the_busy_timeout_leaves_the_queue_unrun_and_is_
 fn a_caller_that_gives_up_withdraws_its_own_call_only() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q.db");
-    let limit = Duration::from_millis(400);
+    let limit = Duration::from_secs(1);
     let (first, second) = (grouping_at(&path, limit), grouping_at(&path, limit));
     let queue = first.group.clone().unwrap();
     queue.lock().leading = true;
