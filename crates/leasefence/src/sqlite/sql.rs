@@ -56,3 +56,6 @@ pub(super) const FIND_JOBS_WINDOW_BY_ID: &str = include_str!("sql/find_jobs_wind
 pub(super) const FENCES: &str = include_str!("sql/fences.sql");
 pub(super) const RECORD_AUDIT: &str = include_str!("sql/record_audit.sql");
 pub(super) const AUDIT_LOG: &str = include_str!("sql/audit_log.sql");
+
+#[cfg(test)]
+mod tests;

@@ -68,6 +68,27 @@ fn a_full_disk_is_storage_full_rolls_the_call_back_and_passes_once_space_is_ther
     assert_eq!(sqlite3(&db.path, "PRAGMA integrity_check;").trim(), "ok");
 }
 
+#[test]
+fn max_size_lets_the_file_grow_up_to_the_size_given_and_no_further() {
+    let db = Db::new();
+    leasefence::enqueue(&db.path, "j").unwrap();
+    let size = std::fs::metadata(&db.path).unwrap().len();
+    // Room for 256 KiB more than the file holds now.
+    let store = SqliteOptions::new()
+        .max_size(size + (256 << 10))
+        .open(&db.path)
+        .unwrap();
+    let fits = NewJob::new("fits").unwrap().payload(vec![7; 64 << 10]);
+    assert_eq!(store.enqueue_many(&[fits]).unwrap(), vec![true]);
+    let too_big = NewJob::new("too-big").unwrap().payload(vec![7; 1 << 20]);
+    assert!(matches!(
+        store.enqueue_many(&[too_big]),
+        Err(Error::StorageFull { .. })
+    ));
+    let ids: Vec<String> = db.rows().into_iter().map(|r| r.id).collect();
+    assert_eq!(ids, ["fits", "j"], "the job that fits is stored, the one too big is not");
+}
+
 /// Makes `path` unwritable for this process until dropped: by its mode, or — for root, whom
 /// modes do not stop — with the immutable attribute (`chattr +i`).
 struct Unwritable {
