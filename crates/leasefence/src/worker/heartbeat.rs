@@ -14,7 +14,7 @@ use crate::types::{Lease, Now};
 
 /// Renews, with one [`Store::renew_batch`], every queued or running job whose last renewal is
 /// `heartbeat` seconds old on the clock. A refused renew of a job still queued or running
-/// marks it lost and cancels its token.
+/// marks it lost and cancels its token, once the reason of every refusal of the tick is known.
 ///
 /// No job's lock is held across the database call: which jobs are due is read under each
 /// job's lock, released at once; the answers are applied under it again, and only to jobs
@@ -36,14 +36,20 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
     let answers = Now::new(now).and_then(|at| store.renew_batch(&leases, at, shared.config.ttl));
     match answers {
         Ok(answers) => {
+            let mut refused = Vec::new();
             for (job, renewed) in due.into_iter().zip(answers) {
                 if renewed {
                     apply(shared, job, now);
                 } else if lock(&job.beat).phase.is_renewable() {
                     // Why, asked without holding the job's lock (one read, on refusals only).
-                    let reason = classify(store, &job.lease, now);
-                    mark_lost(&shared.counters, job, reason, now);
+                    refused.push((job, classify(store, &job.lease, now)));
                 }
+            }
+            // Every refusal is judged before any handler is told: a handler told first could
+            // free its thread, which could claim another refused job given back by an
+            // operator, and that job would then look taken over instead of released.
+            for (job, reason) in refused {
+                mark_lost(&shared.counters, job, reason, now);
             }
         }
         Err(e) => {

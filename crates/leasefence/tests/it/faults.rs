@@ -86,7 +86,11 @@ fn max_size_lets_the_file_grow_up_to_the_size_given_and_no_further() {
         Err(Error::StorageFull { .. })
     ));
     let ids: Vec<String> = db.rows().into_iter().map(|r| r.id).collect();
-    assert_eq!(ids, ["fits", "j"], "the job that fits is stored, the one too big is not");
+    assert_eq!(
+        ids,
+        ["fits", "j"],
+        "the job that fits is stored, the one too big is not"
+    );
 }
 
 /// Makes `path` unwritable for this process until dropped: by its mode, or — for root, whom

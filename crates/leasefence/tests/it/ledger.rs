@@ -137,6 +137,8 @@ contract!(
         let h = history(db, s, "j");
         assert_eq!(h.count(AttemptOutcome::TimedOut), 1);
         assert_eq!(h.count(AttemptOutcome::Released), 1);
+        assert_eq!(h.count(AttemptOutcome::Lost), 0, "no attempt of the four was lost");
+        assert_eq!(h.count(AttemptOutcome::Cancelled), 0);
     }
 );
 
@@ -323,3 +325,31 @@ contract!(
         history(db, s, "k");
     }
 );
+
+/// The names the ledger stores, the CLI shows and `parse` reads back are what `Display` prints.
+#[test]
+fn outcomes_and_writes_display_as_their_stored_names() {
+    let outcomes: Vec<String> = AttemptOutcome::ALL.iter().map(|o| o.to_string()).collect();
+    assert_eq!(
+        outcomes,
+        [
+            "completed",
+            "failed",
+            "timed out",
+            "released",
+            "lost",
+            "cancelled"
+        ]
+    );
+    for outcome in AttemptOutcome::ALL {
+        assert_eq!(
+            AttemptOutcome::parse(&outcome.to_string()).unwrap(),
+            outcome
+        );
+    }
+    let writes: Vec<String> = WriteOp::ALL.iter().map(|w| format!("{w}")).collect();
+    assert_eq!(writes, ["renew", "complete", "fail", "release", "schedule"]);
+    for write in WriteOp::ALL {
+        assert_eq!(WriteOp::parse(&write.to_string()).unwrap(), write);
+    }
+}
