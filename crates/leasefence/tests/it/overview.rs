@@ -207,10 +207,15 @@ contract!(viewed
         assert_eq!(id, "first-ready");
         assert_eq!(at, t0 - 10.0 + 4.0, "its enqueue time");
         let age = o.oldest_ready_age().unwrap();
-        assert!((0.0..60.0).contains(&age), "{age}");
-        // nothing ready: none
+        assert_eq!(age, o.now - at, "waited from its enqueue time to the overview's clock");
+        assert!((6.0..66.0).contains(&age), "{age}");
+        // a clock behind the enqueue time (another host's): waited nothing, never negative
+        assert_eq!(s.overview(now(t0 - 100.0)).unwrap().oldest_ready_age(), Some(0.0));
+        // nothing ready: none; the expired job claimed again is no longer expired
         s.claim_batch(owner("w"), Now::system(), ttl(60.0), leasefence::BatchSize::new(9).unwrap()).unwrap();
-        assert_eq!(s.overview(Now::system()).unwrap().oldest_ready, None);
+        let none = s.overview(Now::system()).unwrap();
+        assert_eq!((none.oldest_ready.clone(), none.oldest_ready_age()), (None, None));
+        assert_eq!((none.expired_unclaimed(), none.totals.expired), (0, 0));
     }
 );
 
