@@ -220,3 +220,39 @@ contract!(viewed
         assert_eq!(db.rows(), before);
     }
 );
+
+/// An order's name (what the dashboard's links and forms carry) parses back to it; any other
+/// name is refused naming `order`.
+#[test]
+fn an_order_is_named_and_parsed_back() {
+    let named: Vec<&str> = [JobOrder::Newest, JobOrder::Oldest]
+        .map(JobOrder::as_str)
+        .to_vec();
+    assert_eq!(named, ["newest", "oldest"]);
+    for order in [JobOrder::Newest, JobOrder::Oldest] {
+        assert_eq!(JobOrder::parse(order.as_str()).unwrap(), order);
+    }
+    assert_eq!(JobOrder::default(), JobOrder::Newest);
+    let err = JobOrder::parse("Newest").unwrap_err();
+    assert_eq!(err.argument(), Some("order"));
+    assert!(err.to_string().contains("\"Newest\""), "{err}");
+}
+
+/// A cursor's text (a URL's) decodes back to it; text it did not write is refused naming
+/// `cursor`.
+#[test]
+fn a_cursor_is_encoded_and_decoded_back() {
+    for cursor in [
+        JobCursor::Seq(42),
+        JobCursor::Seq(-1),
+        JobCursor::Id("job-7".into()),
+    ] {
+        assert_eq!(JobCursor::decode(&cursor.encode()).unwrap(), cursor);
+    }
+    assert_eq!(JobCursor::Seq(42).encode(), "s42");
+    assert_eq!(JobCursor::Id("a b".into()).encode(), "ia b");
+    for bad in ["", "s", "sx", "i", "x1", "é"] {
+        let err = JobCursor::decode(bad).unwrap_err();
+        assert_eq!(err.argument(), Some("cursor"), "{bad:?}");
+    }
+}
