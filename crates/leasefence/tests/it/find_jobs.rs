@@ -256,3 +256,47 @@ fn a_cursor_is_encoded_and_decoded_back() {
         assert_eq!(err.argument(), Some("cursor"), "{bad:?}");
     }
 }
+
+/// `JobQuery::check` at its bounds: a limit and a window of exactly `MAX_WINDOW`, and filters
+/// of exactly `MAX_KEY_LEN` bytes, pass; one more is refused naming the argument.
+#[test]
+fn a_query_is_checked_at_its_bounds() {
+    use leasefence::{MAX_KEY_LEN, MAX_WINDOW};
+    let q = |limit, window| JobQuery {
+        limit,
+        window,
+        ..JobQuery::default()
+    };
+    assert!(q(MAX_WINDOW, MAX_WINDOW).check().is_ok());
+    assert!(q(1, 1).check().is_ok());
+    assert_eq!(
+        q(MAX_WINDOW + 1, MAX_WINDOW + 1)
+            .check()
+            .unwrap_err()
+            .argument(),
+        Some("limit")
+    );
+    assert_eq!(q(0, 10).check().unwrap_err().argument(), Some("limit"));
+    assert_eq!(
+        q(10, MAX_WINDOW + 1).check().unwrap_err().argument(),
+        Some("window")
+    );
+    assert_eq!(q(10, 9).check().unwrap_err().argument(), Some("window"));
+    let longest = "k".repeat(MAX_KEY_LEN);
+    let too_long = "k".repeat(MAX_KEY_LEN + 1);
+    for (name, set) in [
+        (
+            "kind",
+            (|q: &mut JobQuery, v: String| q.kind = Some(v)) as fn(&mut JobQuery, String),
+        ),
+        ("owner", |q, v| q.owner = Some(v)),
+        ("id_prefix", |q, v| q.id_prefix = Some(v)),
+    ] {
+        let mut ok = JobQuery::default();
+        set(&mut ok, longest.clone());
+        assert!(ok.check().is_ok(), "{name} of {MAX_KEY_LEN} bytes");
+        let mut bad = JobQuery::default();
+        set(&mut bad, too_long.clone());
+        assert_eq!(bad.check().unwrap_err().argument(), Some(name));
+    }
+}
