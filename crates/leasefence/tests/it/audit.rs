@@ -48,3 +48,15 @@ contract!(viewed
         assert!(s.audit_log(None, 10).unwrap().is_empty());
     }
 );
+
+contract!(viewed
+    fn a_field_of_exactly_the_longest_length_is_recorded(api, db, s) {
+        let longest = "x".repeat(leasefence::MAX_KEY_LEN);
+        let one_more = "x".repeat(leasefence::MAX_KEY_LEN + 1);
+        let seq = s.record_audit(&AuditRecord { result: &longest, ..record("cancel", "job:a") }, now(0.0)).unwrap();
+        assert_eq!(db.audit().iter().map(|r| (r.0, r.5.len())).collect::<Vec<_>>(), [(seq, longest.len())]);
+        let err = s.record_audit(&AuditRecord { target: &one_more, ..record("cancel", "job:a") }, now(1.0)).unwrap_err();
+        assert_eq!(err.argument(), Some("target"));
+        assert_eq!(db.audit().len(), 1, "the refused record added nothing");
+    }
+);

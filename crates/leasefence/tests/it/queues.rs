@@ -54,3 +54,22 @@ contract!(
         assert_eq!(queues[0].stats, s.stats(now(10.0)).unwrap());
     }
 );
+
+/// A queue displays as its name; `Queues::contains` says which queues a claim takes from.
+#[test]
+fn a_queue_displays_as_its_name_and_queues_say_what_they_take() {
+    use leasefence::Queues;
+    let mail = Queue::new("mail").unwrap();
+    assert_eq!(mail.to_string(), "mail");
+    assert_eq!(format!("[{mail}]"), "[mail]");
+    assert!(Queues::All.contains("mail") && Queues::All.contains("default"));
+    let some = Queues::only(["mail", "reports", "mail"]).unwrap();
+    assert_eq!(
+        some.names().unwrap().len(),
+        2,
+        "a name given twice counts once"
+    );
+    assert!(some.contains("mail") && some.contains("reports"));
+    assert!(!some.contains("default") && !some.contains("mai"));
+    assert!(!Queues::one(mail).contains("reports"));
+}
