@@ -147,9 +147,9 @@ pub use store::{Observe, Store, Watch};
 pub use types::{
     Attempt, AttemptOutcome, AuditEntry, AuditRecord, Backoff, BatchSize, DEFAULT_QUEUE,
     EXPIRING_WITHIN, Enqueued, Failed, Fence, FenceRecord, History, JobCursor, JobId, JobInfo,
-    JobOrder, JobPage, JobQuery, JobState, Lease, MAX_KEY_LEN, MAX_QUEUE_NAME, MAX_WINDOW, Minute,
-    NewJob, Now, Overview, Owner, Queue, QueueInfo, Queues, Refusal, Resource, Stats, Status,
-    THROUGHPUT_MINUTES, Ttl, WriteOp,
+    JobOrder, JobPage, JobQuery, JobState, Lease, MAX_AUDIT_LEN, MAX_KEY_LEN, MAX_QUEUE_NAME,
+    MAX_WINDOW, Minute, NewJob, Now, Overview, Owner, Queue, QueueInfo, Queues, Refusal, Resource,
+    Stats, Status, THROUGHPUT_MINUTES, Ttl, WriteOp,
 };
 #[cfg(feature = "cron")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cron")))]

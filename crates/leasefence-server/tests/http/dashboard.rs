@@ -549,3 +549,36 @@ fn an_open_server_lets_loopback_act_with_the_csrf_token_still_required() {
         "local from 127.0.0.1"
     );
 }
+
+backends! {
+    // An id and an owner of the longest length (`MAX_KEY_LEN` bytes) still fit the audit log
+    // with the words around them: the release is done and audited, not done and then an error.
+    fn an_action_on_the_longest_id_and_owner_is_audited(db: &Db) {
+        let s = direct(db);
+        let long_id = "j".repeat(leasefence::MAX_KEY_LEN);
+        let long_owner = "o".repeat(leasefence::MAX_KEY_LEN);
+        s.enqueue_job(job(&long_id)).unwrap();
+        let past = Now::new(Now::system().seconds() - 100.0).unwrap();
+        let lease = s
+            .claim(JobId::new(&long_id).unwrap(), Owner::new(&long_owner).unwrap(), past, Ttl::new(10.0).unwrap())
+            .unwrap()
+            .unwrap();
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(ADMIN));
+        let r = b.act(&format!("/dashboard/jobs/{long_id}/release"));
+        assert_eq!(r.header("location"), format!("/dashboard/jobs/{long_id}?done=release&ok=1"));
+        let row = db.row(&long_id).unwrap();
+        assert_eq!((row.owner, row.fence), (None, lease.fence), "released under its own fence");
+        let log = s.audit_log(None, 10).unwrap();
+        let seen: Vec<(&str, &str, &str)> =
+            log.iter().map(|e| (e.action.as_str(), e.target.as_str(), e.result.as_str())).collect();
+        assert_eq!(
+            seen,
+            [(
+                "release",
+                format!("job {long_id}").as_str(),
+                format!("released the lease of {long_owner} under fence 1").as_str()
+            )]
+        );
+    }
+}

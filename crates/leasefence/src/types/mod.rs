@@ -31,7 +31,7 @@ pub use job::{Enqueued, Failed, JobInfo, JobState, Lease, MAX_KEY_LEN, NewJob, S
 pub use ledger::{Attempt, AttemptOutcome, History, Refusal, WriteOp};
 pub use observe::{
     AuditEntry, AuditRecord, EXPIRING_WITHIN, FenceRecord, JobCursor, JobOrder, JobPage, JobQuery,
-    MAX_WINDOW, Minute, Overview, THROUGHPUT_MINUTES,
+    MAX_AUDIT_LEN, MAX_WINDOW, Minute, Overview, THROUGHPUT_MINUTES,
 };
 pub use queue::{DEFAULT_QUEUE, MAX_QUEUE_NAME, Queue, QueueInfo, Queues};
 #[cfg(feature = "cron")]

@@ -313,6 +313,11 @@ pub struct AuditEntry {
     pub result: String,
 }
 
+/// The longest field of an [`AuditRecord`], in bytes: room for a target or a result that
+/// quotes a job id or an owner of [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes with words around
+/// it (`job <id>`, `released the lease of <owner> under fence 7`).
+pub const MAX_AUDIT_LEN: usize = 2048;
+
 /// An action to record with [`Observe::record_audit`](crate::Observe::record_audit).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditRecord<'a> {
@@ -327,7 +332,7 @@ pub struct AuditRecord<'a> {
 }
 
 impl AuditRecord<'_> {
-    /// Checks the record: every field 1 to 2048 bytes without NUL.
+    /// Checks the record: every field 1 to [`MAX_AUDIT_LEN`] bytes without NUL.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the field.
@@ -338,13 +343,10 @@ impl AuditRecord<'_> {
             ("target", self.target),
             ("result", self.result),
         ] {
-            if value.is_empty() || value.len() > crate::types::MAX_KEY_LEN || value.contains('\0') {
+            if value.is_empty() || value.len() > MAX_AUDIT_LEN || value.contains('\0') {
                 return Err(Error::invalid(
                     name,
-                    format!(
-                        "must be 1 to {} bytes without NUL",
-                        crate::types::MAX_KEY_LEN
-                    ),
+                    format!("must be 1 to {MAX_AUDIT_LEN} bytes without NUL"),
                 ));
             }
         }

@@ -50,9 +50,9 @@ contract!(viewed
 );
 
 contract!(viewed
-    fn a_field_of_exactly_the_longest_length_is_recorded(api, db, s) {
-        let longest = "x".repeat(leasefence::MAX_KEY_LEN);
-        let one_more = "x".repeat(leasefence::MAX_KEY_LEN + 1);
+    fn a_field_of_exactly_max_audit_len_bytes_is_recorded(api, db, s) {
+        let longest = "x".repeat(leasefence::MAX_AUDIT_LEN);
+        let one_more = "x".repeat(leasefence::MAX_AUDIT_LEN + 1);
         let seq = s.record_audit(&AuditRecord { result: &longest, ..record("cancel", "job:a") }, now(0.0)).unwrap();
         assert_eq!(db.audit().iter().map(|r| (r.0, r.5.len())).collect::<Vec<_>>(), [(seq, longest.len())]);
         let err = s.record_audit(&AuditRecord { target: &one_more, ..record("cancel", "job:a") }, now(1.0)).unwrap_err();
