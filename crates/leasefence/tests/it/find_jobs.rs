@@ -238,25 +238,6 @@ fn an_order_is_named_and_parsed_back() {
     assert!(err.to_string().contains("\"Newest\""), "{err}");
 }
 
-/// A cursor's text (a URL's) decodes back to it; text it did not write is refused naming
-/// `cursor`.
-#[test]
-fn a_cursor_is_encoded_and_decoded_back() {
-    for cursor in [
-        JobCursor::Seq(42),
-        JobCursor::Seq(-1),
-        JobCursor::Id("job-7".into()),
-    ] {
-        assert_eq!(JobCursor::decode(&cursor.encode()).unwrap(), cursor);
-    }
-    assert_eq!(JobCursor::Seq(42).encode(), "s42");
-    assert_eq!(JobCursor::Id("a b".into()).encode(), "ia b");
-    for bad in ["", "s", "sx", "i", "x1", "é"] {
-        let err = JobCursor::decode(bad).unwrap_err();
-        assert_eq!(err.argument(), Some("cursor"), "{bad:?}");
-    }
-}
-
 /// `JobQuery::check` at its bounds: a limit and a window of exactly `MAX_WINDOW`, and filters
 /// of exactly `MAX_KEY_LEN` bytes, pass; one more is refused naming the argument.
 #[test]
@@ -276,12 +257,10 @@ fn a_query_is_checked_at_its_bounds() {
             .argument(),
         Some("limit")
     );
-    assert_eq!(q(0, 10).check().unwrap_err().argument(), Some("limit"));
     assert_eq!(
         q(10, MAX_WINDOW + 1).check().unwrap_err().argument(),
         Some("window")
     );
-    assert_eq!(q(10, 9).check().unwrap_err().argument(), Some("window"));
     let longest = "k".repeat(MAX_KEY_LEN);
     let too_long = "k".repeat(MAX_KEY_LEN + 1);
     for (name, set) in [
