@@ -72,8 +72,11 @@ impl Group {
             Group::Worker => {
                 "test(/^(worker|signals|story|watch)::/) | test(/^model::seed/) | binary(leasefence)"
             }
+            // Every PostgreSQL case by its name (`pg`/`any_pg` contract cases, `on_postgresql_…`,
+            // `pg_…`, `…_pg`) or module, and the lost-connection cases of `reconnect`.
             Group::Postgres => {
-                "test(/::(pg|any_pg)$/) | test(/^(postgres|database_clock)::/) | test(/^pg::/)"
+                "test(/postgres|::pg_|_pg$|::(pg|any_pg)$/) \
+                 | test(/^(database_clock|pg|reconnect)::/)"
             }
             Group::Sqlite => "not (test(/::(pg|any_pg)$/) | test(/^postgres::/))",
             Group::Open => "test(/::any_(sqlite|pg)$/) | test(/^any_store::/) | binary(leasefence)",

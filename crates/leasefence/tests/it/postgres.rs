@@ -759,6 +759,9 @@ fn each_sqlstate_is_sorted_into_its_error_kind() {
         ("40001", "busy"),
         ("40P01", "busy"),
         ("55P03", "busy"),
+        ("57014", "busy"),
+        ("53100", "full"),
+        ("25006", "read-only"),
         ("08006", "lost"),
         ("08003", "lost"),
         ("57P01", "lost"),
@@ -784,6 +787,14 @@ fn each_sqlstate_is_sorted_into_its_error_kind() {
                 assert!(target.contains("dbname="), "{code}: {target}");
                 "lost"
             }
+            Error::StorageFull { database } => {
+                assert!(database.contains("dbname="), "{code}: {database}");
+                "full"
+            }
+            Error::ReadOnly { database, .. } => {
+                assert!(database.contains("dbname="), "{code}: {database}");
+                "read-only"
+            }
             Error::Backend(_) => "backend",
             other => panic!("{code}: unexpected {other:?}"),
         };
@@ -791,6 +802,30 @@ fn each_sqlstate_is_sorted_into_its_error_kind() {
         assert_eq!(err.is_retryable(), kind == "busy", "{code}");
     }
     assert_eq!(db.rows(), before);
+}
+
+/// An error the driver raises itself, with no SQLSTATE and on an open connection — here a
+/// parameter the changed column's type no longer accepts, after a hand-made `ALTER TABLE` — is
+/// a backend error, not a lost connection: retrying on a new connection would not help.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_driver_error_on_an_open_connection_is_a_backend_error_not_a_lost_connection() {
+    let Some(db) = PgDb::new() else { return };
+    db.exec("ALTER TABLE jobs ALTER COLUMN priority TYPE integer");
+    let store = db.store();
+    let err = store
+        .enqueue_jobs(&[leasefence::NewJob::new("a").unwrap().priority(3)])
+        .unwrap_err();
+    match &err {
+        Error::Backend(e) => assert!(e.to_string().contains("type"), "{e}"),
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+    assert!(db.rows().is_empty());
+    // the connection is still good: a call that binds no priority works
+    assert_eq!(store.state(JobId::new("a").unwrap()).unwrap(), None);
 }
 
 /// One lock per id made a batch of tens of thousands of jobs fail with "out of shared memory"

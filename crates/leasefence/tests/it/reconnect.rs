@@ -700,3 +700,112 @@ fn a_last_failure_recorded_before_its_answer_was_lost_is_reported_dead() {
         .unwrap();
     assert_eq!((info.status, info.state.fence), (Status::Dead, 1));
 }
+
+/// The backend pids of the sessions named `app`.
+fn sessions(admin: &mut Client, app: &str) -> Vec<i32> {
+    admin
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// Terminates the backend `pid` and waits until the server has ended it.
+fn terminate(admin: &mut Client, pid: i32) {
+    let ended: bool = admin
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap()
+        .get(0);
+    assert!(ended, "pg_terminate_backend({pid}) refused");
+    wait_until("the terminated session to end", || {
+        admin
+            .query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", &[&pid])
+            .unwrap()
+            .is_empty()
+    });
+}
+
+/// A pooled session the server ended while it sat idle in the pool (an idle timeout, an
+/// operator's `pg_terminate_backend`) is noticed at check-out and replaced: the next call
+/// works instead of failing with a lost connection.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_session_ended_while_idle_in_the_pool_is_replaced_before_the_next_call() {
+    let Some(db) = PgDb::new() else { return };
+    let app = format!("{}_idle", db.schema);
+    let store = PgOptions::new()
+        .schema(&db.schema)
+        .pool_size(1)
+        .open(&named(&db, &app))
+        .unwrap();
+    store.enqueue_many(&[job("a")]).unwrap();
+    let mut admin = raw(&db.url);
+    let before = sessions(&mut admin, &app);
+    assert_eq!(before.len(), 1, "one pooled session: {before:?}");
+    terminate(&mut admin, before[0]);
+    assert_eq!(
+        store
+            .state(JobId::new("a").unwrap())
+            .unwrap()
+            .map(|s| s.fence),
+        Some(0)
+    );
+    let after = sessions(&mut admin, &app);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after, before, "the ended session was replaced");
+}
+
+/// A session ended in the middle of a transaction, between two statements, is a lost
+/// connection on the next one (here `complete_with`'s commit): the driver finds the socket
+/// closed. Nothing of the transaction is stored, and the next call works on a new session.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_session_ended_inside_a_transaction_is_a_lost_connection_and_nothing_is_stored() {
+    let Some(db) = PgDb::new() else { return };
+    let store = PgOptions::new()
+        .schema(&db.schema)
+        .pool_size(1)
+        .open(&db.url)
+        .unwrap();
+    store.enqueue_many(&[job("a")]).unwrap();
+    let me = Owner::new("w").unwrap();
+    let lease = store
+        .claim(
+            JobId::new("a").unwrap(),
+            me,
+            Now::new(1.0).unwrap(),
+            Ttl::new(100.0).unwrap(),
+        )
+        .unwrap()
+        .expect("claimable");
+    let mut admin = raw(&db.url);
+    let answer = store.complete_with(&lease, Now::new(2.0).unwrap(), "done", |tx| {
+        let pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        terminate(&mut admin, pid);
+        Ok::<_, Error>(())
+    });
+    match &answer {
+        Err(Error::ConnectionLost { target, .. }) => {
+            assert!(target.contains("dbname="), "{target}")
+        }
+        other => panic!("expected ConnectionLost, got {other:?}"),
+    }
+    let row = db.row("a").unwrap();
+    assert_eq!((row.fence, row.done, row.result), (1, 0, None));
+    assert!(
+        store
+            .complete_lease(&lease, Now::new(3.0).unwrap(), "done")
+            .unwrap()
+    );
+    assert_eq!(db.row("a").unwrap().result.as_deref(), Some("done"));
+}
