@@ -350,3 +350,57 @@ fn on_postgresql_enqueue_in_commits_and_rolls_back_with_the_callers_transaction(
     assert_eq!(db.queue_row("r-1").queue, "mail");
     assert_eq!(db.query_i64(&format!("SELECT count(*) FROM {orders}")), [1]);
 }
+
+/// On PostgreSQL an enqueue whose unique key is held (nothing inserted) asks which job holds
+/// it in a second statement. If the holder was deleted in between (an operator's delete), the
+/// insert is tried again — the key is free now — and, should the holder keep vanishing, gives
+/// up after a bounded number of tries with `Busy` and nothing written. Triggers of the test's
+/// own put a holder in before each insert statement and delete it after, `left` times.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_a_key_holder_deleted_between_insert_and_lookup_is_retried_a_bounded_number_of_times()
+ {
+    let Some(db) = PgDb::new() else { return };
+    db.exec(
+        "CREATE TABLE vanish (left_ INT); INSERT INTO vanish VALUES (0); \
+         CREATE SEQUENCE vanished; \
+         CREATE FUNCTION hold_key() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           IF pg_trigger_depth() = 1 AND (SELECT left_ FROM vanish) > 0 THEN \
+             INSERT INTO jobs (id, queue, unique_key) VALUES ('holder', 'q', 'k'); \
+           END IF; RETURN NULL; END $$; \
+         CREATE FUNCTION vanish_key() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           IF pg_trigger_depth() = 1 AND (SELECT left_ FROM vanish) > 0 THEN \
+             DELETE FROM jobs WHERE id = 'holder'; \
+             UPDATE vanish SET left_ = left_ - 1; \
+             PERFORM nextval('vanished'); \
+           END IF; RETURN NULL; END $$; \
+         CREATE TRIGGER hold_key BEFORE INSERT ON jobs \
+           FOR EACH STATEMENT EXECUTE FUNCTION hold_key(); \
+         CREATE TRIGGER vanish_key AFTER INSERT ON jobs \
+           FOR EACH STATEMENT EXECUTE FUNCTION vanish_key();",
+    );
+    let store = db.store();
+    let vanished =
+        || db.query_i64("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM vanished");
+    // Once: the second try inserts.
+    db.exec("UPDATE vanish SET left_ = 1");
+    assert_eq!(
+        store.enqueue_jobs(&[keyed("b", "q", "k")]).unwrap(),
+        [Enqueued::Inserted]
+    );
+    assert_eq!(vanished(), [1]);
+    assert_eq!(
+        db.rows().iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["b"]
+    );
+    // Always: the first try and three more, then Busy, and the transaction rolled back.
+    db.exec("DELETE FROM jobs; UPDATE vanish SET left_ = 100");
+    let err = store.enqueue_jobs(&[keyed("c", "q", "k")]).unwrap_err();
+    assert!(matches!(err, leasefence::Error::Busy), "{err:?}");
+    assert_eq!(vanished(), [1 + 4]);
+    assert!(db.rows().is_empty());
+    assert_eq!(db.query_i64("SELECT left_::bigint FROM vanish"), [100]);
+}
