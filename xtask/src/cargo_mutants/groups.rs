@@ -26,6 +26,9 @@ pub enum Group {
     Sqlite,
     /// `open.rs`, `open/`: the `AnyStore` cases.
     Open,
+    /// The operator's views (`types/observe.rs`, `store/observe.rs`): their unit tests and the
+    /// cases of the views.
+    Observe,
     /// Everything else (the types, the seam, the free functions): every case.
     All,
 }
@@ -46,6 +49,8 @@ impl Group {
             Group::Sqlite
         } else if rel == "open.rs" || rel.starts_with("open/") {
             Group::Open
+        } else if rel == "types/observe.rs" || rel == "store/observe.rs" {
+            Group::Observe
         } else {
             Group::All
         }
@@ -60,6 +65,7 @@ impl Group {
             Group::Postgres => "postgres",
             Group::Sqlite => "sqlite",
             Group::Open => "open",
+            Group::Observe => "observe",
             Group::All => "all",
         }
     }
@@ -80,6 +86,10 @@ impl Group {
             }
             Group::Sqlite => "not (test(/::(pg|any_pg)$/) | test(/^postgres::/))",
             Group::Open => "test(/::any_(sqlite|pg)$/) | test(/^any_store::/) | binary(leasefence)",
+            Group::Observe => {
+                "binary(leasefence) \
+                 | test(/^(audit|fences|find_jobs|inspect|ledger|list|overview|queues|stats|status)::/)"
+            }
             Group::All => "all()",
         };
         format!("({tests}) and not ({SLOW})")
@@ -124,6 +134,10 @@ mod tests {
             Group::Open
         );
         assert_eq!(Group::of("crates/leasefence/src/open.rs"), Group::Open);
+        assert_eq!(
+            Group::of("crates/leasefence/src/types/observe.rs"),
+            Group::Observe
+        );
         assert_eq!(Group::of("crates/leasefence/src/types/args.rs"), Group::All);
         assert_eq!(Group::of("crates/leasefence/src/lib.rs"), Group::All);
     }
@@ -137,6 +151,7 @@ mod tests {
             Group::Postgres,
             Group::Sqlite,
             Group::Open,
+            Group::Observe,
             Group::All,
         ] {
             assert!(g.filter().ends_with(&format!("and not ({SLOW})")), "{g:?}");
