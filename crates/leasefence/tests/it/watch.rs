@@ -96,3 +96,30 @@ fn on_postgresql_a_watch_ignores_other_schemas_and_enqueues_that_insert_nothing(
     s.enqueue_many(&[job("new")]).unwrap();
     assert!(watch.wait(PATIENCE).unwrap());
 }
+
+/// `retry_dead` notifies the watches when it made a dead job ready, and only then.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_a_watch_wakes_on_retry_dead_only_when_it_retried_a_job() {
+    let Some(db) = PgDb::new() else { return };
+    let s = db.store();
+    let mut watch = s.watch().unwrap().unwrap();
+    // Nothing dead: nothing retried, nobody woken.
+    assert_eq!(s.retry_dead(now(0.0)).unwrap(), 0);
+    assert!(
+        !watch.wait(QUIET).unwrap(),
+        "woken by a retry that made nothing ready"
+    );
+    s.enqueue_many(&[job("a").max_attempts(1)]).unwrap();
+    let lease = s
+        .claim_next(owner("w"), now(0.0), ttl(10.0))
+        .unwrap()
+        .unwrap();
+    s.fail(&lease, now(1.0), "boom", None).unwrap().unwrap();
+    while watch.wait(QUIET).unwrap() {} // the enqueue
+    assert_eq!(s.retry_dead(now(2.0)).unwrap(), 1);
+    assert!(watch.wait(PATIENCE).unwrap());
+}
