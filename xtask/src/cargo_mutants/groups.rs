@@ -29,6 +29,13 @@ pub enum Group {
     /// The operator's views (`types/observe.rs`, `store/observe.rs`): their unit tests and the
     /// cases of the views.
     Observe,
+    /// `policy.rs`: the decisions above the seam (batch order, retry time, counts, pages) —
+    /// the cases of the operations and views that use them.
+    Policy,
+    /// `error.rs`: the error kinds — the cases of bad input, contention and server faults.
+    Errors,
+    /// `lib.rs`: the free functions of the seed's API — the cases of its operations.
+    Facade,
     /// Everything else (the types, the seam, the free functions): every case.
     All,
 }
@@ -51,6 +58,12 @@ impl Group {
             Group::Open
         } else if rel == "types/observe.rs" || rel == "store/observe.rs" {
             Group::Observe
+        } else if rel == "policy.rs" {
+            Group::Policy
+        } else if rel == "error.rs" {
+            Group::Errors
+        } else if rel == "lib.rs" {
+            Group::Facade
         } else {
             Group::All
         }
@@ -66,6 +79,9 @@ impl Group {
             Group::Sqlite => "sqlite",
             Group::Open => "open",
             Group::Observe => "observe",
+            Group::Policy => "policy",
+            Group::Errors => "errors",
+            Group::Facade => "facade",
             Group::All => "all",
         }
     }
@@ -89,6 +105,18 @@ impl Group {
             Group::Observe => {
                 "binary(leasefence) \
                  | test(/^(audit|fences|find_jobs|inspect|ledger|list|overview|queues|stats|status)::/)"
+            }
+            Group::Policy => {
+                "binary(leasefence) \
+                 | test(/^(audit|fences|find_jobs|inspect|ledger|list|overview|queues|stats|status)::/) \
+                 | test(/^(claim_many|claim_batch|claim_next|fail|retry)::/)"
+            }
+            Group::Errors => {
+                "binary(leasefence) | test(/^(bad_input|busy|faults|reconnect|postgres|seam)::/)"
+            }
+            Group::Facade => {
+                "binary(leasefence) | test(/^model::seed/) \
+                 | test(/^(init_db|enqueue|state|claim|renew|complete|release|claim_many|fail|bad_input|seam)::/)"
             }
             Group::All => "all()",
         };
@@ -138,8 +166,10 @@ mod tests {
             Group::of("crates/leasefence/src/types/observe.rs"),
             Group::Observe
         );
+        assert_eq!(Group::of("crates/leasefence/src/policy.rs"), Group::Policy);
+        assert_eq!(Group::of("crates/leasefence/src/error.rs"), Group::Errors);
+        assert_eq!(Group::of("crates/leasefence/src/lib.rs"), Group::Facade);
         assert_eq!(Group::of("crates/leasefence/src/types/args.rs"), Group::All);
-        assert_eq!(Group::of("crates/leasefence/src/lib.rs"), Group::All);
     }
 
     #[test]
@@ -152,6 +182,9 @@ mod tests {
             Group::Sqlite,
             Group::Open,
             Group::Observe,
+            Group::Policy,
+            Group::Errors,
+            Group::Facade,
             Group::All,
         ] {
             assert!(g.filter().ends_with(&format!("and not ({SLOW})")), "{g:?}");
