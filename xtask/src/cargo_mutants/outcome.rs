@@ -28,7 +28,9 @@ pub struct Kept {
     pub blob: String,
     /// The verdict.
     pub verdict: Verdict,
-    /// Which stage decided it: `screen:<group>` or `suite`.
+    /// Which stage decided it: `screen:<group>`, `suite`, or `hand:<test>` (the mutation applied
+    /// by hand to the commit below, and that test failed: for a mutant whose screen had not run
+    /// the test that catches it).
     pub stage: String,
     /// The commit that was run.
     pub commit: String,

@@ -239,6 +239,14 @@ fn bad_queue_kind_and_unique_settings_are_refused_by_name() {
     assert_invalid(job("a").kind("tab\there"), "kind");
     assert_invalid(job("a").unique_key(""), "unique_key");
     assert_invalid(job("a").unique_key("k".repeat(513)), "unique_key");
+    assert_invalid(job("a").kind("k".repeat(513)), "kind");
+    // Exactly `MAX_KEY_LEN` bytes is the longest a kind or unique key may be.
+    assert!(job("a").kind("k".repeat(leasefence::MAX_KEY_LEN)).is_ok());
+    assert!(
+        job("a")
+            .unique_key("k".repeat(leasefence::MAX_KEY_LEN))
+            .is_ok()
+    );
     assert_invalid(job("a").unique_for(60.0), "unique_for");
     let keyed = job("a").unique_key("k").unwrap();
     assert_invalid(keyed.clone().unique_for(0.0), "unique_for");

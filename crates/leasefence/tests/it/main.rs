@@ -28,6 +28,7 @@ mod claim_next;
 mod complete_batch;
 mod complete_with;
 mod database_clock;
+mod defaults;
 mod delete;
 mod enqueue_jobs;
 mod enqueue_many;

@@ -235,3 +235,27 @@ worker_case!(
         assert_eq!((stats.claimed, stats.completed), (4, 4));
     }
 );
+
+worker_case!(
+    /// On an empty queue, with nothing enqueued to wake it, an idle thread waits out its poll
+    /// interval between claims: it does not spin on the store.
+    fn an_idle_worker_waits_its_poll_interval_between_claims_on_an_empty_queue(t) {
+        let ctl = Arc::new(super::heartbeat::Ctl::default());
+        let poll = Duration::from_millis(250);
+        let w = super::heartbeat::stalling(t, &ManualClock::new(0.0), &ctl, 1)
+            .scheduler(false)
+            .poll_interval(poll)
+            .build(|ctx| Ok(format!("ok {}", ctx.job_id())))
+            .unwrap();
+        let (handle, run) = spawn(w);
+        wait_until("the first claim", || !ctl.asked().is_empty());
+        let first = Instant::now();
+        wait_until("five claims", || ctl.asked().len() >= 5);
+        // Four waits of a poll interval lie between the first claim and the fifth; half of
+        // that is left for this thread's own lateness in seeing the first.
+        let took = first.elapsed();
+        assert!(took >= 2 * poll, "five claims within {took:?}: {:?}", ctl.asked());
+        let stats = stop(&handle, run);
+        assert_eq!((stats.claimed, stats.completed), (0, 0));
+    }
+);
