@@ -112,7 +112,7 @@ impl Group {
                  | test(/^(claim_many|claim_batch|claim_next|fail|retry)::/)"
             }
             Group::Errors => {
-                "binary(leasefence) | test(/^(bad_input|busy|faults|reconnect|postgres|seam)::/)"
+                "binary(leasefence) | test(/^(bad_input|busy|errors|faults|reconnect|postgres|seam)::/)"
             }
             Group::Facade => {
                 "binary(leasefence) | test(/^model::seed/) \

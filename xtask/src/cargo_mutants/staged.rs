@@ -35,7 +35,9 @@ use super::invoke::{Stage, blobs, have_nextest, run_stage};
 use super::outcome::{Kept, Mutant, Tally, Verdict, load_kept, save_kept};
 
 /// The whole staged run over `mutants` of `commit` (checked out in `tree`). Verdicts are saved
-/// after every stage, so an interrupted run loses at most the stage under way.
+/// after every stage, so an interrupted run loses at most the stage under way. A save adds this
+/// run's verdicts to the file as it is *then* (read again), so verdicts recorded meanwhile —
+/// by hand, or by another run — are kept.
 pub fn run(
     root: &Path,
     tree: &Path,
@@ -45,10 +47,21 @@ pub fn run(
     extra: &[String],
 ) -> Result<Tally, String> {
     let blobs = blobs(tree, commit)?;
-    let mut kept = if fresh {
+    let kept = if fresh {
         BTreeMap::new()
     } else {
         load_kept(root)?
+    };
+    // This run's own verdicts, added to the file at each save.
+    let mut new: BTreeMap<String, Kept> = BTreeMap::new();
+    let save = |new: &BTreeMap<String, Kept>| -> Result<(), String> {
+        let mut file = if fresh {
+            BTreeMap::new()
+        } else {
+            load_kept(root)?
+        };
+        file.extend(new.iter().map(|(k, v)| (k.clone(), v.clone())));
+        save_kept(root, &file)
     };
     let blob_of = |m: &Mutant| blobs.get(&m.file).cloned().unwrap_or_default();
     let mut tally = Tally::default();
@@ -72,13 +85,13 @@ pub fn run(
         tally.kept,
         mutants.len() - tally.kept
     );
-    let record = |kept: &mut BTreeMap<String, Kept>,
+    let record = |new: &mut BTreeMap<String, Kept>,
                   tally: &mut Tally,
                   m: &Mutant,
                   verdict: Verdict,
                   stage: &str| {
         tally.verdicts.insert(m.name.clone(), verdict);
-        kept.insert(
+        new.insert(
             m.name.clone(),
             Kept {
                 blob: blob_of(m),
@@ -122,12 +135,12 @@ pub fn run(
                 match verdicts.get(&m.name) {
                     Some(v @ (Verdict::Caught | Verdict::Unviable)) => {
                         tally.screened += 1;
-                        record(&mut kept, &mut tally, m, *v, &stage.label);
+                        record(&mut new, &mut tally, m, *v, &stage.label);
                     }
                     _ => unscreened.push(m),
                 }
             }
-            save_kept(root, &kept)?;
+            save(&new)?;
         }
     } else {
         println!(
@@ -150,9 +163,9 @@ pub fn run(
             .get(&m.name)
             .ok_or_else(|| format!("cargo-mutants suite: no outcome for `{}`", m.name))?;
         tally.suited += 1;
-        record(&mut kept, &mut tally, m, verdict, "suite");
+        record(&mut new, &mut tally, m, verdict, "suite");
     }
-    save_kept(root, &kept)?;
+    save(&new)?;
     Ok(tally)
 }
 

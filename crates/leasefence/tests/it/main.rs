@@ -32,6 +32,7 @@ mod defaults;
 mod delete;
 mod enqueue_jobs;
 mod enqueue_many;
+mod errors;
 mod fail;
 mod fences;
 mod find_jobs;
