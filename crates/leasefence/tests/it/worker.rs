@@ -772,6 +772,9 @@ mod heartbeat {
         Busy,
         /// Blocks (before reaching the database) until the case unblocks it.
         Block,
+        /// Fails with `Error::Busy`, this call and every later one until the case sets
+        /// another `Next`: a database that stays unavailable.
+        Down,
     }
 
     #[derive(Default)]
@@ -1016,6 +1019,10 @@ mod heartbeat {
             match std::mem::take(&mut st.next) {
                 Next::Pass => {}
                 Next::Busy => return Err(Error::Busy),
+                Next::Down => {
+                    st.next = Next::Down;
+                    return Err(Error::Busy);
+                }
                 Next::Block => {
                     st.blocked = true;
                     self.ctl.cv.notify_all();
@@ -1135,6 +1142,42 @@ mod heartbeat {
             for row in db.rows() {
                 assert_eq!(row.result, Some(format!("{} held until 65", row.id)));
             }
+        }
+    );
+
+    worker_case!(
+        /// A database that answers no renewal (busy, unreachable): when the lease has run out
+        /// by the worker's own clock, the handler is told (its token cancelled) and the job
+        /// counted lost — while the store still answers nothing, not once it answers again.
+        fn a_lease_that_runs_out_unrenewed_is_lost_by_the_workers_own_clock(t) {
+            let db = t.db();
+            t.open().enqueue_many(&[job("j")]).unwrap();
+            let clock = ManualClock::new(0.0);
+            let ctl = Arc::new(Ctl::default());
+            let (told_tx, told) = channel();
+            let told_tx = Mutex::new(told_tx);
+            let w = stalling(t, &clock, &ctl, 1)
+                .build(move |ctx| {
+                    let cancelled = ctx.token().wait_timeout(PATIENCE);
+                    told_tx.lock().unwrap().send(cancelled).unwrap();
+                    Ok("late".into())
+                })
+                .unwrap();
+            let (handle, run) = spawn(w);
+            wait_until("the claim", || handle.stats().claimed == 1);
+
+            ctl.next(Next::Down);
+            clock.set(10.0);
+            wait_until("a renewal refused as busy", || handle.stats().errors >= 1);
+            clock.set(30.0); // the lease's end: nothing renewed it
+            assert!(recv(&told), "the handler's token was cancelled");
+            let stats = handle.stats();
+            assert_eq!((stats.lost, stats.renewed, stats.completed), (1, 0, 0), "{stats:?}");
+            ctl.next(Next::Pass);
+            let stats = stop(&handle, run);
+            assert_eq!((stats.lost, stats.completed), (1, 0), "{stats:?}");
+            let row = db.row("j").unwrap();
+            assert_eq!((row.done, row.fence, row.result.as_deref()), (0, 1, None), "{row:?}");
         }
     );
 
