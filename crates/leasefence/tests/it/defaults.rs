@@ -152,21 +152,13 @@ fn ttl(t: f64) -> Ttl {
     Ttl::new(t).unwrap()
 }
 
-fn jobs(ids: &[&str]) -> Vec<NewJob> {
-    ids.iter().map(|id| NewJob::new(*id).unwrap()).collect()
-}
-
-/// `(result, done, fence)` of a job, read by a connection of the test's own.
-fn stored(db: &Db, id: &str) -> (Option<String>, i64, i64) {
-    let row = db.row(id).expect("the row exists");
-    (row.result, row.done, row.fence)
-}
-
-#[test]
-fn the_default_complete_batch_judges_each_item_alone_in_order() {
+/// A `Plain` store with jobs `a`, `b`, `c` claimed by `w` at 10 for 30 (until 40), and a
+/// copy of `b`'s lease with a made-up later fence.
+fn three_claimed() -> (Db, Plain, Vec<Lease>, Lease) {
     let db = Db::new();
     let store = Plain(SqliteStore::open(&db.path).unwrap());
-    store.enqueue_many(&jobs(&["a", "b", "c"])).unwrap();
+    let jobs: Vec<NewJob> = ["a", "b", "c"].map(|id| NewJob::new(id).unwrap()).into();
+    store.enqueue_many(&jobs).unwrap();
     let leases = store
         .claim_batch(
             Owner::new("w").unwrap(),
@@ -177,6 +169,18 @@ fn the_default_complete_batch_judges_each_item_alone_in_order() {
         .unwrap();
     let mut stale = leases[1].clone();
     stale.fence += 1;
+    (db, store, leases, stale)
+}
+
+/// `(result, done, fence)` of a job, read by a connection of the test's own.
+fn stored(db: &Db, id: &str) -> (Option<String>, i64, i64) {
+    let row = db.row(id).expect("the row exists");
+    (row.result, row.done, row.fence)
+}
+
+#[test]
+fn the_default_complete_batch_judges_each_item_alone_in_order() {
+    let (db, store, leases, stale) = three_claimed();
     let answers = store
         .complete_batch(
             &[
@@ -201,19 +205,7 @@ fn the_default_complete_batch_judges_each_item_alone_in_order() {
 
 #[test]
 fn the_default_renew_batch_judges_each_lease_alone_in_order() {
-    let db = Db::new();
-    let store = Plain(SqliteStore::open(&db.path).unwrap());
-    store.enqueue_many(&jobs(&["a", "b", "c"])).unwrap();
-    let leases = store
-        .claim_batch(
-            Owner::new("w").unwrap(),
-            now(10.0),
-            ttl(30.0),
-            BatchSize::new(3).unwrap(),
-        )
-        .unwrap();
-    let mut stale = leases[1].clone();
-    stale.fence += 1;
+    let (db, store, leases, stale) = three_claimed();
     let answers = store
         .renew_batch(&[&leases[0], &stale, &leases[2]], now(20.0), ttl(30.0))
         .unwrap();
