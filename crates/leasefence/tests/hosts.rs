@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,8 @@ fn skewed_workers(db: &PgDb, database_clock: bool, jobs: usize) -> (Vec<Run>, u6
         .collect();
     db.store().enqueue_many(&batch).unwrap();
     let runs = Arc::new(Mutex::new(Vec::<Run>::new()));
+    // Handlers the slow host has started: the fast one starts once the slow one holds leases.
+    let slow_started = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = [("slow", -1000.0), ("fast", 1000.0)]
         .into_iter()
         .map(|(name, skew)| {
@@ -60,7 +63,7 @@ fn skewed_workers(db: &PgDb, database_clock: bool, jobs: usize) -> (Vec<Run>, u6
                 let url = db.url.clone();
                 Worker::builder(move || options.open(&url))
             };
-            let runs = runs.clone();
+            let (runs, slow_started) = (runs.clone(), slow_started.clone());
             builder
                 .clock(Skewed(skew))
                 .concurrency(2)
@@ -71,6 +74,9 @@ fn skewed_workers(db: &PgDb, database_clock: bool, jobs: usize) -> (Vec<Run>, u6
                 .build(move |ctx| {
                     let start = Instant::now();
                     let headroom = ctx.until() - ctx.now();
+                    if name == "slow" {
+                        slow_started.fetch_add(1, Ordering::SeqCst);
+                    }
                     // Longer than the ttl: only heartbeats keep the lease.
                     ctx.token().wait_timeout(Duration::from_secs_f64(2.5 * TTL));
                     runs.lock().unwrap().push(Run {
@@ -91,9 +97,17 @@ fn skewed_workers(db: &PgDb, database_clock: bool, jobs: usize) -> (Vec<Run>, u6
             .into_iter()
             .enumerate()
             .map(|(i, w)| {
+                let slow_started = slow_started.clone();
                 scope.spawn(move || {
-                    // The fast host starts a little later, when the slow one holds leases.
-                    std::thread::sleep(Duration::from_millis(300 * i as u64));
+                    // The fast host starts once the slow one holds leases (both its threads
+                    // run a handler), so there are live leases of the slow one to take.
+                    if i == 1 {
+                        let patience = Instant::now() + Duration::from_secs(30);
+                        while slow_started.load(Ordering::SeqCst) < 2 {
+                            assert!(Instant::now() < patience, "the slow host claimed no jobs");
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                    }
                     w.run().unwrap()
                 })
             })
