@@ -17,7 +17,27 @@ use std::time::{Duration, Instant};
 #[path = "it/common.rs"]
 mod common;
 use common::*;
-use leasefence::{Clock, NewJob, Now, Owner, PgOptions, Store, SystemClock, Ttl, Worker};
+use leasefence::{
+    Clock, NewJob, Now, Owner, PgOptions, Store, SystemClock, Ttl, Worker, WorkerStats,
+};
+
+/// Runs `worker` to its end, but stops it at once (`shutdown_now`) if it is still running after
+/// `limit`: a worker that a fault keeps from ever draining the queue (a clock that does not move,
+/// say, so no lease is ever renewed and every job is lost and claimed again) ends with stats
+/// the test's assertions refuse, instead of hanging the test.
+fn run_within<S: Store + Send + 'static>(worker: Worker<S>, limit: Duration) -> WorkerStats {
+    let handle = worker.shutdown_handle();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if finished.recv_timeout(limit).is_err() {
+            handle.shutdown_now();
+        }
+    });
+    let stats = worker.run().unwrap();
+    let _ = done.send(());
+    watchdog.join().unwrap();
+    stats
+}
 
 /// A host clock that runs `skew` seconds off the true time.
 struct Skewed(f64);
@@ -108,7 +128,7 @@ fn skewed_workers(db: &PgDb, database_clock: bool, jobs: usize) -> (Vec<Run>, u6
                             std::thread::sleep(Duration::from_millis(5));
                         }
                     }
-                    w.run().unwrap()
+                    run_within(w, Duration::from_secs(60))
                 })
             })
             .collect();
@@ -356,7 +376,7 @@ fn worker_postgres_follows_the_database_clock_by_default() {
     let seen = Arc::new(Mutex::new(vec![]));
     let record = seen.clone();
     let server = db.store();
-    let stats = Worker::postgres_with(db.url.clone(), db.options().pool_size(2))
+    let worker = Worker::postgres_with(db.url.clone(), db.options().pool_size(2))
         .ttl(TTL)
         .poll_interval(Duration::from_millis(20))
         .drain(true)
@@ -369,9 +389,8 @@ fn worker_postgres_follows_the_database_clock_by_default() {
             ctx.token().wait_timeout(Duration::from_secs_f64(3.0 * TTL));
             Ok("done".to_owned())
         })
-        .unwrap()
-        .run()
         .unwrap();
+    let stats = run_within(worker, Duration::from_secs(30));
     assert_eq!((stats.completed, stats.lost), (1, 0), "{stats:?}");
     let seen = seen.lock().unwrap();
     let (headroom, off) = seen[0];

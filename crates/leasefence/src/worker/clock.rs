@@ -142,23 +142,55 @@ impl WorkerClock {
         self.clock.now() + f64::from_bits(self.offset.load(Ordering::SeqCst))
     }
 
-    /// Whether no clock was given to the builder.
-    pub(super) fn is_default(&self) -> bool {
-        self.is_default
-    }
-
-    /// Follows the database's clock, read as `reading`, on a monotonic timer from now on, so a
-    /// step of this host's clock cannot shift the heartbeats.
-    pub(super) fn anchor(&mut self, reading: f64) {
-        self.clock = Arc::new(Anchored {
-            at_start: reading,
-            start: Instant::now(),
-        });
+    /// Puts the worker on the database's clock, read as `reading`. With no clock of the
+    /// caller's, it follows that reading on a monotonic timer from now on, so a step of this
+    /// host's clock cannot shift the heartbeats; a caller's clock is kept, shifted onto the
+    /// database's timescale ([`shift_to`](Self::shift_to)).
+    pub(super) fn follow(&mut self, reading: f64) {
+        if self.is_default {
+            self.clock = Arc::new(Anchored {
+                at_start: reading,
+                start: Instant::now(),
+            });
+        } else {
+            self.shift_to(reading);
+        }
     }
 
     /// Shifts every later reading so that this one equals `reading`.
     pub(super) fn shift_to(&self, reading: f64) {
         let offset = reading - self.clock.now();
         self.offset.store(offset.to_bits(), Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without a clock of the caller's, the worker follows the database's reading on a
+    /// monotonic timer: a step of the clock it had (here a manual clock standing in for the
+    /// system clock) no longer moves it.
+    #[test]
+    fn the_default_clock_is_replaced_by_the_databases_on_a_monotonic_timer() {
+        let host = ManualClock::new(5_000.0);
+        let mut clock = WorkerClock::new(Arc::new(host.clone()), true);
+        clock.follow(100.0);
+        host.advance(3_600.0);
+        let reading = clock.reading();
+        assert!((100.0..101.0).contains(&reading), "{reading}");
+    }
+
+    /// A caller's clock is kept, shifted onto the database's timescale: it moves exactly as
+    /// the caller moves it.
+    #[test]
+    fn a_callers_clock_is_kept_and_shifted_onto_the_databases_timescale() {
+        let caller = ManualClock::new(5_000.0);
+        let mut clock = WorkerClock::new(Arc::new(caller.clone()), false);
+        clock.follow(100.0);
+        assert_eq!(clock.reading(), 100.0);
+        caller.advance(5.0);
+        assert_eq!(clock.reading(), 105.0);
+        assert_eq!(clock.now().unwrap().seconds(), 105.0);
     }
 }

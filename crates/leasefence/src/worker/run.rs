@@ -123,10 +123,10 @@ impl<S: Store + Send + 'static> Worker<S> {
             // The reading was taken somewhere during the round trip: assume halfway.
             let reading = database.seconds() + asked.elapsed().as_secs_f64() / 2.0;
             match Arc::get_mut(&mut shared) {
-                // No clock of the caller's to respect: follow the database's on a monotonic
-                // timer, so a step of this host's clock cannot shift the heartbeats.
-                Some(only) if only.clock.is_default() => only.clock.anchor(reading),
-                _ => shared.clock.shift_to(reading),
+                // With no clock of the caller's to respect, follow the database's on a
+                // monotonic timer, so a step of this host's clock cannot shift the heartbeats.
+                Some(only) => only.clock.follow(reading),
+                None => shared.clock.shift_to(reading),
             }
             tracing::info!(
                 database = reading,
