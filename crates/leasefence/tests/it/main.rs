@@ -54,6 +54,7 @@ mod bad_input;
 mod busy;
 mod faults;
 mod group_commit;
+mod logs;
 mod model;
 mod postgres;
 mod processes;

@@ -16,6 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::logs;
 use leasefence::{
     Backoff, Error, JobId, JobOutcome, Lease, ManualClock, NewJob, Now, Owner, PgStore,
     ShutdownHandle, SqliteOptions, SqliteStore, Status, Store, Ttl, Worker, WorkerBuilder,
@@ -276,6 +277,8 @@ mod lost_lease {
             .enqueue_many(&[job("report").payload(b"q3".to_vec())])
             .unwrap();
         let clock = ManualClock::new(100.0);
+        let logs = logs::capture("lost-lease-ledger");
+        let refusal = "fence gate refused a stale write";
 
         let (started_tx, started) = channel();
         let (told_tx, told) = channel();
@@ -290,7 +293,7 @@ mod lost_lease {
                 told_tx.send((cancelled, ctx.is_lost(), ctx.is_cancelled()))?;
                 a_gate.wait();
                 // A's side effect, through the fence gate: refused, B's generation got there.
-                let admitted = ctx.admit("ledger")?;
+                let admitted = ctx.admit("lost-lease-ledger")?;
                 admitted_tx.send(admitted)?;
                 Ok::<_, BoxError>("A's stale result".to_string())
             })
@@ -334,7 +337,10 @@ mod lost_lease {
             .ttl(10.0)
             .drain(true)
             .build(|ctx| {
-                assert!(ctx.admit("ledger")?, "the live generation is admitted");
+                assert!(
+                    ctx.admit("lost-lease-ledger")?,
+                    "the live generation is admitted"
+                );
                 ctx.complete_with("B's result", |conn| {
                     conn.execute(
                         "INSERT INTO ledger VALUES (?1, ?2, 'B')",
@@ -352,9 +358,22 @@ mod lost_lease {
             (1, 1, 0)
         );
 
-        // A wakes up: its gate check and its completion are both refused.
+        assert_eq!(
+            logs.with(refusal),
+            Vec::<String>::new(),
+            "B's admission is no warning"
+        );
+
+        // A wakes up: its gate check and its completion are both refused, the refusal logged
+        // as a warning naming A's fence.
         go.send(()).unwrap();
         assert!(!recv(&admitted));
+        let warned = logs.with(refusal);
+        assert_eq!(warned.len(), 1, "{warned:?}");
+        assert!(
+            warned[0].contains("WARN") && warned[0].contains("fence=1"),
+            "{warned:?}"
+        );
         wait_until("A's refused completion", || {
             a_handle.stats().stale_refused == 1
         });
@@ -376,7 +395,7 @@ mod lost_lease {
             done_row("report", "B-0", 2, 130.0, "B's result")
         );
         assert_eq!(ledger(&db), [("report".to_string(), 2, "B".to_string())]);
-        assert_eq!(gate(&db, "ledger"), Some(2));
+        assert_eq!(gate(&db, "lost-lease-ledger"), Some(2));
     }
 
     /// SQLite only, as above: `JobContext::complete_with` is SQLite's.
@@ -2733,5 +2752,38 @@ worker_case!(
         assert_eq!(runs, expected);
         stop(&other.0, other.1);
         assert_eq!(holder(), None, "the last scheduler gave the role back too");
+    }
+);
+
+worker_case!(
+    /// The scheduler role catching up after a gap runs each schedule once, for its latest slot,
+    /// and says how many slots it skipped: one INFO line, only when there was a gap.
+    fn a_scheduler_catching_up_runs_the_latest_slot_once_and_logs_the_slots_it_skipped(t) {
+        let store = t.open();
+        let t0 = 1_796_083_200.0; // 2026-12-01T00:00:00Z
+        let every_second = leasefence::Schedule::new("tick", "* * * * * *").unwrap();
+        assert!(store.add_schedule(&every_second, Now::new(t0).unwrap()).unwrap());
+        let logs = logs::capture("catchup-scheduler");
+        let skipped = "missed slots not run";
+        let clock = ManualClock::new(t0);
+        let echo = |ctx: &leasefence::JobContext<'_, B::S>| Ok(ctx.job_id().to_owned());
+        let (w, run) = spawn(worker(t, &clock, "catchup").scheduler(true).ttl(30.0).build(echo).unwrap());
+        let done = |slot: f64| {
+            let id = leasefence::run_id("tick", slot as i64).unwrap();
+            t.db().row(&id).is_some_and(|r| r.done == 1)
+        };
+        clock.set(t0 + 1.0);
+        wait_until("the first slot's run completed", || done(t0 + 1.0));
+        // Four slots later: the three between are skipped, the latest runs.
+        clock.set(t0 + 5.0);
+        wait_until("the catch-up logged", || !logs.with(skipped).is_empty());
+        wait_until("the latest slot's run completed", || done(t0 + 5.0));
+        stop(&w, run);
+        let runs: Vec<String> = t.db().rows().into_iter().map(|r| r.id).filter(|id| id.starts_with("tick@")).collect();
+        let expected: Vec<String> = [1, 5].iter().map(|k| leasefence::run_id("tick", t0 as i64 + k).unwrap()).collect();
+        assert_eq!(runs, expected);
+        let lines = logs.with(skipped);
+        assert_eq!(lines.len(), 1, "one line, for the one gap: {lines:?}");
+        assert!(lines[0].contains("INFO") && lines[0].contains("skipped=3"), "{lines:?}");
     }
 );
