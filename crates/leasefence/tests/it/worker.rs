@@ -813,6 +813,11 @@ mod heartbeat {
         /// How long every `complete_lease` and `complete_batch` takes before it reaches the
         /// database: a store slow to commit.
         slow_commit: Duration,
+        /// `database_now` answers this reading, taken halfway through a round trip of
+        /// `round_trip`: a store on a database's clock, far away.
+        database_clock: Option<(f64, Duration)>,
+        /// How long the last `database_now` took, from call to answer.
+        database_took: Option<Duration>,
     }
 
     /// Shared by every store of one worker: what the next renewal meets, and what was asked.
@@ -1006,7 +1011,15 @@ mod heartbeat {
             self.inner.admit(resource, f)
         }
         fn database_now(&self) -> Result<Option<Now>, Error> {
-            self.inner.database_now()
+            let Some((reading, round_trip)) = self.ctl.state.lock().unwrap().database_clock else {
+                return self.inner.database_now();
+            };
+            let called = Instant::now();
+            std::thread::sleep(round_trip / 2);
+            let answer = Now::new(reading)?;
+            std::thread::sleep(round_trip / 2);
+            self.ctl.state.lock().unwrap().database_took = Some(called.elapsed());
+            Ok(Some(answer))
         }
         fn complete_lease(&self, l: &Lease, now: Now, r: &str) -> Result<bool, Error> {
             self.ctl.commit_delay();
@@ -1079,6 +1092,35 @@ mod heartbeat {
         .concurrency(n)
         .ttl(30.0)
     }
+
+    worker_case!(
+        /// A store on a database's clock answers a reading taken somewhere in the round trip;
+        /// the worker takes it to be from halfway, so its clock starts `round trip / 2` past
+        /// the reading — never behind it, and not a whole round trip ahead.
+        fn the_worker_takes_the_databases_reading_to_be_from_halfway_through_its_round_trip(t) {
+        t.open().enqueue_many(&[job("one")]).unwrap();
+        let ctl = Arc::new(Ctl::default());
+        ctl.state.lock().unwrap().database_clock = Some((5_000.0, Duration::from_millis(400)));
+        // The caller's clock does not move, so the worker's reads the reading plus its offset.
+        let clock = ManualClock::new(0.0);
+        let seen = Arc::new(Mutex::new(None));
+        let record = seen.clone();
+        let stats = stalling(t, &clock, &ctl, 1)
+            .drain(true)
+            .build(move |ctx| {
+                *record.lock().unwrap() = Some(ctx.now());
+                Ok("done".to_owned())
+            })
+            .unwrap()
+            .run_drained();
+        assert_eq!(stats.completed, 1);
+        let took = ctl.state.lock().unwrap().database_took.unwrap().as_secs_f64();
+        let ahead = seen.lock().unwrap().unwrap() - 5_000.0;
+        // The worker's own round trip is the store's and a little more: half of it is at
+        // least half the store's, and far less than the whole.
+        assert!(took / 2.0 <= ahead && ahead < took, "{ahead} s ahead after {took} s");
+        }
+    );
 
     /// `n` jobs `j00`, `j01`, …, enqueued.
     fn held_ids<B: Bench>(t: &B, n: usize) -> Vec<String> {
