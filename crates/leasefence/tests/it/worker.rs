@@ -2013,6 +2013,7 @@ mod shutdown {
         let clock = ManualClock::new(0.0);
         let (started_tx, started) = channel();
         let (told_tx, told) = channel();
+        let (returned_tx, returned) = channel();
         let w = worker(t, &clock, "w")
             .concurrency(2)
             .ttl(30.0)
@@ -2031,6 +2032,7 @@ mod shutdown {
                 // Winding down takes a moment: run waits for it (a grace period after the
                 // deadline); the job was released meanwhile, so this result is not written.
                 std::thread::sleep(Duration::from_millis(50));
+                returned_tx.send(())?;
                 Ok::<_, BoxError>("too late".to_string())
             })
             .unwrap();
@@ -2049,6 +2051,11 @@ mod shutdown {
             recv(&told),
             (true, false, true),
             "cancelled at the deadline, not lost"
+        );
+        assert_eq!(
+            returned.try_recv(),
+            Ok(()),
+            "run returned before the cancelled handler did, inside its grace"
         );
         assert_eq!(
             (
