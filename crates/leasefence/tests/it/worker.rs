@@ -2186,15 +2186,26 @@ mod shutdown {
         let db = t.db();
         t.open().enqueue_many(&[job("running").priority(1), job("never")]).unwrap();
         let (started_tx, started) = channel();
+        let (returned_tx, returned) = channel();
+        let worker_handle = Arc::new(OnceLock::<leasefence::ShutdownHandle>::new());
+        let seen_by_handler = worker_handle.clone();
         let w = worker(t, &ManualClock::new(0.0), "w")
             .shutdown_deadline(Duration::from_secs(60))
             .build(move |ctx| {
                 started_tx.send(())?;
                 ctx.token().wait_timeout(PATIENCE * 3);
+                // Winding down takes a moment once the job is released, well inside
+                // shutdown_now's grace (100 ms), which starts then.
+                wait_until("the release", || {
+                    seen_by_handler.get().is_some_and(|h| h.stats().released == 1)
+                });
+                std::thread::sleep(Duration::from_millis(20));
+                returned_tx.send(())?;
                 Ok::<_, BoxError>("too late".to_string())
             })
             .unwrap();
         let (handle, run) = spawn(w);
+        worker_handle.set(handle.clone()).unwrap();
         recv(&started);
         handle.shutdown_now();
         assert!(handle.is_shutdown(), "shutdown_now is a shutdown too");
@@ -2202,6 +2213,11 @@ mod shutdown {
             ends_within(&run, PATIENCE),
             "run did not end after shutdown_now: {:?}",
             handle.stats()
+        );
+        assert_eq!(
+            returned.try_recv(),
+            Ok(()),
+            "run returned before the cancelled handler did, inside its grace"
         );
         let stats = run.join().unwrap().unwrap();
         assert_eq!((stats.claimed, stats.released, stats.completed), (1, 1, 0));
