@@ -818,6 +818,10 @@ mod heartbeat {
         database_clock: Option<(f64, Duration)>,
         /// How long the last `database_now` took, from call to answer.
         database_took: Option<Duration>,
+        /// `watch` hands out a watch whose every wait fails: the database named here is full.
+        failing_watch: Option<String>,
+        /// How many times that watch was waited on.
+        watch_waits: usize,
     }
 
     /// Shared by every store of one worker: what the next renewal meets, and what was asked.
@@ -869,6 +873,21 @@ mod heartbeat {
         fn unblock(&self) {
             self.state.lock().unwrap().blocked = false;
             self.cv.notify_all();
+        }
+    }
+
+    /// A watch that fails every wait with an error that is not a connection fault.
+    struct FailingWatch {
+        database: String,
+        ctl: Arc<Ctl>,
+    }
+
+    impl leasefence::Watch for FailingWatch {
+        fn wait(&mut self, _: Duration) -> Result<bool, Error> {
+            self.ctl.state.lock().unwrap().watch_waits += 1;
+            Err(Error::StorageFull {
+                database: self.database.clone(),
+            })
         }
     }
 
@@ -1021,6 +1040,16 @@ mod heartbeat {
             self.ctl.state.lock().unwrap().database_took = Some(called.elapsed());
             Ok(Some(answer))
         }
+        fn watch(&self) -> Result<Option<Box<dyn leasefence::Watch>>, Error> {
+            let failing = self.ctl.state.lock().unwrap().failing_watch.clone();
+            match failing {
+                Some(database) => Ok(Some(Box::new(FailingWatch {
+                    database,
+                    ctl: self.ctl.clone(),
+                }))),
+                None => self.inner.watch(),
+            }
+        }
         fn complete_lease(&self, l: &Lease, now: Now, r: &str) -> Result<bool, Error> {
             self.ctl.commit_delay();
             self.inner.complete_lease(l, now, r)
@@ -1119,6 +1148,27 @@ mod heartbeat {
         // The worker's own round trip is the store's and a little more: half of it is at
         // least half the store's, and far less than the whole.
         assert!(took / 2.0 <= ahead && ahead < took, "{ahead} s ahead after {took} s");
+        }
+    );
+
+    worker_case!(
+        /// A watch that fails with anything but a lost connection is given up at once (idle
+        /// threads poll instead, and the jobs still run), with a warning saying so.
+        fn a_watch_failing_other_than_by_a_lost_connection_is_given_up_for_polling(t) {
+        let logs = logs::capture("watch-gives-up.db");
+        let ctl = Arc::new(Ctl::default());
+        ctl.state.lock().unwrap().failing_watch = Some("watch-gives-up.db".into());
+        let (handle, run) = spawn(stalling(t, &ManualClock::new(0.0), &ctl, 1)
+            .build(|ctx| Ok::<_, BoxError>(ctx.job_id().to_owned()))
+            .unwrap());
+        wait_until("the watch's failure logged", || !logs.with("full").is_empty());
+        t.open().enqueue_many(&[job("polled")]).unwrap();
+        wait_until("the job run by polling", || handle.stats().completed == 1);
+        stop(&handle, run);
+        let lines = logs.with("full");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("the store's watch failed: idle threads poll"), "{lines:?}");
+        assert_eq!(ctl.state.lock().unwrap().watch_waits, 1, "waited on again after it failed");
         }
     );
 
