@@ -704,7 +704,7 @@ mod lost_lease {
         let (started_tx, started) = channel();
         let started_tx = Mutex::new(started_tx);
         let w = worker(t, &clock, "A")
-            .ttl(30.0)
+            .ttl(12.0)
             .timeout(5.0)
             .backoff(leasefence::Backoff { base: 100.0, factor: 2.0, max: 100.0, jitter: 0.0 })
             .build(move |ctx| {
@@ -712,11 +712,17 @@ mod lost_lease {
                 tx.send((ctx.attempt(), false, ctx.is_timed_out(), ctx.is_lost()))?;
                 let cancelled = ctx.token().wait_timeout(PATIENCE);
                 tx.send((ctx.attempt(), cancelled, ctx.is_timed_out(), ctx.is_lost()))?;
+                // Winding down: some ten ticks in flight, timed out, counted once.
+                std::thread::sleep(Duration::from_millis(100));
                 Ok("finished anyway".to_string())
             })
             .unwrap();
         let (handle, run) = spawn(w);
-        assert_eq!(recv(&started), (1, false, false, false), "not timed out before the limit");
+        assert_eq!(recv(&started), (1, false, false, false), "not timed out at the start");
+        // The renewal due at ttl/3 = 4 comes on a tick that checked the limit first.
+        clock.set(4.5);
+        wait_until("the renewal before the limit", || handle.stats().renewed == 1);
+        assert_eq!(handle.stats().timed_out, 0, "not timed out before the limit");
         clock.set(5.0); // the limit: cancelled at the next tick
         assert_eq!(recv(&started), (1, true, true, false), "cancelled, timed out, not lost");
         wait_until("the timeout failure", || handle.stats().retried == 1);
