@@ -824,6 +824,9 @@ mod heartbeat {
         database_clock: Option<(f64, Duration)>,
         /// How long the last `database_now` took, from call to answer.
         database_took: Option<Duration>,
+        /// How many results each `complete_lease` (one) and `complete_batch` wrote, in call
+        /// order: one transaction each.
+        commits: Vec<usize>,
         /// `watch` hands out a watch whose every wait fails: the database named here is full.
         failing_watch: Option<String>,
         /// How many times that watch was waited on.
@@ -847,6 +850,10 @@ mod heartbeat {
         /// How many jobs each claim asked for, in call order.
         pub(super) fn asked(&self) -> Vec<usize> {
             self.state.lock().unwrap().asked.clone()
+        }
+        /// How many results each completion transaction wrote, in call order.
+        pub(super) fn commits(&self) -> Vec<usize> {
+            self.state.lock().unwrap().commits.clone()
         }
         /// Makes every completion take `d` before it reaches the database.
         pub(super) fn slow_commit(&self, d: Duration) {
@@ -1057,10 +1064,12 @@ mod heartbeat {
             }
         }
         fn complete_lease(&self, l: &Lease, now: Now, r: &str) -> Result<bool, Error> {
+            self.ctl.state.lock().unwrap().commits.push(1);
             self.ctl.commit_delay();
             self.inner.complete_lease(l, now, r)
         }
         fn complete_batch(&self, c: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>, Error> {
+            self.ctl.state.lock().unwrap().commits.push(c.len());
             self.ctl.commit_delay();
             self.inner.complete_batch(c, now)
         }
@@ -2566,6 +2575,11 @@ mod batches {
         // The first claim takes one job; its handler ran for microseconds, so the next asks
         // for the whole default batch of 32, which holds the other 19.
         assert_eq!(ctl.asked()[..2], [1, 32], "{:?}", ctl.asked());
+        // Their results are written together: one transaction for the first job, and for
+        // the 19 one more (more only if a handler was held up for the 10 ms window).
+        let commits = ctl.commits();
+        assert_eq!(commits.iter().sum::<usize>(), 20, "{commits:?}");
+        assert!(commits.len() <= 5, "a transaction per result or so: {commits:?}");
         for id in &all {
             let row = db.row(id).unwrap();
             assert_eq!((row.done, row.fence), (1, 1), "{row:?}");
@@ -2637,6 +2651,33 @@ mod batches {
         // worker sees it drained): every one asks for a single job.
         let asked = ctl.asked();
         assert!(asked.len() > 4 && asked.iter().all(|&n| n == 1), "{asked:?}");
+        }
+    );
+
+    worker_case!(
+        /// A batch also fits in a quarter of the heartbeat interval: with heartbeats every 8 ms,
+        /// handlers of 3 ms are claimed one at a time, though three would fit the 10 ms window
+        /// (and ten times the interval would fit it too).
+        fn a_batch_fits_in_a_quarter_of_the_heartbeat_interval(t) {
+        enqueue(t, &ids(6));
+        let clock = ManualClock::new(100.0);
+        let ctl = Arc::new(super::heartbeat::Ctl::default());
+        // The clock does not move, so no lease runs out however short the ttl.
+        let stats = super::heartbeat::stalling(t, &clock, &ctl, 1)
+            .ttl(0.024)
+            .drain(true)
+            .build(|ctx| {
+                let began = Instant::now();
+                while began.elapsed() < Duration::from_millis(3) {
+                    std::hint::spin_loop();
+                }
+                Ok(format!("ok {}", ctx.job_id()))
+            })
+            .unwrap()
+            .run_drained();
+        assert_eq!((stats.claimed, stats.completed), (6, 6));
+        let asked = ctl.asked();
+        assert!(asked.len() > 6 && asked.iter().all(|&n| n == 1), "{asked:?}");
         }
     );
 
