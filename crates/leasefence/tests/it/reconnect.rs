@@ -11,7 +11,7 @@
 //! And a lease whose renewals all fail is given up by the worker's own clock when it ends
 //! (SQLite, the file locked by another connection): the handler is told then.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -234,6 +234,9 @@ const STORED_ANSWER_LOST: u8 = 1;
 /// Not stored (the connection was lost before the commit), and meanwhile the lease expired
 /// and another worker took the job over (fence 2) and completed it.
 const LOST_TAKEN_OVER: u8 = 2;
+/// Not stored: this and every later completion or failure meets a lost connection, until the
+/// case sets another mode (a server that stays out of reach).
+const LOST_UNTIL_RESET: u8 = 3;
 
 /// A `PgStore` whose next completion or failure meets a lost connection, as [`PASS`],
 /// [`STORED_ANSWER_LOST`] or [`LOST_TAKEN_OVER`] say.
@@ -242,10 +245,16 @@ struct AnswerLost {
     url: String,
     schema: String,
     lose: Arc<AtomicU8>,
+    /// How many times the job was read (`inspect`), as the worker reads back a write whose
+    /// answer was lost.
+    inspects: Arc<AtomicUsize>,
 }
 
 impl AnswerLost {
     fn lost<T>(&self, job_id: &str, write: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        if self.lose.load(Ordering::SeqCst) == LOST_UNTIL_RESET {
+            return Err(lost_connection(&self.url, &self.schema));
+        }
         match self.lose.swap(PASS, Ordering::SeqCst) {
             STORED_ANSWER_LOST => {
                 write()?;
@@ -274,6 +283,10 @@ impl AnswerLost {
     }
 }
 
+type AnswerLostHandler = dyn Fn(&leasefence::JobContext<'_, AnswerLost>) -> Result<String, leasefence::HandlerError>
+    + Send
+    + Sync;
+
 /// The worker of an [`AnswerLost`] case and what its `on_outcome` hook saw.
 fn answer_lost_worker(
     db: &PgDb,
@@ -285,7 +298,20 @@ fn answer_lost_worker(
     + Sync
     + 'static,
 ) -> (Worker<AnswerLost>, std::sync::mpsc::Receiver<JobOutcome>) {
+    let handler: Box<AnswerLostHandler> = Box::new(handler);
+    answer_lost_worker_with(db, lose, &Arc::default(), 30.0, handler)
+}
+
+/// [`answer_lost_worker`] with the worker's ttl, counting the stores' `inspect` calls.
+fn answer_lost_worker_with(
+    db: &PgDb,
+    lose: &Arc<AtomicU8>,
+    inspects: &Arc<AtomicUsize>,
+    ttl: f64,
+    handler: Box<AnswerLostHandler>,
+) -> (Worker<AnswerLost>, std::sync::mpsc::Receiver<JobOutcome>) {
     let (url, schema, lose) = (db.url.clone(), db.schema.clone(), lose.clone());
+    let inspects = inspects.clone();
     let (tx, seen) = channel();
     let tx = Mutex::new(tx);
     let w = Worker::builder(move || {
@@ -298,8 +324,10 @@ fn answer_lost_worker(
             url: url.clone(),
             schema: schema.clone(),
             lose: lose.clone(),
+            inspects: inspects.clone(),
         })
     })
+    .ttl(ttl)
     .poll_interval(Duration::from_millis(2))
     .drain(true)
     .on_outcome(move |_lease, outcome| {
@@ -487,6 +515,7 @@ impl Store for AnswerLost {
         self.inner.enqueue_slots(scheduler, now, runs)
     }
     fn inspect(&self, id: JobId<'_>, now: Now) -> Result<Option<leasefence::JobInfo>, Error> {
+        self.inspects.fetch_add(1, Ordering::SeqCst);
         self.inner.inspect(id, now)
     }
     fn retry(&self, ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>, Error> {
@@ -615,6 +644,61 @@ fn a_lease_that_runs_out_while_every_renewal_fails_is_given_up_at_its_end() {
         (row.fence, row.result, row.done),
         (1, None, 0),
         "nothing stored"
+    );
+}
+
+/// A completion whose connection is lost, and lost again on every try for a whole ttl (1 s
+/// here): the worker gives up, reports the store error, and leaves the lease to expire. It
+/// does not read the job back after giving up — the server is taken to be out of reach — and
+/// never reports a completion it could not make. Once the server is back, the expired job is
+/// claimed again (fence 2) and completed.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_completion_whose_connection_stays_lost_for_a_ttl_is_reported_a_store_error() {
+    let Some(db) = PgDb::new() else { return };
+    db.store().enqueue_many(&[job("a")]).unwrap();
+    let lose = Arc::new(AtomicU8::new(LOST_UNTIL_RESET));
+    let inspects = Arc::new(AtomicUsize::new(0));
+    let handler: Box<AnswerLostHandler> =
+        Box::new(|ctx| Ok(format!("{} done under {}", ctx.job_id(), ctx.fence())));
+    let (w, seen) = answer_lost_worker_with(&db, &lose, &inspects, 1.0, handler);
+    let run = std::thread::spawn(move || w.run());
+    let outcome = seen.recv_timeout(PATIENCE).unwrap();
+    assert!(
+        matches!(&outcome, JobOutcome::StoreError(e) if e.starts_with("lost the connection")),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        inspects.load(Ordering::SeqCst),
+        0,
+        "read back after giving up"
+    );
+    // Nothing stored. (The worker gave up when the lease ran out: the job may already be
+    // claimed again, under fence 2.)
+    let state = db.store().state(JobId::new("a").unwrap()).unwrap().unwrap();
+    assert_eq!(
+        (state.done, state.result.as_deref()),
+        (false, None),
+        "{state:?}"
+    );
+    // The server is back: the job, its lease run out, is taken again and completed.
+    lose.store(PASS, Ordering::SeqCst);
+    let outcome = seen.recv_timeout(PATIENCE).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed), "{outcome:?}");
+    let stats = run.join().unwrap().expect("run ends without an error");
+    assert_eq!(
+        (stats.claimed, stats.completed, stats.stale_refused),
+        (2, 1, 0),
+        "{stats:?}"
+    );
+    assert!(stats.errors >= 2, "every lost try is counted: {stats:?}");
+    let state = db.store().state(JobId::new("a").unwrap()).unwrap().unwrap();
+    assert_eq!(
+        (state.done, state.fence, state.result.as_deref()),
+        (true, 2, Some("a done under 2"))
     );
 }
 
