@@ -2337,7 +2337,8 @@ mod shutdown {
         }
     );
 
-    /// `shutdown` is idempotent: the request is logged once, however often it is made.
+    /// `shutdown` and `shutdown_now` are idempotent: each request is logged once, however
+    /// often it is made.
     #[test]
     fn a_shutdown_request_is_logged_once() {
         let db = Db::new();
@@ -2346,12 +2347,18 @@ mod shutdown {
             .unwrap();
         let handle = w.shutdown_handle();
         let events = Arc::new(Events::default());
-        tracing::subscriber::with_default(events.clone(), || {
-            handle.shutdown();
-            handle.shutdown();
-        });
-        assert!(handle.is_shutdown());
-        assert_eq!(events.messages(), ["shutdown requested"]);
+        let logged = |request: &dyn Fn()| {
+            tracing::subscriber::with_default(events.clone(), request);
+            events.messages()
+        };
+        let graceful = "shutdown requested";
+        let now = "immediate shutdown requested: in-flight jobs are released now";
+        assert_eq!(logged(&|| handle.shutdown()), [graceful]);
+        assert_eq!(logged(&|| handle.shutdown()), [graceful]);
+        assert!(handle.is_shutdown() && !handle.is_shutdown_now());
+        assert_eq!(logged(&|| handle.shutdown_now()), [graceful, now]);
+        assert_eq!(logged(&|| handle.shutdown_now()), [graceful, now]);
+        assert!(handle.is_shutdown_now());
     }
 
     /// A tracing subscriber that keeps the message of every event.
@@ -2419,6 +2426,13 @@ mod setup {
                 .build(ok),
             "poll_interval",
         );
+        assert_invalid(sqlite_worker(&db, &clock, "w").batch(0).build(ok), "batch");
+        for limit in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_invalid(
+                sqlite_worker(&db, &clock, "w").timeout(limit).build(ok),
+                "timeout",
+            );
+        }
         assert_invalid(sqlite_worker(&db, &clock, "").build(ok), "owner");
     }
 
