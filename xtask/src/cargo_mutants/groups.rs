@@ -91,8 +91,11 @@ impl Group {
         let tests = match self {
             Group::Async => "test(/^async_worker::/) | binary(leasefence)",
             Group::Schedule => "test(/schedule/)",
+            // With the lost-connection cases of `reconnect`: the worker's read-back of a write
+            // whose answer was lost is theirs to check.
             Group::Worker => {
-                "test(/^(worker|signals|story|watch)::/) | test(/^model::seed/) | binary(leasefence)"
+                "test(/^(worker|signals|story|watch|reconnect)::/) | test(/^model::seed/) \
+                 | binary(leasefence)"
             }
             // Every PostgreSQL case by its name (`pg`/`any_pg` contract cases, `on_postgresql_…`,
             // `pg_…`, `…_pg`) or module, and the lost-connection cases of `reconnect`.
