@@ -20,7 +20,7 @@ use crate::common::*;
 use leasefence::postgres::{Client, NoTls};
 use leasefence::{
     Error, JobId, JobOutcome, Lease, NewJob, Now, Owner, PgOptions, PgStore, Status, Store, Ttl,
-    Worker,
+    Worker, WorkerBuilder,
 };
 
 /// How long a case waits (real time) for something before failing.
@@ -237,6 +237,18 @@ const LOST_TAKEN_OVER: u8 = 2;
 /// Not stored: this and every later completion or failure meets a lost connection, until the
 /// case sets another mode (a server that stays out of reach).
 const LOST_UNTIL_RESET: u8 = 3;
+/// The next claim meets a lost connection (before it reaches the database).
+const LOST_CLAIM: u8 = 4;
+
+/// What the stores of an [`AnswerLost`] case were asked.
+#[derive(Default)]
+struct Calls {
+    /// How many times the job was read (`inspect`), as the worker reads back a write whose
+    /// answer was lost.
+    inspects: AtomicUsize,
+    /// When each claim was made and when its answer came back.
+    claims: Mutex<Vec<(Instant, Instant)>>,
+}
 
 /// A `PgStore` whose next completion or failure meets a lost connection, as [`PASS`],
 /// [`STORED_ANSWER_LOST`] or [`LOST_TAKEN_OVER`] say.
@@ -245,9 +257,7 @@ struct AnswerLost {
     url: String,
     schema: String,
     lose: Arc<AtomicU8>,
-    /// How many times the job was read (`inspect`), as the worker reads back a write whose
-    /// answer was lost.
-    inspects: Arc<AtomicUsize>,
+    calls: Arc<Calls>,
 }
 
 impl AnswerLost {
@@ -299,19 +309,20 @@ fn answer_lost_worker(
     + 'static,
 ) -> (Worker<AnswerLost>, std::sync::mpsc::Receiver<JobOutcome>) {
     let handler: Box<AnswerLostHandler> = Box::new(handler);
-    answer_lost_worker_with(db, lose, &Arc::default(), 30.0, handler)
+    answer_lost_worker_with(db, lose, &Arc::default(), |b| b, handler)
 }
 
-/// [`answer_lost_worker`] with the worker's ttl, counting the stores' `inspect` calls.
+/// [`answer_lost_worker`] with the worker's settings changed by `tune`, the stores' calls
+/// recorded in `calls`.
 fn answer_lost_worker_with(
     db: &PgDb,
     lose: &Arc<AtomicU8>,
-    inspects: &Arc<AtomicUsize>,
-    ttl: f64,
+    calls: &Arc<Calls>,
+    tune: impl FnOnce(WorkerBuilder<AnswerLost>) -> WorkerBuilder<AnswerLost>,
     handler: Box<AnswerLostHandler>,
 ) -> (Worker<AnswerLost>, std::sync::mpsc::Receiver<JobOutcome>) {
     let (url, schema, lose) = (db.url.clone(), db.schema.clone(), lose.clone());
-    let inspects = inspects.clone();
+    let calls = calls.clone();
     let (tx, seen) = channel();
     let tx = Mutex::new(tx);
     let w = Worker::builder(move || {
@@ -324,17 +335,15 @@ fn answer_lost_worker_with(
             url: url.clone(),
             schema: schema.clone(),
             lose: lose.clone(),
-            inspects: inspects.clone(),
+            calls: calls.clone(),
         })
     })
-    .ttl(ttl)
     .poll_interval(Duration::from_millis(2))
     .drain(true)
     .on_outcome(move |_lease, outcome| {
         let _ = tx.lock().unwrap().send(outcome.clone());
-    })
-    .build(handler)
-    .unwrap();
+    });
+    let w = tune(w).build(handler).unwrap();
     (w, seen)
 }
 
@@ -459,7 +468,16 @@ impl Store for AnswerLost {
         ttl: Ttl,
         n: leasefence::BatchSize,
     ) -> Result<Vec<Lease>, Error> {
-        self.inner.claim_batch_in(queues, o, now, ttl, n)
+        let asked = Instant::now();
+        let answer = if self.lose.load(Ordering::SeqCst) == LOST_CLAIM {
+            self.lose.store(PASS, Ordering::SeqCst);
+            Err(lost_connection(&self.url, &self.schema))
+        } else {
+            self.inner.claim_batch_in(queues, o, now, ttl, n)
+        };
+        let calls = &self.calls.claims;
+        calls.lock().unwrap().push((asked, Instant::now()));
+        answer
     }
     fn pause(&self, queue: &leasefence::Queue) -> Result<bool, Error> {
         self.inner.pause(queue)
@@ -515,7 +533,7 @@ impl Store for AnswerLost {
         self.inner.enqueue_slots(scheduler, now, runs)
     }
     fn inspect(&self, id: JobId<'_>, now: Now) -> Result<Option<leasefence::JobInfo>, Error> {
-        self.inspects.fetch_add(1, Ordering::SeqCst);
+        self.calls.inspects.fetch_add(1, Ordering::SeqCst);
         self.inner.inspect(id, now)
     }
     fn retry(&self, ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>, Error> {
@@ -661,10 +679,10 @@ fn a_completion_whose_connection_stays_lost_for_a_ttl_is_reported_a_store_error(
     let Some(db) = PgDb::new() else { return };
     db.store().enqueue_many(&[job("a")]).unwrap();
     let lose = Arc::new(AtomicU8::new(LOST_UNTIL_RESET));
-    let inspects = Arc::new(AtomicUsize::new(0));
+    let calls = Arc::new(Calls::default());
     let handler: Box<AnswerLostHandler> =
         Box::new(|ctx| Ok(format!("{} done under {}", ctx.job_id(), ctx.fence())));
-    let (w, seen) = answer_lost_worker_with(&db, &lose, &inspects, 1.0, handler);
+    let (w, seen) = answer_lost_worker_with(&db, &lose, &calls, |b| b.ttl(1.0), handler);
     let run = std::thread::spawn(move || w.run());
     let outcome = seen.recv_timeout(PATIENCE).unwrap();
     assert!(
@@ -672,7 +690,7 @@ fn a_completion_whose_connection_stays_lost_for_a_ttl_is_reported_a_store_error(
         "{outcome:?}"
     );
     assert_eq!(
-        inspects.load(Ordering::SeqCst),
+        calls.inspects.load(Ordering::SeqCst),
         0,
         "read back after giving up"
     );
@@ -699,6 +717,37 @@ fn a_completion_whose_connection_stays_lost_for_a_ttl_is_reported_a_store_error(
     assert_eq!(
         (state.done, state.fence, state.result.as_deref()),
         (true, 2, Some("a done under 2"))
+    );
+}
+
+/// After a claim meets a lost connection (a server restarting, say) the worker waits before it
+/// claims again — its poll interval, but no more than half a second — rather than hammering
+/// the server, or leaving its queue for a whole poll interval.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn after_a_lost_claim_the_worker_waits_half_a_second_at_most_before_claiming_again() {
+    let Some(db) = PgDb::new() else { return };
+    let lose = Arc::new(AtomicU8::new(LOST_CLAIM));
+    let calls = Arc::new(Calls::default());
+    let handler: Box<AnswerLostHandler> = Box::new(|ctx| Ok(ctx.job_id().to_owned()));
+    let tune = |b: WorkerBuilder<AnswerLost>| b.drain(false).poll_interval(Duration::from_secs(60));
+    let (w, _) = answer_lost_worker_with(&db, &lose, &calls, tune, handler);
+    let handle = w.shutdown_handle();
+    let run = std::thread::spawn(move || w.run());
+    wait_until("a claim after the lost one", || {
+        calls.claims.lock().unwrap().len() >= 2
+    });
+    handle.shutdown();
+    let stats = run.join().unwrap().expect("a lost claim is not fatal");
+    assert!(stats.errors >= 1, "{stats:?}");
+    let claims = calls.claims.lock().unwrap();
+    let waited = claims[1].0 - claims[0].1;
+    assert!(
+        waited >= Duration::from_millis(500) && waited < Duration::from_secs(30),
+        "claimed again {waited:?} after the lost claim"
     );
 }
 
