@@ -15,6 +15,14 @@ static WATCHES: Mutex<Vec<(u64, String, Lines)>> = Mutex::new(Vec::new());
 static INSTALLED: OnceLock<()> = OnceLock::new();
 static NEXT: Mutex<u64> = Mutex::new(0);
 
+/// `prefix` made unique in this process (`prefix-N`): a marker no other case logs, for the two
+/// backends of one case run side by side too.
+pub fn marker(prefix: &str) -> String {
+    let mut next = NEXT.lock().unwrap();
+    *next += 1;
+    format!("{prefix}-{}", *next)
+}
+
 /// The library's log lines (INFO and above, as `tracing_subscriber::fmt` formats them) that
 /// mention `marker`, from now until the capture is dropped.
 pub fn capture(marker: &str) -> Capture {

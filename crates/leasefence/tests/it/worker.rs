@@ -1170,9 +1170,10 @@ mod heartbeat {
         /// A watch that fails with anything but a lost connection is given up at once (idle
         /// threads poll instead, and the jobs still run), with a warning saying so.
         fn a_watch_failing_other_than_by_a_lost_connection_is_given_up_for_polling(t) {
-        let logs = logs::capture("watch-gives-up.db");
+        let database = logs::marker("watch-gives-up");
+        let logs = logs::capture(&database);
         let ctl = Arc::new(Ctl::default());
-        ctl.state.lock().unwrap().failing_watch = Some("watch-gives-up.db".into());
+        ctl.state.lock().unwrap().failing_watch = Some(database);
         let (handle, run) = spawn(stalling(t, &ManualClock::new(0.0), &ctl, 1)
             .build(|ctx| Ok::<_, BoxError>(ctx.job_id().to_owned()))
             .unwrap());
@@ -2939,11 +2940,12 @@ worker_case!(
         let t0 = 1_796_083_200.0; // 2026-12-01T00:00:00Z
         let every_second = leasefence::Schedule::new("tick", "* * * * * *").unwrap();
         assert!(store.add_schedule(&every_second, Now::new(t0).unwrap()).unwrap());
-        let logs = logs::capture("catchup-scheduler");
+        let prefix = logs::marker("catchup");
+        let logs = logs::capture(&format!("{prefix}-scheduler"));
         let skipped = "missed slots not run";
         let clock = ManualClock::new(t0);
         let echo = |ctx: &leasefence::JobContext<'_, B::S>| Ok(ctx.job_id().to_owned());
-        let (w, run) = spawn(worker(t, &clock, "catchup").scheduler(true).ttl(30.0).build(echo).unwrap());
+        let (w, run) = spawn(worker(t, &clock, &prefix).scheduler(true).ttl(30.0).build(echo).unwrap());
         let done = |slot: f64| {
             let id = leasefence::run_id("tick", slot as i64).unwrap();
             t.db().row(&id).is_some_and(|r| r.done == 1)
