@@ -328,6 +328,23 @@ fn bad_schedules_are_refused_naming_the_argument() {
     assert_eq!(Schedule::new("n", " @daily ").unwrap().cron(), "@daily");
 }
 
+/// A long outage is counted, not walked to its end: a tick counts at most 100,000 skipped
+/// slots, and every one below that. (SQLite once: `due_runs` is the same above every store.)
+#[test]
+fn skipped_slots_are_counted_up_to_a_hundred_thousand() {
+    let db = Db::new();
+    let s = leasefence::SqliteStore::open(&db.path).unwrap();
+    let every_second = Schedule::new("beat", "* * * * * *").unwrap();
+    s.add_schedule(&every_second, at(0)).unwrap();
+    // 100,000 seconds down: the 99,999 slots before the latest are counted.
+    let due = due_runs(&s.schedules().unwrap(), at(100_000)).unwrap();
+    assert_eq!((due.runs.len(), due.skipped), (1, 99_999));
+    // Three days down: 259,199 passed, 100,000 counted; the latest runs all the same.
+    let due = due_runs(&s.schedules().unwrap(), at(3 * 86_400)).unwrap();
+    assert_eq!((due.runs.len(), due.skipped), (1, 100_000));
+    assert_eq!(due.runs[0].slot, T0 + 3 * 86_400);
+}
+
 #[test]
 fn slots_follow_the_time_zone_across_daylight_saving() {
     // 02:30 every day in Berlin: 01:30 UTC in winter, 00:30 UTC in summer. On 2027-03-28 the
