@@ -328,6 +328,22 @@ fn bad_schedules_are_refused_naming_the_argument() {
     assert_eq!(Schedule::new("n", " @daily ").unwrap().cron(), "@daily");
 }
 
+contract!(
+    /// The role's lease is renewed once a third of it has passed, not on every step: a step
+    /// before then costs a read, not a commit.
+    fn the_scheduler_renews_its_role_once_a_third_of_the_lease_has_passed(api, db, s) {
+        let mut a = Scheduler::new(s, "a", ttl(30.0)).unwrap();
+        assert!(matches!(a.step(at(0)).unwrap(), Step::Ticked(_)));
+        let until = |db: &dyn Probe| db.row(SCHEDULER_JOB).unwrap().until;
+        assert_eq!(until(db), (T0 + 30) as f64);
+        assert!(matches!(a.step(now((T0 as f64) + 9.99)).unwrap(), Step::Ticked(_)));
+        assert_eq!(until(db), (T0 + 30) as f64, "not renewed before a third");
+        assert!(matches!(a.step(at(10)).unwrap(), Step::Ticked(_)));
+        assert_eq!(until(db), (T0 + 40) as f64, "renewed at a third");
+        assert_eq!(a.lease().unwrap().until, (T0 + 40) as f64);
+    }
+);
+
 /// A long outage is counted, not walked to its end: a tick counts at most 100,000 skipped
 /// slots, and every one below that. (SQLite once: `due_runs` is the same above every store.)
 #[test]
