@@ -344,6 +344,28 @@ contract!(
     }
 );
 
+/// Two schedules are equal only when every setting is: each one changed alone makes them
+/// differ.
+#[test]
+fn schedules_are_equal_only_when_every_setting_is() {
+    let base = || Schedule::new("sync", "*/5 * * * *").unwrap();
+    assert_eq!(base(), base());
+    assert_eq!(every_5_min(), every_5_min());
+    let changed = [
+        Schedule::new("other", "*/5 * * * *").unwrap(),
+        Schedule::new("sync", "*/10 * * * *").unwrap(),
+        base().time_zone("Europe/Berlin").unwrap(),
+        base().queue("q").unwrap(),
+        base().kind("k").unwrap(),
+        base().payload(b"p".to_vec()),
+        base().priority(1),
+        base().max_attempts(9),
+    ];
+    for (k, one) in changed.iter().enumerate() {
+        assert_ne!(one, &base(), "setting {k}");
+    }
+}
+
 /// A long outage is counted, not walked to its end: a tick counts at most 100,000 skipped
 /// slots, and every one below that. (SQLite once: `due_runs` is the same above every store.)
 #[test]
