@@ -831,6 +831,8 @@ mod heartbeat {
         failing_watch: Option<String>,
         /// How many times that watch was waited on.
         watch_waits: usize,
+        /// Single-job `claim` calls.
+        claims: usize,
     }
 
     /// Shared by every store of one worker: what the next renewal meets, and what was asked.
@@ -866,6 +868,9 @@ mod heartbeat {
         }
         fn renews(&self) -> usize {
             self.state.lock().unwrap().renews
+        }
+        fn claims(&self) -> usize {
+            self.state.lock().unwrap().claims
         }
         fn is_blocked(&self) -> bool {
             self.state.lock().unwrap().blocked
@@ -925,6 +930,7 @@ mod heartbeat {
             now: Now,
             ttl: Ttl,
         ) -> Result<Option<Lease>, Error> {
+            self.ctl.state.lock().unwrap().claims += 1;
             self.inner.claim(id, o, now, ttl)
         }
         fn renew(
@@ -1136,6 +1142,30 @@ mod heartbeat {
         .concurrency(n)
         .ttl(30.0)
     }
+
+    worker_case!(
+        /// A scheduler that reads the role held by another (live) or finished stands by on
+        /// that read: it does not try a claim the store would only refuse.
+        fn a_standby_scheduler_reads_the_role_and_tries_no_claim(t) {
+        let ctl = Arc::new(Ctl::default());
+        let store = Stall {
+            inner: t.open(),
+            ctl: ctl.clone(),
+        };
+        let mut a = leasefence::Scheduler::new(&store, "a", ttl(30.0)).unwrap();
+        let mut b = leasefence::Scheduler::new(&store, "b", ttl(30.0)).unwrap();
+        assert!(matches!(a.step(now(0.0)).unwrap(), leasefence::Step::Ticked(_)));
+        assert_eq!(ctl.claims(), 1, "a claimed the role");
+        assert_eq!(b.step(now(10.0)).unwrap(), leasefence::Step::Standby);
+        assert_eq!(ctl.claims(), 1, "b read a's live lease and claimed nothing");
+        // The role's job cancelled (done): after a's lease, a newcomer stands by on the read.
+        let role = JobId::new(leasefence::SCHEDULER_JOB).unwrap();
+        assert!(store.cancel(role, now(11.0)).unwrap());
+        assert_eq!(b.step(now(100.0)).unwrap(), leasefence::Step::Standby);
+        assert_eq!(ctl.claims(), 1, "b read the finished role and claimed nothing");
+        assert_eq!(t.db().row(leasefence::SCHEDULER_JOB).unwrap().fence, 1);
+        }
+    );
 
     worker_case!(
         /// A store on a database's clock answers a reading taken somewhere in the round trip;
