@@ -250,8 +250,9 @@ struct Calls {
     claims: Mutex<Vec<(Instant, Instant)>>,
 }
 
-/// A `PgStore` whose next completion or failure meets a lost connection, as [`PASS`],
-/// [`STORED_ANSWER_LOST`] or [`LOST_TAKEN_OVER`] say.
+/// A `PgStore` whose next completion or failure (or, with [`LOST_CLAIM`], claim) meets a lost
+/// connection, as its mode says: [`PASS`], [`STORED_ANSWER_LOST`], [`LOST_TAKEN_OVER`],
+/// [`LOST_UNTIL_RESET`] or [`LOST_CLAIM`].
 struct AnswerLost {
     inner: PgStore,
     url: String,
@@ -293,10 +294,6 @@ impl AnswerLost {
     }
 }
 
-type AnswerLostHandler = dyn Fn(&leasefence::JobContext<'_, AnswerLost>) -> Result<String, leasefence::HandlerError>
-    + Send
-    + Sync;
-
 /// The worker of an [`AnswerLost`] case and what its `on_outcome` hook saw.
 fn answer_lost_worker(
     db: &PgDb,
@@ -308,7 +305,6 @@ fn answer_lost_worker(
     + Sync
     + 'static,
 ) -> (Worker<AnswerLost>, std::sync::mpsc::Receiver<JobOutcome>) {
-    let handler: Box<AnswerLostHandler> = Box::new(handler);
     answer_lost_worker_with(db, lose, &Arc::default(), |b| b, handler)
 }
 
@@ -319,7 +315,12 @@ fn answer_lost_worker_with(
     lose: &Arc<AtomicU8>,
     calls: &Arc<Calls>,
     tune: impl FnOnce(WorkerBuilder<AnswerLost>) -> WorkerBuilder<AnswerLost>,
-    handler: Box<AnswerLostHandler>,
+    handler: impl Fn(
+        &leasefence::JobContext<'_, AnswerLost>,
+    ) -> Result<String, leasefence::HandlerError>
+    + Send
+    + Sync
+    + 'static,
 ) -> (Worker<AnswerLost>, std::sync::mpsc::Receiver<JobOutcome>) {
     let (url, schema, lose) = (db.url.clone(), db.schema.clone(), lose.clone());
     let calls = calls.clone();
@@ -680,8 +681,9 @@ fn a_completion_whose_connection_stays_lost_for_a_ttl_is_reported_a_store_error(
     db.store().enqueue_many(&[job("a")]).unwrap();
     let lose = Arc::new(AtomicU8::new(LOST_UNTIL_RESET));
     let calls = Arc::new(Calls::default());
-    let handler: Box<AnswerLostHandler> =
-        Box::new(|ctx| Ok(format!("{} done under {}", ctx.job_id(), ctx.fence())));
+    let handler = |ctx: &leasefence::JobContext<'_, AnswerLost>| {
+        Ok(format!("{} done under {}", ctx.job_id(), ctx.fence()))
+    };
     let (w, seen) = answer_lost_worker_with(&db, &lose, &calls, |b| b.ttl(1.0), handler);
     let run = std::thread::spawn(move || w.run());
     let outcome = seen.recv_timeout(PATIENCE).unwrap();
@@ -732,7 +734,7 @@ fn after_a_lost_claim_the_worker_waits_half_a_second_at_most_before_claiming_aga
     let Some(db) = PgDb::new() else { return };
     let lose = Arc::new(AtomicU8::new(LOST_CLAIM));
     let calls = Arc::new(Calls::default());
-    let handler: Box<AnswerLostHandler> = Box::new(|ctx| Ok(ctx.job_id().to_owned()));
+    let handler = |ctx: &leasefence::JobContext<'_, AnswerLost>| Ok(ctx.job_id().to_owned());
     let tune = |b: WorkerBuilder<AnswerLost>| b.drain(false).poll_interval(Duration::from_secs(60));
     let (w, _) = answer_lost_worker_with(&db, &lose, &calls, tune, handler);
     let handle = w.shutdown_handle();
