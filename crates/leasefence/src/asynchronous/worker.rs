@@ -111,6 +111,16 @@ impl Inner {
         loss
     }
 
+    /// The leases the heartbeat renews: held, not ended, and whose outcome is not being
+    /// written (that write is fenced; renewing under it would only race it).
+    pub(super) fn to_renew(&self) -> Vec<Lease> {
+        lock(&self.held)
+            .values()
+            .filter(|h| !h.writing && h.lost.borrow().is_none())
+            .map(|h| h.lease.clone())
+            .collect()
+    }
+
     pub(super) fn report(&self, lease: &Lease, outcome: &JobOutcome) {
         if let Some(f) = &self.on_outcome {
             // A panicking hook must not take the worker (or the release of its leases) down.
@@ -219,7 +229,9 @@ impl AsyncWorker {
             } else {
                 Ok(Vec::new())
             };
-            let idle = match claimed {
+            // `idle`: no job was claimed (wait a poll interval); `none_ready`: the store said
+            // nothing is ready (a drained run may end) — not the same when the claim failed.
+            let (idle, none_ready) = match claimed {
                 Ok(leases) => {
                     let got = !leases.is_empty();
                     for lease in leases {
@@ -234,12 +246,12 @@ impl AsyncWorker {
                         lock(&inner.held).insert(key(&held.lease), held);
                         tasks.spawn(run_job(Arc::clone(inner), job));
                     }
-                    !got
+                    (!got, !got)
                 }
                 Err(e) if e.is_retryable() => {
                     inner.count(|s| s.errors += 1);
                     tracing::warn!(error = %e, "claiming met a busy or unavailable store; trying again");
-                    true
+                    (true, false)
                 }
                 Err(e) => {
                     inner.count(|s| s.errors += 1);
@@ -247,7 +259,7 @@ impl AsyncWorker {
                     break;
                 }
             };
-            if idle && inner.drain && tasks.is_empty() {
+            if none_ready && inner.drain && tasks.is_empty() {
                 break;
             }
             // Wait for a slot, the poll interval (when idle), or the shutdown.
@@ -310,11 +322,7 @@ async fn heartbeat(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
             _ = stop.changed() => return,
             _ = tokio::time::sleep(inner.heartbeat) => {}
         }
-        let leases: Vec<Lease> = lock(&inner.held)
-            .values()
-            .filter(|h| !h.writing && h.lost.borrow().is_none())
-            .map(|h| h.lease.clone())
-            .collect();
+        let leases = inner.to_renew();
         if leases.is_empty() {
             continue;
         }
@@ -366,5 +374,96 @@ async fn heartbeat(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
                 tracing::warn!(error = %e, "a heartbeat met a store error; renewing at the next tick");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker on a fresh SQLite file (kept alive by the returned directory).
+    async fn worker() -> (tempfile::TempDir, AsyncWorker) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("jobs.db");
+        crate::init_db(&db).unwrap();
+        let store = AsyncStore::open(db.to_str().unwrap(), super::super::AsyncOptions::new())
+            .await
+            .unwrap();
+        let w = AsyncWorker::builder(store)
+            .owner("unit")
+            .build(|_job| async { Ok(String::new()) })
+            .unwrap();
+        (dir, w)
+    }
+
+    /// A held lease of job `id` (fence 1), as the claim loop keeps it; its signal's receiver.
+    fn hold(inner: &Inner, id: &str) -> (Key, watch::Receiver<Option<Loss>>) {
+        let lease = Lease {
+            job_id: id.into(),
+            queue: "default".into(),
+            kind: None,
+            owner: "unit".into(),
+            fence: 1,
+            until: 30.0,
+            payload: None,
+            priority: 0,
+            max_attempts: 0,
+            last_error: None,
+            attempt: 1,
+        };
+        let (tx, rx) = watch::channel(None);
+        let k = key(&lease);
+        let held = Held {
+            lease,
+            lost: tx,
+            writing: false,
+        };
+        lock(&inner.held).insert(k.clone(), held);
+        (k, rx)
+    }
+
+    /// A lease ends once: the first reason stands, and a lease whose outcome is being written
+    /// is not ended at all (its write is fenced; the shutdown must not release it).
+    #[tokio::test]
+    async fn a_lease_ends_once_and_never_while_its_outcome_is_written() {
+        let (_dir, w) = worker().await;
+        let inner = &w.inner;
+        let (a, a_rx) = hold(inner, "a");
+        assert!(inner.end(&a, Loss::TakenOver));
+        assert!(!inner.end(&a, Loss::Shutdown), "already ended");
+        assert_eq!(*a_rx.borrow(), Some(Loss::TakenOver));
+        assert_eq!(inner.start_writing(&a), Some(Loss::TakenOver));
+
+        let (b, b_rx) = hold(inner, "b");
+        assert_eq!(
+            inner.start_writing(&b),
+            None,
+            "not ended: now being written"
+        );
+        assert!(!inner.end(&b, Loss::Shutdown));
+        assert!(!inner.end(&b, Loss::Operator));
+        assert_eq!(*b_rx.borrow(), None);
+
+        // Neither is renewed any more; a lease still running is.
+        let (d, _d_rx) = hold(inner, "d");
+        let renewed: Vec<Key> = inner.to_renew().iter().map(key).collect();
+        assert_eq!(renewed, [d]);
+
+        let gone = ("c".to_owned(), 1);
+        assert!(!inner.end(&gone, Loss::TakenOver), "not held");
+        assert_eq!(inner.start_writing(&gone), None);
+    }
+
+    #[tokio::test]
+    async fn the_worker_shows_its_owner_and_concurrency() {
+        let (_dir, w) = worker().await;
+        assert_eq!(w.owner(), "unit");
+        let shown = format!("{w:?}");
+        assert!(
+            shown.starts_with("AsyncWorker")
+                && shown.contains("\"unit\"")
+                && shown.contains("concurrency: 1"),
+            "{shown}"
+        );
     }
 }
