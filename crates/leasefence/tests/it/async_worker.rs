@@ -348,3 +348,6 @@ fn a_call_that_waits_past_the_acquire_timeout_is_unavailable_and_runs_nothing() 
         assert!(store.call(|s| s.enqueue(JobId::new("now")?)).await.unwrap());
     });
 }
+
+// After the macro and helpers above, which it uses.
+mod details;
