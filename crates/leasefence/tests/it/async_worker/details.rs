@@ -230,6 +230,18 @@ fn now_minus(seconds: f64) -> Now {
 /// is stored.
 #[test]
 fn a_busy_store_is_tried_again_five_times_backing_off_then_reported() {
+    busy_write(Ok("late".to_owned()));
+}
+
+/// The same for a failure's write.
+#[test]
+fn a_failure_that_meets_a_busy_store_is_tried_again_five_times_then_reported() {
+    busy_write(Err("boom".to_owned()));
+}
+
+/// A handler returns `answer` while another connection holds the write lock: the outcome's
+/// write is tried six times in all, backing off, and reported as a store error.
+fn busy_write(answer: Result<String, String>) {
     let db = Db::new();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -259,11 +271,12 @@ fn a_busy_store_is_tried_again_five_times_backing_off_then_reported() {
             })
             .build(move |_job: AsyncJob| {
                 let (go, started, r) = (go.lock().unwrap().take(), started_tx.clone(), r.clone());
+                let answer = answer.clone();
                 async move {
                     let _ = started.send(());
                     let _ = go.expect("one job").await;
                     *r.lock().unwrap() = Some(Instant::now());
-                    Ok("late".to_owned())
+                    answer.map_err(Into::into)
                 }
             })
             .unwrap();
@@ -286,7 +299,11 @@ fn a_busy_store_is_tried_again_five_times_backing_off_then_reported() {
             matches!(&outcome, JobOutcome::StoreError(e) if e.contains("busy") || e.contains("locked")),
             "{outcome:?}"
         );
-        assert_eq!((stats.errors, stats.completed), (6, 0), "{stats:?}");
+        assert_eq!(
+            (stats.errors, stats.completed, stats.retried),
+            (6, 0, 0),
+            "{stats:?}"
+        );
         let waited = reported - returned.lock().unwrap().unwrap();
         assert!(
             waited >= Duration::from_millis(25 + 50 + 75 + 100 + 125),
