@@ -503,3 +503,44 @@ fn a_claim_error_that_retrying_cannot_cure_ends_the_run() {
         assert_eq!(w.stats().errors, 1);
     });
 }
+
+/// A claim that met a busy store is tried again after the poll interval, not at once: the
+/// worker does not spin against a locked database.
+#[test]
+fn a_claim_that_met_a_busy_store_waits_the_poll_interval_before_the_next() {
+    let (db, sync, rt, store) = impatient();
+    let holder = rusqlite::Connection::open(&db.path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let poll = Duration::from_millis(400);
+    rt.block_on(async {
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let (w, _) = worker(
+            &store,
+            |b| b.poll_interval(poll),
+            move |job: AsyncJob| {
+                let _ = started_tx.send(Instant::now());
+                async move { Ok(job.job_id().to_owned()) }
+            },
+        );
+        let (stop, run) = spawn(&w);
+        within("a claim to meet the lock", async {
+            while w.stats().errors < 1 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        let failed = Instant::now();
+        holder.execute_batch("ROLLBACK").unwrap();
+        enqueue(&sync, "next", 0);
+        let claimed = within("the next claim", started.recv()).await.unwrap();
+        let waited = claimed - failed;
+        // The failed claim ended a little before it was seen: allow for that, not for a spin.
+        assert!(
+            waited >= poll - Duration::from_millis(100),
+            "claimed again after {waited:?}"
+        );
+        stop.send(()).unwrap();
+        let stats = within("the worker to stop", run).await.unwrap();
+        assert_eq!((stats.errors, stats.claimed), (1, 1), "{stats:?}");
+    });
+}
