@@ -544,3 +544,54 @@ fn a_claim_that_met_a_busy_store_waits_the_poll_interval_before_the_next() {
         assert_eq!((stats.errors, stats.claimed), (1, 1), "{stats:?}");
     });
 }
+
+/// A heartbeat that meets a busy store is counted as an error and renews at the next tick:
+/// the lease (3 s, renewed every 0.15 s) outlives the lock, and the result is stored.
+#[test]
+fn a_heartbeat_that_meets_a_busy_store_renews_at_the_next_tick() {
+    let (db, sync, rt, store) = impatient();
+    enqueue(&sync, "beats", 0);
+    let holder = rusqlite::Connection::open(&db.path).unwrap();
+    rt.block_on(async {
+        let (go_tx, go) = tokio::sync::watch::channel(false);
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let (w, mut outcomes) = worker(
+            &store,
+            |b| b.ttl(3.0).heartbeat_fraction(0.05),
+            move |job: AsyncJob| {
+                let (mut go, started) = (go.clone(), started_tx.clone());
+                async move {
+                    let _ = started.send(());
+                    go.wait_for(|go| *go).await.map_err(|e| e.to_string())?;
+                    Ok(job.job_id().to_uppercase())
+                }
+            },
+        );
+        let (stop, run) = spawn(&w);
+        within("the handler to start", started.recv())
+            .await
+            .unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        within("a heartbeat to meet the lock", async {
+            while w.stats().errors < 1 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        holder.execute_batch("ROLLBACK").unwrap();
+        let renewed = w.stats().renewed;
+        within("a renewal after the lock", async {
+            while w.stats().renewed == renewed {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        go_tx.send(true).unwrap();
+        let (_, outcome) = within("the outcome", outcomes.recv()).await.unwrap();
+        assert_eq!(outcome, JobOutcome::Completed);
+        stop.send(()).unwrap();
+        let stats = within("the worker to stop", run).await.unwrap();
+        assert!(stats.errors >= 1 && stats.lost == 0, "{stats:?}");
+    });
+    assert_eq!(db.row("beats").unwrap().result.as_deref(), Some("BEATS"));
+}
