@@ -20,18 +20,11 @@ macro_rules! async_cases {
         mod $name {
             use super::*;
             async fn case($store: AsyncStore, $probe: &dyn Probe, $sync: &dyn Store) $body
-            fn runtime() -> tokio::runtime::Runtime {
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .unwrap()
-            }
             #[test]
             fn sqlite() {
                 let db = Db::new();
                 let sync = leasefence::SqliteStore::open(&db.path).unwrap();
-                runtime().block_on(async {
+                runtime(true).block_on(async {
                     let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
                         .await
                         .unwrap();
@@ -43,7 +36,7 @@ macro_rules! async_cases {
             fn pg() {
                 let Some(db) = PgDb::new() else { return };
                 let sync = db.store();
-                runtime().block_on(async {
+                runtime(true).block_on(async {
                     let options = AsyncOptions::new()
                         .postgres(db.options().database_clock(true));
                     let store = AsyncStore::open_target(Target::parse(&db.url).unwrap(), options)
@@ -54,6 +47,18 @@ macro_rules! async_cases {
             }
         }
     )*};
+}
+
+/// A runtime for a case: two worker threads, or (`multi` false) the current thread only.
+fn runtime(multi: bool) -> tokio::runtime::Runtime {
+    let mut builder = if multi {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(2);
+        b
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder.enable_all().build().unwrap()
 }
 
 fn enqueue(sync: &dyn Store, id: &str, max_attempts: u32) {
@@ -236,13 +241,11 @@ async_cases! {
     }
 }
 
+/// Bad settings are refused naming the argument, with a message that says what is wrong.
 #[test]
 fn bad_settings_name_their_argument() {
     let db = Db::new();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime(false);
     rt.block_on(async {
         let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
             .await
@@ -265,17 +268,37 @@ fn bad_settings_name_their_argument() {
         assert_eq!(arg(b().timeout(1e300).build(ok)), Some("timeout"));
         assert_eq!(arg(b().ttl(1e300).build(ok)), Some("ttl"));
         assert_eq!(arg(b().queue("Not A Queue").build(ok)), Some("queue"));
+        // And the message says what is wrong.
+        let refused = |r: leasefence::Result<AsyncWorker>| {
+            let e = r.unwrap_err();
+            (e.argument().map(str::to_owned), e.to_string())
+        };
+        for t in [0.0, -1.0, f64::INFINITY, f64::NAN] {
+            let (arg, msg) = refused(b().timeout(t).build(ok));
+            assert_eq!(arg.as_deref(), Some("timeout"), "{t}");
+            assert!(msg.contains("must be seconds > 0"), "{t}: {msg}");
+        }
+        let (arg, msg) = refused(b().timeout(1e300).build(ok));
+        assert_eq!(arg.as_deref(), Some("timeout"));
+        assert!(msg.contains("too long"), "{msg}");
+        for f in [0.0, 1.0, -0.5] {
+            let (arg, msg) = refused(b().heartbeat_fraction(f).build(ok));
+            assert_eq!(arg.as_deref(), Some("heartbeat_fraction"), "{f}");
+            assert!(msg.contains("strictly between 0 and 1"), "{f}: {msg}");
+        }
+        assert!(b().timeout(0.5).heartbeat_fraction(0.5).build(ok).is_ok());
+        // The builder shows its main settings in `Debug`.
+        let shown = format!("{:?}", b().concurrency(3).ttl(12.0).queue("mail"));
+        for part in ["AsyncWorkerBuilder", "concurrency: 3", "ttl: 12.0", "mail"] {
+            assert!(shown.contains(part), "{part} in {shown}");
+        }
     });
 }
 
 #[test]
 fn a_panicking_outcome_hook_does_not_stop_the_worker() {
     let db = Db::new();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime(true);
     rt.block_on(async {
         let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
             .await
@@ -303,11 +326,7 @@ fn a_panicking_outcome_hook_does_not_stop_the_worker() {
 #[test]
 fn a_call_that_waits_past_the_acquire_timeout_is_unavailable_and_runs_nothing() {
     let db = Db::new();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime(true);
     rt.block_on(async {
         let options = AsyncOptions::new()
             .connections(1)

@@ -137,7 +137,7 @@ fn lost_connection(url: &str, schema: &str) -> Error {
     error
 }
 
-fn named_url(url: &str, app: &str) -> String {
+pub(crate) fn named_url(url: &str, app: &str) -> String {
     if url.contains("://") {
         let sep = if url.contains('?') { '&' } else { '?' };
         format!("{url}{sep}application_name={app}")
@@ -294,16 +294,28 @@ impl AnswerLost {
     }
 }
 
+/// A handler for an [`AnswerLost`] worker.
+trait AnswerLostHandler:
+    Fn(&leasefence::JobContext<'_, AnswerLost>) -> Result<String, leasefence::HandlerError>
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<F> AnswerLostHandler for F where
+    F: Fn(&leasefence::JobContext<'_, AnswerLost>) -> Result<String, leasefence::HandlerError>
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// The worker of an [`AnswerLost`] case and what its `on_outcome` hook saw.
 fn answer_lost_worker(
     db: &PgDb,
     lose: &Arc<AtomicU8>,
-    handler: impl Fn(
-        &leasefence::JobContext<'_, AnswerLost>,
-    ) -> Result<String, leasefence::HandlerError>
-    + Send
-    + Sync
-    + 'static,
+    handler: impl AnswerLostHandler,
 ) -> (Worker<AnswerLost>, std::sync::mpsc::Receiver<JobOutcome>) {
     answer_lost_worker_with(db, lose, &Arc::default(), |b| b, handler)
 }
@@ -315,12 +327,7 @@ fn answer_lost_worker_with(
     lose: &Arc<AtomicU8>,
     calls: &Arc<Calls>,
     tune: impl FnOnce(WorkerBuilder<AnswerLost>) -> WorkerBuilder<AnswerLost>,
-    handler: impl Fn(
-        &leasefence::JobContext<'_, AnswerLost>,
-    ) -> Result<String, leasefence::HandlerError>
-    + Send
-    + Sync
-    + 'static,
+    handler: impl AnswerLostHandler,
 ) -> (Worker<AnswerLost>, std::sync::mpsc::Receiver<JobOutcome>) {
     let (url, schema, lose) = (db.url.clone(), db.schema.clone(), lose.clone());
     let calls = calls.clone();
@@ -837,7 +844,7 @@ fn a_last_failure_recorded_before_its_answer_was_lost_is_reported_dead() {
 }
 
 /// The backend pids of the sessions named `app`.
-fn sessions(admin: &mut Client, app: &str) -> Vec<i32> {
+pub(crate) fn sessions(admin: &mut Client, app: &str) -> Vec<i32> {
     admin
         .query(
             "SELECT pid FROM pg_stat_activity WHERE application_name = $1",

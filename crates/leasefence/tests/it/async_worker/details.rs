@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use super::*;
+use crate::reconnect::{named_url, sessions};
 use leasefence::{Resource, SqliteOptions};
 
 /// Sends on drop: tells the test that the handler's future was dropped.
@@ -243,11 +244,7 @@ fn a_failure_that_meets_a_busy_store_is_tried_again_five_times_then_reported() {
 /// write is tried six times in all, backing off, and reported as a store error.
 fn busy_write(answer: Result<String, String>) {
     let db = Db::new();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime(true);
     rt.block_on(async {
         let options = AsyncOptions::new()
             .sqlite(SqliteOptions::new().busy_timeout(Duration::from_millis(10)));
@@ -315,54 +312,11 @@ fn busy_write(answer: Result<String, String>) {
     });
 }
 
-/// Bad settings are refused with a message that says what is wrong, and the builder shows its
-/// main settings (and not its store's secrets) in `Debug`.
-#[test]
-fn bad_settings_say_what_is_wrong_and_the_builder_shows_its_settings() {
-    let db = Db::new();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
-            .await
-            .unwrap();
-        let ok = |_job: AsyncJob| async { Ok(String::new()) };
-        let b = || AsyncWorker::builder(store.clone());
-        let refused = |r: leasefence::Result<AsyncWorker>| {
-            let e = r.unwrap_err();
-            (e.argument().map(str::to_owned), e.to_string())
-        };
-        for t in [0.0, -1.0, f64::INFINITY, f64::NAN] {
-            let (arg, msg) = refused(b().timeout(t).build(ok));
-            assert_eq!(arg.as_deref(), Some("timeout"), "{t}");
-            assert!(msg.contains("must be seconds > 0"), "{t}: {msg}");
-        }
-        let (arg, msg) = refused(b().timeout(1e300).build(ok));
-        assert_eq!(arg.as_deref(), Some("timeout"));
-        assert!(msg.contains("too long"), "{msg}");
-        for f in [0.0, 1.0, -0.5] {
-            let (arg, msg) = refused(b().heartbeat_fraction(f).build(ok));
-            assert_eq!(arg.as_deref(), Some("heartbeat_fraction"), "{f}");
-            assert!(msg.contains("strictly between 0 and 1"), "{f}: {msg}");
-        }
-        assert!(b().timeout(0.5).heartbeat_fraction(0.5).build(ok).is_ok());
-        let shown = format!("{:?}", b().concurrency(3).ttl(12.0).queue("mail"));
-        for part in ["AsyncWorkerBuilder", "concurrency: 3", "ttl: 12.0", "mail"] {
-            assert!(shown.contains(part), "{part} in {shown}");
-        }
-    });
-}
-
 /// The store says which backend it runs on and shows its database as given (an SQLite path).
 #[test]
 fn the_store_says_its_backend_and_shows_its_database() {
     let db = Db::new();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime(false);
     rt.block_on(async {
         let path = db.path.to_str().unwrap();
         let store = AsyncStore::open(path, AsyncOptions::new().connections(2))
@@ -387,28 +341,13 @@ fn on_postgres_a_healthy_connection_is_kept_and_the_password_never_shown() {
     let Some(db) = PgDb::new() else { return };
     let app = format!("{}_async", db.schema);
     let url = if db.url.contains("://") {
-        let sep = if db.url.contains('?') { '&' } else { '?' };
-        format!("{}{sep}application_name={app}", db.url)
+        named_url(&db.url, &app)
     } else {
-        format!("{} application_name={app} password=hunter2", db.url)
+        format!("{} password=hunter2", named_url(&db.url, &app))
     };
     let mut admin = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
-    let mut sessions = || -> Vec<i32> {
-        admin
-            .query(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
-                &[&app],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let mut sessions = || sessions(&mut admin, &app);
+    let rt = runtime(true);
     let store = rt.block_on(async {
         let options = AsyncOptions::new().postgres(db.options());
         AsyncStore::open(&url, options).await.unwrap()
@@ -440,11 +379,7 @@ fn impatient() -> (
     AsyncStore,
 ) {
     let db = Db::new();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime(true);
     let sync = leasefence::SqliteStore::open(&db.path).unwrap();
     let options =
         AsyncOptions::new().sqlite(SqliteOptions::new().busy_timeout(Duration::from_millis(10)));
