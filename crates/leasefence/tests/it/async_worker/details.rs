@@ -90,9 +90,9 @@ async_cases! {
 
     async fn the_heartbeat_renews_every_fraction_of_the_ttl_so_a_long_handler_keeps_its_lease(store, probe, sync) {
         enqueue(sync, "long", 0);
-        // ttl 2 s, renewed every 2/3 s: the handler outlives its first lease (it waits until the
-        // lease was renewed twice, bounded) and its result is stored.
-        let (w, mut outcomes) = worker(&store, |b| b.ttl(2.0), |job: AsyncJob| async move {
+        // ttl 4 s, renewed every third of it: the handler waits (bounded) until its lease was
+        // renewed, and its result is stored. Renewing any later than the ttl would lose it.
+        let (w, mut outcomes) = worker(&store, |b| b.ttl(4.0), |job: AsyncJob| async move {
             let first = job.lease().until;
             let deadline = Instant::now() + Duration::from_secs(6);
             loop {
@@ -102,7 +102,7 @@ async_cases! {
                     return Ok(format!("renewed to {}", until.unwrap() - first));
                 }
                 if Instant::now() > deadline {
-                    return Err("never renewed twice".into());
+                    return Err("never renewed".into());
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -112,7 +112,7 @@ async_cases! {
         assert_eq!(outcome, JobOutcome::Completed);
         stop.send(()).unwrap();
         let stats = within("the worker to stop", run).await.unwrap();
-        assert!(stats.renewed >= 2, "{stats:?}");
+        assert!(stats.renewed >= 1, "{stats:?}");
         let row = blocking(|| probe.row("long")).unwrap();
         assert_eq!((row.done, row.fence), (1, 1));
         assert!(row.result.unwrap().starts_with("renewed to "));
@@ -446,7 +446,7 @@ fn a_claim_that_met_a_busy_store_waits_the_poll_interval_before_the_next() {
     let (db, sync, rt, store) = impatient();
     let holder = rusqlite::Connection::open(&db.path).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let poll = Duration::from_millis(400);
+    let poll = Duration::from_millis(1000);
     rt.block_on(async {
         let (started_tx, mut started) = mpsc::unbounded_channel();
         let (w, _) = worker(
@@ -469,11 +469,9 @@ fn a_claim_that_met_a_busy_store_waits_the_poll_interval_before_the_next() {
         enqueue(&sync, "next", 0);
         let claimed = within("the next claim", started.recv()).await.unwrap();
         let waited = claimed - failed;
-        // The failed claim ended a little before it was seen: allow for that, not for a spin.
-        assert!(
-            waited >= poll - Duration::from_millis(100),
-            "claimed again after {waited:?}"
-        );
+        // The failed claim ended a little before it was seen: allow for that (half the poll
+        // interval, for a loaded machine), not for a spin (a few milliseconds).
+        assert!(waited >= poll / 2, "claimed again after {waited:?}");
         stop.send(()).unwrap();
         let stats = within("the worker to stop", run).await.unwrap();
         assert_eq!((stats.errors, stats.claimed), (1, 1), "{stats:?}");
