@@ -2384,8 +2384,8 @@ mod shutdown {
             tracing::subscriber::with_default(events.clone(), request);
             events.messages()
         };
-        let graceful = "shutdown requested";
-        let now = "immediate shutdown requested: in-flight jobs are released now";
+        let graceful = "INFO shutdown requested";
+        let now = "INFO immediate shutdown requested: in-flight jobs are released now";
         assert_eq!(logged(&|| handle.shutdown()), [graceful]);
         assert_eq!(logged(&|| handle.shutdown()), [graceful]);
         assert!(handle.is_shutdown() && !handle.is_shutdown_now());
@@ -2394,9 +2394,12 @@ mod shutdown {
         assert!(handle.is_shutdown_now());
     }
 
-    /// A tracing subscriber that keeps the message of every event.
+    /// A tracing subscriber that keeps every event as its level and message (`INFO …`).
     #[derive(Default)]
     struct Events(Mutex<Vec<String>>);
+
+    /// An event's message, as it is recorded.
+    struct Message(String);
 
     impl Events {
         fn messages(&self) -> Vec<String> {
@@ -2404,10 +2407,10 @@ mod shutdown {
         }
     }
 
-    impl tracing::field::Visit for &Events {
+    impl tracing::field::Visit for Message {
         fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
             if field.name() == "message" {
-                self.0.lock().unwrap().push(format!("{value:?}"));
+                self.0 = format!("{value:?}");
             }
         }
     }
@@ -2422,7 +2425,13 @@ mod shutdown {
         fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
         fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
         fn event(&self, event: &tracing::Event<'_>) {
-            event.record(&mut &*self);
+            let mut message = Message(String::new());
+            event.record(&mut message);
+            let level = event.metadata().level();
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("{level} {}", message.0));
         }
         fn enter(&self, _: &tracing::span::Id) {}
         fn exit(&self, _: &tracing::span::Id) {}
