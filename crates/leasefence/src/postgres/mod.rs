@@ -32,7 +32,7 @@ use crate::types::{Fence, JobId, Lease, Now, Owner, Ttl};
 
 /// The schema, one numbered migration per step, recorded in `schema_migrations` of the store's
 /// schema. Every migration is idempotent.
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 8] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_queue.sql"),
     include_str!("migrations/0003_attempts.sql"),
@@ -40,6 +40,7 @@ const MIGRATIONS: [&str; 7] = [
     include_str!("migrations/0005_ledger.sql"),
     include_str!("migrations/0006_schedules.sql"),
     include_str!("migrations/0007_dashboard.sql"),
+    include_str!("migrations/0008_ledger_plans.sql"),
 ];
 
 mod sql;

@@ -427,7 +427,7 @@ fn on_postgresql_opening_again_never_resets_a_row_above_all_a_fence() {
     db.exec("DELETE FROM schema_migrations");
     drop(db.store());
     assert_eq!(db.stored(), before);
-    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [7]);
+    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [8]);
     // the counts were kept, not filled again from the jobs: each job is counted once
     assert_eq!(db.store().stats(now(10.0)).unwrap(), counted);
     // The old fence stays stale; the next claim continues the sequence.
@@ -505,7 +505,7 @@ fn on_postgresql_a_hand_made_six_column_table_is_adopted_without_losing_a_row() 
             .collect::<Vec<_>>(),
         [Some("lost"), None]
     );
-    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [7]);
+    assert_eq!(db.query_i64("SELECT count(*) FROM schema_migrations"), [8]);
 }
 
 /// Opens a store on a hand-made `jobs` table lacking `missing` and checks that it is refused

@@ -149,7 +149,7 @@ fn concurrent_first_starts_create_the_schema_once_and_record_each_migration() {
     let versions = db.query_i64(&format!(
         "SELECT version::bigint FROM {schema}.schema_migrations ORDER BY version"
     ));
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
     // a restart changes nothing, above all no fence
     store
         .claim_fence(
@@ -291,6 +291,62 @@ fn claim_next_walks_the_ready_index_in_order_without_sorting() {
     )));
     assert!(plan.contains("jobs_queue_ready"), "{plan}");
     assert!(!plan.contains("jobs_ready "), "{plan}");
+}
+
+/// The attempt ledger's trigger finds a job's attempts by the primary key even under a
+/// generic plan made while `attempts` held a handful of rows — the plan PL/pgSQL keeps for a
+/// session after five calls, which walked the whole ledger for every claim and completion.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn the_ledger_trigger_never_walks_the_whole_ledger_under_a_generic_plan() {
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    let ids: Vec<NewJob> = (0..4)
+        .map(|i| NewJob::new(format!("j{i}")).unwrap())
+        .collect();
+    store.enqueue_many(&ids).unwrap();
+    for _ in 0..3 {
+        let lease = store
+            .claim_next(Owner::new("w").unwrap(), now(0.0), ttl(30.0))
+            .unwrap()
+            .unwrap();
+        assert!(
+            store
+                .complete(
+                    JobId::new(&lease.job_id).unwrap(),
+                    Owner::new("w").unwrap(),
+                    lease.fence,
+                    now(1.0),
+                    "ok"
+                )
+                .unwrap()
+        );
+    }
+    // What autovacuum's first pass leaves: statistics of a ledger of three rows.
+    db.exec("ANALYZE attempts");
+    // A claim and a completion under the session's generic plans, in one transaction whose
+    // table counters pg_stat_xact_user_tables reads back.
+    db.exec(
+        "BEGIN;
+         SET LOCAL plan_cache_mode = force_generic_plan;
+         UPDATE jobs SET owner = 'v', fence = fence + 1, until = 100 WHERE id = 'j3';
+         UPDATE jobs SET done = 1, outcome = 'completed' WHERE id = 'j3';",
+    );
+    let scans = db.query_i64(
+        "SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = 'attempts'::regclass
+         UNION ALL
+         SELECT idx_scan FROM pg_stat_xact_user_tables WHERE relid = 'attempts'::regclass",
+    );
+    db.exec("COMMIT");
+    // no walk of the ledger; the completion found its attempt through the index
+    assert_eq!(scans, [0, 1]);
+    assert_eq!(
+        db.query_strings("SELECT outcome FROM attempts WHERE job_id = 'j3'"),
+        ["completed"]
+    );
 }
 
 #[test]
