@@ -45,18 +45,8 @@ open(f"{work}/floor.sql", "w").write(
     "c.fence AND f.until > 1000;\n")
 PY
 
-psql_q() { psql -q -v ON_ERROR_STOP=1 "$@"; }
-setup() {
-  psql_q -c "DROP SCHEMA IF EXISTS probe CASCADE" -c "CREATE SCHEMA probe" 2>/dev/null
-  (echo "SET search_path = probe;"; cat "$lib"/migrations/*.sql) | psql_q >/dev/null
-  psql_q -c "SET search_path = probe;
-    INSERT INTO jobs (id) SELECT 'job-' || g FROM generate_series(1, 40000) g;
-    CREATE TABLE floor (id INTEGER PRIMARY KEY, owner TEXT, until DOUBLE PRECISION NOT NULL
-      DEFAULT 0, fence BIGINT NOT NULL DEFAULT 0, result TEXT, done INTEGER NOT NULL DEFAULT 0);
-    CREATE INDEX floor_ready ON floor (id) WHERE done = 0;
-    INSERT INTO floor (id) SELECT g FROM generate_series(1, 40000) g;
-    $1 ANALYZE; CHECKPOINT;"
-}
+# shellcheck source=schema.sh
+. "$here/schema.sh"
 bench() {
   PGOPTIONS='-c search_path=probe' pgbench -n -M prepared -c 1 -j 1 -f "$work/$1" -t 300 2>&1 |
     awk '/^tps/ {printf "%.0f\n", $3 * 64}'
@@ -73,7 +63,7 @@ variants=(
 for round in $(seq "$ROUNDS"); do
   for v in "${variants[@]}"; do
     IFS='|' read -r name sql file <<<"$v"
-    setup "$sql"
+    setup 40000 "$sql"
     echo "round $round  $name  $(bench "$file") jobs/s"
   done
 done

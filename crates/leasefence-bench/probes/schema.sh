@@ -1,0 +1,15 @@
+# Sourced by the pg-*.sh probes: `setup JOBS SQL` drops and recreates the schema `probe` from
+# the library's own migrations ($lib), with JOBS jobs `job-1` … and a floor table of as many
+# integer-keyed rows, runs SQL (a variant's change), then analyzes and checkpoints.
+psql_q() { psql -q -v ON_ERROR_STOP=1 "$@"; }
+setup() {
+  psql_q -c "DROP SCHEMA IF EXISTS probe CASCADE" -c "CREATE SCHEMA probe" 2>/dev/null
+  (echo "SET search_path = probe;"; cat "$lib"/migrations/*.sql) | psql_q >/dev/null
+  psql_q -c "SET search_path = probe;
+    INSERT INTO jobs (id) SELECT 'job-' || g FROM generate_series(1, $1) g;
+    CREATE TABLE floor (id INTEGER PRIMARY KEY, owner TEXT, until DOUBLE PRECISION NOT NULL
+      DEFAULT 0, fence BIGINT NOT NULL DEFAULT 0, result TEXT, done INTEGER NOT NULL DEFAULT 0);
+    CREATE INDEX floor_ready ON floor (id) WHERE done = 0;
+    INSERT INTO floor (id) SELECT g FROM generate_series(1, $1) g;
+    $2 ANALYZE; CHECKPOINT;"
+}
