@@ -17,8 +17,9 @@ use super::sync::lock;
 use crate::store::Store;
 use crate::types::{Failed, Lease, Now, Status};
 
-/// The default for [`WorkerBuilder::batch`](crate::WorkerBuilder::batch).
-pub(super) const DEFAULT_BATCH: usize = 32;
+/// The default for [`WorkerBuilder::batch`](crate::WorkerBuilder::batch). Only quick handlers
+/// (under ~80 µs a job) fill it; measured against 32 and 64 in `docs/benchmarks.md`.
+pub(super) const DEFAULT_BATCH: usize = 128;
 /// How much handler time a batch claim aims for, and how long a result may wait to be
 /// written with others.
 const BATCH_WINDOW: Duration = Duration::from_millis(10);

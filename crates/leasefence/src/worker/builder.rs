@@ -186,7 +186,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
         self.finish(None)
     }
 
-    /// The most jobs one thread claims in one transaction (default 32; 1 claims one job at a
+    /// The most jobs one thread claims in one transaction (default 128; 1 claims one job at a
     /// time).
     ///
     /// Each thread sizes its claims by how long its handlers take: it starts with one job,

@@ -2629,8 +2629,8 @@ mod batches {
             .run_drained();
         assert_eq!((stats.claimed, stats.completed), (20, 20));
         // The first claim takes one job; its handler ran for microseconds, so the next asks
-        // for the whole default batch of 32, which holds the other 19.
-        assert_eq!(ctl.asked()[..2], [1, 32], "{:?}", ctl.asked());
+        // for the whole default batch of 128, which holds the other 19.
+        assert_eq!(ctl.asked()[..2], [1, 128], "{:?}", ctl.asked());
         // Their results are written together: one transaction for the first job, and for
         // the 19 one more (more only if a handler was held up for the 10 ms window).
         let commits = ctl.commits();
@@ -2645,17 +2645,17 @@ mod batches {
     );
 
     worker_case!(
-        /// The next claim is sized by the *mean* handler time of the last batch: 32 handlers of
-        /// 20 µs each fit the 10 ms window many times over, so the claim after a full batch asks
+        /// The next claim is sized by the *mean* handler time of the last batch: 128 handlers
+        /// of 20 µs each fit the 10 ms window several times over, so the claim after a full batch asks
         /// for the whole batch again (not for what the batch's total time would allow).
         fn the_claim_after_a_full_batch_of_quick_handlers_asks_for_a_full_batch_again(t) {
         // Handler time is wall time: on a loaded machine a preempted handler can make a
-        // batch's mean exceed the 312 µs that 32 jobs in 10 ms allow. So up to five runs, and
-        // one must ask for 32 after a full batch. Sized by the batch's *total* (640 µs at
-        // least), no run could: 10 ms / 640 µs is 15.
+        // batch's mean exceed the 78 µs that 128 jobs in 10 ms allow. So up to five runs, and
+        // one must ask for 128 after a full batch. Sized by the batch's *total* (2.56 ms at
+        // least), no run could: 10 ms / 2.56 ms is 3.
         let mut runs = Vec::new();
         for run in 0..5 {
-            let all: Vec<String> = (0..70).map(|i| format!("r{run}-{i:02}")).collect();
+            let all: Vec<String> = (0..300).map(|i| format!("r{run}-{i:03}")).collect();
             enqueue(t, &all);
             let clock = ManualClock::new(100.0);
             let ctl = Arc::new(super::heartbeat::Ctl::default());
@@ -2671,12 +2671,12 @@ mod batches {
                 })
                 .unwrap()
                 .run_drained();
-            assert_eq!((stats.claimed, stats.completed), (70, 70));
-            // One job, then 32, 32 and the last 5, each claim asking for the default batch.
+            assert_eq!((stats.claimed, stats.completed), (300, 300));
+            // One job, then 128, 128 and the last 43, each claim asking for the default batch.
             let asked = ctl.asked();
             assert_eq!(asked[0], 1, "{asked:?}");
-            // A full batch of 32 (the second claim), then a claim of 32 again.
-            if asked[1..3] == [32, 32] {
+            // A full batch of 128 (the second claim), then a claim of 128 again.
+            if asked[1..3] == [128, 128] {
                 return;
             }
             runs.push(asked);
