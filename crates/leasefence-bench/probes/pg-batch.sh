@@ -14,18 +14,17 @@
 # (default 127.0.0.1, postgres, test). Drops and recreates the schema `probe`.
 set -euo pipefail
 ROUNDS=${1:-3}
-export PGHOST=${PGHOST:-127.0.0.1} PGUSER=${PGUSER:-postgres} PGDATABASE=${PGDATABASE:-test}
 here=$(cd "$(dirname "$0")" && pwd)
-lib=$here/../../leasefence/src/postgres
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# shellcheck source=schema.sh
+. "$here/schema.sh"
 
-python3 - "$lib" "$work" <<'PY'
+python3 -B - "$lib" "$work" "$here" <<'PY'
 import sys
-lib, work = sys.argv[1:]
+lib, work, here = sys.argv[1:]
+sys.path.insert(0, here)
+from statements import stmt as _stmt
 def stmt(name):
-    text = open(f"{lib}/sql/{name}.sql").read()
-    return " ".join(" ".join(l for l in text.splitlines() if not l.startswith("--")).split())
+    return _stmt(lib, name)
 claim = (stmt("claim_batch").replace("$1", "'w'").replace("$2", "1e12").replace("$3", "1000")
          .replace("$4", "64"))
 i, j = claim.index(" UPDATE jobs SET owner"), claim.index("RETURNING")
@@ -45,8 +44,6 @@ open(f"{work}/floor.sql", "w").write(
     "c.fence AND f.until > 1000;\n")
 PY
 
-# shellcheck source=schema.sh
-. "$here/schema.sh"
 bench() {
   PGOPTIONS='-c search_path=probe' pgbench -n -M prepared -c 1 -j 1 -f "$work/$1" -t 300 2>&1 |
     awk '/^tps/ {printf "%.0f\n", $3 * 64}'

@@ -15,18 +15,17 @@
 set -euo pipefail
 ROUNDS=${1:-3}
 CLIENTS=${2:-1}
-export PGHOST=${PGHOST:-127.0.0.1} PGUSER=${PGUSER:-postgres} PGDATABASE=${PGDATABASE:-test}
 here=$(cd "$(dirname "$0")" && pwd)
-lib=$here/../../leasefence/src/postgres
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# shellcheck source=schema.sh
+. "$here/schema.sh"
 
-python3 - "$lib" "$work" <<'PY'
+python3 -B - "$lib" "$work" "$here" <<'PY'
 import sys
-lib, work = sys.argv[1:]
+lib, work, here = sys.argv[1:]
+sys.path.insert(0, here)
+from statements import stmt as _stmt
 def stmt(name):
-    text = open(f"{lib}/sql/{name}.sql").read()
-    return " ".join(" ".join(l for l in text.splitlines() if not l.startswith("--")).split())
+    return _stmt(lib, name)
 claim = (stmt("claim_next").replace("$1", "'w'").replace("$2", "1e12").replace("$3", "1000")
          .replace("RETURNING jobs.id,", "RETURNING substr(jobs.id, 5)::int AS n,"))
 complete = (stmt("complete").replace("$1", "('job-' || :n)").replace("$2", "'w'")
@@ -56,8 +55,6 @@ open(f"{work}/floor.sql", "w").write(
     "AND fence = :fence AND until > 1000;\n")
 PY
 
-# shellcheck source=schema.sh
-. "$here/schema.sh"
 bench() {
   PGOPTIONS='-c search_path=probe' pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" \
     -f "$work/$1" -t $((3000 / CLIENTS)) 2>&1 | awk '/^tps/ {printf "%.0f\n", $3}'

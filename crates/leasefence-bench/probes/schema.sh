@@ -1,6 +1,12 @@
-# Sourced by the pg-*.sh probes: `setup JOBS SQL` drops and recreates the schema `probe` from
+# Sourced by the pg-*.sh probes (with `here` set to this folder): the server (PGHOST, PGUSER,
+# PGDATABASE; default 127.0.0.1, postgres, test), `lib` (the library's PostgreSQL folder), a
+# scratch folder `work` removed on exit, and `setup JOBS SQL` drops and recreates the schema `probe` from
 # the library's own migrations ($lib), with JOBS jobs `job-1` … and a floor table of as many
 # integer-keyed rows, runs SQL (a variant's change), then analyzes and checkpoints.
+export PGHOST=${PGHOST:-127.0.0.1} PGUSER=${PGUSER:-postgres} PGDATABASE=${PGDATABASE:-test}
+lib=$here/../../leasefence/src/postgres
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 psql_q() { psql -q -v ON_ERROR_STOP=1 "$@"; }
 setup() {
   psql_q -c "DROP SCHEMA IF EXISTS probe CASCADE" -c "CREATE SCHEMA probe" 2>/dev/null
