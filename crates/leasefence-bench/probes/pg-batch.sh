@@ -19,12 +19,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/schema.sh"
 
 python3 -B - "$lib" "$work" "$here" <<'PY'
-import sys
-lib, work, here = sys.argv[1:]
-sys.path.insert(0, here)
-from statements import stmt as _stmt
-def stmt(name):
-    return _stmt(lib, name)
+import sys; sys.path.insert(0, sys.argv[3])
+from statements import stmt, work
 claim = (stmt("claim_batch").replace("$1", "'w'").replace("$2", "1e12").replace("$3", "1000")
          .replace("$4", "64"))
 i, j = claim.index(" UPDATE jobs SET owner"), claim.index("RETURNING")
@@ -57,10 +53,4 @@ variants=(
   "no-triggers|$no_triggers|batch.sql"
   "floor||floor.sql"
 )
-for round in $(seq "$ROUNDS"); do
-  for v in "${variants[@]}"; do
-    IFS='|' read -r name sql file <<<"$v"
-    setup 40000 "$sql"
-    echo "round $round  $name  $(bench "$file") jobs/s"
-  done
-done
+run_variants 40000 jobs/s

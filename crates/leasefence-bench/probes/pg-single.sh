@@ -20,12 +20,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/schema.sh"
 
 python3 -B - "$lib" "$work" "$here" <<'PY'
-import sys
-lib, work, here = sys.argv[1:]
-sys.path.insert(0, here)
-from statements import stmt as _stmt
-def stmt(name):
-    return _stmt(lib, name)
+import sys; sys.path.insert(0, sys.argv[3])
+from statements import stmt, work
 claim = (stmt("claim_next").replace("$1", "'w'").replace("$2", "1e12").replace("$3", "1000")
          .replace("RETURNING jobs.id,", "RETURNING substr(jobs.id, 5)::int AS n,"))
 complete = (stmt("complete").replace("$1", "('job-' || :n)").replace("$2", "'w'")
@@ -69,13 +65,7 @@ variants=(
   "as-ctes|$no_triggers|cycle_cte.sql"
   "floor||floor.sql"
 )
-for round in $(seq "$ROUNDS"); do
-  for v in "${variants[@]}"; do
-    IFS='|' read -r name sql file <<<"$v"
-    setup 20000 "$sql"
-    echo "round $round  $name  $(bench "$file") cycles/s"
-  done
-done
+run_variants 20000 cycles/s
 for file in cycle.sql floor.sql; do
   setup 20000 ""
   before=$(psql -tA -c "SELECT pg_current_wal_lsn()")
