@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, params};
 
+mod complete;
 mod connection;
 mod enqueue;
 mod group;

@@ -10,6 +10,7 @@ pub(super) const CLAIM: &str = include_str!("sql/claim.sql");
 pub(super) const RENEW: &str = include_str!("sql/renew.sql");
 pub(super) const RENEW_BATCH: &str = include_str!("sql/renew_batch.sql");
 pub(super) const COMPLETE: &str = include_str!("sql/complete.sql");
+pub(super) const COMPLETE_BATCH: &str = include_str!("sql/complete_batch.sql");
 pub(super) const RELEASE: &str = include_str!("sql/release.sql");
 pub(super) const CLAIM_NEXT: &str = include_str!("sql/claim_next.sql");
 pub(super) const CLAIM_BATCH: &str = include_str!("sql/claim_batch.sql");

@@ -193,20 +193,7 @@ impl Store for SqliteStore {
             return Ok(Vec::new());
         }
         let now = now.seconds();
-        self.transaction(|s| {
-            let mut stmt = s.conn.prepare_cached(sql::COMPLETE).map_err(|e| s.err(e))?;
-            let mut stored = Vec::with_capacity(completions.len());
-            for (lease, result) in completions {
-                let changed = stmt
-                    .execute(params![lease.job_id, lease.owner, lease.fence, now, result])
-                    .map_err(|e| s.err(e))?;
-                if changed != 1 {
-                    s.refuse(&lease.job_id, lease.fence, WriteOp::Complete)?;
-                }
-                stored.push(changed == 1);
-            }
-            Ok(stored)
-        })
+        self.transaction(|s| s.complete_all(completions, now))
     }
 
     fn fail(

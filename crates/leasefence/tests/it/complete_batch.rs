@@ -64,6 +64,100 @@ contract!(
     }
 );
 
+contract!(
+    fn ids_owners_and_results_of_any_text_are_judged_and_stored_exactly(api, db, s) {
+        // Quotes, backslashes, control characters and non-ASCII: what SQLite's one statement
+        // receives as JSON must come out as it went in, both for the check and the result.
+        let odd = [r#"q"uote"#, r"back\slash", "tab\there\n", "ünï ✓ 🎉"];
+        s.enqueue_many(&odd.map(job)).unwrap();
+        let mut leases = Vec::new();
+        for (k, name) in odd.iter().enumerate() {
+            let holder = format!("{name} owner {k}");
+            let job_id = leasefence::JobId::new(name).unwrap();
+            leases.push(s.claim(job_id, owner(&holder), now(0.0), ttl(30.0)).unwrap().unwrap());
+        }
+        let results = ["a \"quoted\" result", "c:\\path\\", "line\nbreak\u{1}", "日本語 ✓"];
+        // The last lease under an owner that differs only in its escapes: refused.
+        let mut lookalike = leases[3].clone();
+        lookalike.owner = lookalike.owner.replace('✓', "\\u2713");
+        let items: Vec<(&Lease, &str)> =
+            leases.iter().zip(results).take(3).chain([(&lookalike, results[3])]).collect();
+        assert_eq!(s.complete_batch(&items, now(1.0)).unwrap(), [true, true, true, false]);
+        for (name, result) in odd.iter().zip(results).take(3) {
+            let row = db.row(name).unwrap();
+            assert_eq!((row.result.as_deref(), row.done), (Some(result), 1), "{name}");
+        }
+        assert_eq!(db.row(odd[3]).unwrap().done, 0);
+        assert_eq!(s.complete_batch(&[(&leases[3], results[3])], now(2.0)).unwrap(), [true]);
+        assert_eq!(db.row(odd[3]).unwrap().result.as_deref(), Some(results[3]));
+    }
+);
+
+contract!(
+    fn a_large_batch_stores_every_current_lease_and_refuses_every_stale_one(api, db, s) {
+        let jobs: Vec<_> = (0..300).map(|i| job(&format!("j{i:03}"))).collect();
+        s.enqueue_many(&jobs).unwrap();
+        let leases = s.claim_batch(owner("w"), now(0.0), ttl(30.0), bs(300)).unwrap();
+        assert_eq!(leases.len(), 300);
+        // Every third one carries a fence its job never had: refused, counted, nothing stored.
+        let sent: Vec<Lease> = leases
+            .iter()
+            .enumerate()
+            .map(|(k, l)| {
+                let mut l = l.clone();
+                if k % 3 == 0 {
+                    l.fence += 7;
+                }
+                l
+            })
+            .collect();
+        let items: Vec<(&Lease, &str)> = sent.iter().map(|l| (l, l.job_id.as_str())).collect();
+        let stored = s.complete_batch(&items, now(1.0)).unwrap();
+        assert_eq!(stored, (0..300).map(|k| k % 3 != 0).collect::<Vec<_>>());
+        for (k, lease) in leases.iter().enumerate() {
+            let row = db.row(lease.job_id.as_str()).unwrap();
+            match k % 3 {
+                0 => assert_eq!((row.done, row.result), (0, None), "{k}"),
+                _ => assert_eq!((row.done, row.result.as_deref()), (1, Some(lease.job_id.as_str())), "{k}"),
+            }
+        }
+        assert_eq!(db.refusals("j000"), [(8, "complete".into(), 1)]);
+        assert_eq!(db.refusals("j001"), []);
+    }
+);
+
+/// SQLite stores a result with a NUL character whole (PostgreSQL refuses it, below), in a
+/// batch as alone.
+#[test]
+fn on_sqlite_a_result_with_a_nul_is_stored_whole() {
+    let db = Db::new();
+    let s = open(&db);
+    s.enqueue_many(&[job("a"), job("b"), job("c")]).unwrap();
+    let leases = s
+        .claim_batch(owner("w"), now(0.0), ttl(30.0), bs(3))
+        .unwrap();
+    let mut stale = leases[2].clone();
+    stale.fence += 1;
+    let stored = s
+        .complete_batch(
+            &[
+                (&leases[0], "before\0after"),
+                (&leases[1], "plain"),
+                (&stale, "x\0y"),
+            ],
+            now(1.0),
+        )
+        .unwrap();
+    assert_eq!(stored, [true, true, false]);
+    assert_eq!(
+        db.row("a").unwrap().result.as_deref(),
+        Some("before\0after")
+    );
+    assert_eq!(db.row("b").unwrap().result.as_deref(), Some("plain"));
+    assert_eq!(db.row("c").unwrap().done, 0);
+    assert_eq!(db.refusals("c"), [(2, "complete".into(), 1)]);
+}
+
 /// An error inside the batch's transaction stores none of its results: the transaction is one.
 #[test]
 fn an_error_stores_none_of_the_results() {
@@ -142,4 +236,25 @@ fn on_postgresql_an_error_stores_none_of_the_results() {
     // Nothing was left open: the store works on.
     assert_eq!(s.complete_batch(&results[..1], now(2.0)).unwrap(), [true]);
     assert_eq!(db.row("a").unwrap().result.as_deref(), Some("r"));
+}
+
+/// SQLite's one statement for the batch finds each job by its id (the primary key's index),
+/// once per completion: it never walks the table.
+#[test]
+fn on_sqlite_the_batch_statement_looks_each_job_up_by_id() {
+    let db = Db::new();
+    drop(open(&db));
+    let statement: String = include_str!("../../src/sqlite/sql/complete_batch.sql")
+        .lines()
+        .filter(|l| !l.starts_with("--"))
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("?1", r#"'[["a","w",1,"r"]]'"#)
+        .replace("?2", "1.0");
+    let plan = sqlite3(&db.path, &format!("EXPLAIN QUERY PLAN {statement}"));
+    assert!(
+        plan.contains("SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"),
+        "{plan}"
+    );
+    assert!(!plan.contains("SCAN jobs"), "{plan}");
 }
