@@ -1,6 +1,6 @@
 //! `complete_batch` on SQLite: the whole batch in one statement (`complete_batch.sql`), its
 //! completions passed as one JSON array, then a refusal counted for each one not stored, all
-//! inside the caller's one transaction.
+//! inside one transaction (a group commit's at `synchronous = FULL`).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -9,23 +9,29 @@ use rusqlite::params;
 
 use super::{SqliteStore, sql};
 use crate::error::Result;
-use crate::types::{Lease, WriteOp};
+use crate::types::{Fence, Lease, WriteOp};
 
-impl SqliteStore {
-    /// Stores what it can of `completions` at `now` (seconds) inside the caller's transaction;
-    /// returns, per completion, whether it was stored (the refused ones are counted in the
-    /// ledger). Judged as if one after another: a repeated (id, owner, fence) is refused
-    /// after its first, which alone can be stored (with its own result).
-    pub(super) fn complete_all(
-        &self,
-        completions: &[(&Lease, &str)],
-        now: f64,
-    ) -> Result<Vec<bool>> {
-        // Each (id, owner, fence) once, at its first place; `sent[position]` is that place.
+/// A batch of completions, owned (a group commit's call may run on another thread, and run
+/// again): the JSON array `complete_batch.sql` reads, and how to read its answer back.
+pub(super) struct Completions {
+    /// `[[id, owner, fence, result], …]`, each (id, owner, fence) once, at its first place.
+    json: String,
+    /// The place in the batch of each (id, owner, fence) sent.
+    first: HashMap<(String, String, Fence), usize>,
+    /// Each completion's (id, fence), in order: whose refusal to count.
+    judged: Vec<(String, Fence)>,
+}
+
+impl Completions {
+    /// Judged as if one after another: a repeated (id, owner, fence) is refused after its
+    /// first, which alone can be stored (with its own result), so only that one is sent.
+    pub(super) fn new(completions: &[(&Lease, &str)]) -> Self {
         let mut first = HashMap::with_capacity(completions.len());
+        let mut judged = Vec::with_capacity(completions.len());
         let mut json = String::from("[");
         for (k, (lease, result)) in completions.iter().enumerate() {
-            let key = (lease.job_id.as_str(), lease.owner.as_str(), lease.fence);
+            judged.push((lease.job_id.clone(), lease.fence));
+            let key = (lease.job_id.clone(), lease.owner.clone(), lease.fence);
             if first.contains_key(&key) {
                 continue;
             }
@@ -43,23 +49,37 @@ impl SqliteStore {
             json.push(']');
         }
         json.push(']');
-        let mut stored = vec![false; completions.len()];
+        Completions {
+            json,
+            first,
+            judged,
+        }
+    }
+}
+
+impl SqliteStore {
+    /// Stores what it can of `batch` at `now` (seconds) inside the caller's transaction;
+    /// returns, per completion, whether it was stored (the refused ones are counted in the
+    /// ledger).
+    pub(super) fn complete_all(&self, batch: &Completions, now: f64) -> Result<Vec<bool>> {
+        let mut stored = vec![false; batch.judged.len()];
         let mut stmt = self
             .conn
             .prepare_cached(sql::COMPLETE_BATCH)
             .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query(params![json, now]).map_err(|e| self.err(e))?;
+        let mut rows = stmt
+            .query(params![batch.json, now])
+            .map_err(|e| self.err(e))?;
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
-            let id: String = row.get(0).map_err(|e| self.err(e))?;
-            let owner: String = row.get(1).map_err(|e| self.err(e))?;
-            let fence: i64 = row.get(2).map_err(|e| self.err(e))?;
-            if let Some(&k) = first.get(&(id.as_str(), owner.as_str(), fence)) {
+            let key = (|| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))()
+                .map_err(|e: rusqlite::Error| self.err(e))?;
+            if let Some(&k) = batch.first.get(&key) {
                 stored[k] = true;
             }
         }
-        for ((lease, _), stored) in completions.iter().zip(&stored) {
+        for ((job_id, fence), stored) in batch.judged.iter().zip(&stored) {
             if !stored {
-                self.refuse(&lease.job_id, lease.fence, WriteOp::Complete)?;
+                self.refuse(job_id, *fence, WriteOp::Complete)?;
             }
         }
         Ok(stored)

@@ -276,7 +276,8 @@ impl SqliteStore {
 
     /// Runs `operation` in a `BEGIN IMMEDIATE` transaction of its own (on this process's
     /// [`Writer`](super::writer::Writer) of the file): a store without group commit, and the
-    /// batches (they share one commit among their jobs already).
+    /// writes that never group (`renew_batch`, `enqueue_many`, the operator verbs,
+    /// `complete_with`).
     ///
     /// `operation`'s error (any type a crate [`Error`](crate::Error) converts into) rolls the
     /// transaction back and is returned as it is.

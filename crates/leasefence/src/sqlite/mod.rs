@@ -143,18 +143,19 @@ impl SqliteOptions {
         self
     }
 
-    /// Whether this store's single writes join the **group commit** of the other stores of
-    /// this process on the same file with the same settings. Default: on at
+    /// Whether this store's writes join the **group commit** of the other stores of this
+    /// process on the same file with the same settings. Default: on at
     /// [`Synchronous::Full`], off otherwise.
     ///
-    /// Single writes made at the same time by threads with their own stores then share one
+    /// Writes made at the same time by threads with their own stores then share one
     /// transaction and one commit — one fsync for the whole group instead of one each — and no
     /// thread sleeps on the file's lock. Each write is still judged alone (its own fence check,
     /// its own answer: a refused or failed write never fails another), and each caller returns
-    /// only once its write is committed. The writes grouped: `enqueue`, `claim`, `claim_next`
-    /// (and a batch of one), `renew`, `complete`, `release` and `fail`. The batches
-    /// (`claim_batch`, `complete_batch`, `renew_batch`, `enqueue_many`) already share one
-    /// commit among their jobs and keep their own transactions. Waiting for the group's turn
+    /// only once its write is committed. The writes grouped: `enqueue`, `claim`, `claim_next`,
+    /// `claim_batch`, `renew`, `complete`, `complete_batch`, `release` and `fail` — so the
+    /// [`Worker`](crate::Worker)'s threads share their claims' and results' commits. A failed
+    /// batch stores none of its jobs, as alone. `renew_batch` and `enqueue_many` keep their
+    /// own transactions. Waiting for the group's turn
     /// counts against the [busy timeout](Self::busy_timeout): a write that no group has taken
     /// by then is withdrawn, unrun, with [`Error::Busy`](crate::Error::Busy).
     ///

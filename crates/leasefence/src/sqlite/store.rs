@@ -155,15 +155,16 @@ impl Store for SqliteStore {
         }
         let until = ttl.until(now)?;
         let now = now.seconds();
-        // A batch shares one commit among its jobs already: no group commit.
-        self.transaction(|s| {
+        let (names, owner) = (queues.json(), owner.as_str().to_owned());
+        self.grouped(move |s| {
+            let owner = Owner(&owner);
             s.bury(now)?;
-            if let Some(names) = queues.json() {
+            if let Some(names) = &names {
                 // Named queues: their best job, n times, in this one transaction (one
                 // commit); each run takes the next best, so the leases come out best first.
                 let mut leases = Vec::new();
                 while leases.len() < n.get() {
-                    match s.claim_next_in_tx(&names, owner, until, now)? {
+                    match s.claim_next_in_tx(names, owner, until, now)? {
                         Some(lease) => leases.push(lease),
                         None => break,
                     }
@@ -193,7 +194,8 @@ impl Store for SqliteStore {
             return Ok(Vec::new());
         }
         let now = now.seconds();
-        self.transaction(|s| s.complete_all(completions, now))
+        let batch = super::complete::Completions::new(completions);
+        self.grouped(move |s| s.complete_all(&batch, now))
     }
 
     fn fail(

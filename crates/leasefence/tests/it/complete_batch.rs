@@ -183,6 +183,39 @@ fn an_error_stores_none_of_the_results() {
     assert_eq!(db.row("a").unwrap().result.as_deref(), Some("r"));
 }
 
+/// Counting a refusal is part of the batch's one transaction: when it fails, the completions
+/// the batch's statement had stored are undone with it.
+#[test]
+fn an_error_counting_a_refusal_stores_none_of_the_results() {
+    let db = Db::new();
+    let s = open(&db);
+    s.enqueue_many(&[job("a"), job("b")]).unwrap();
+    let leases = s
+        .claim_batch(owner("w"), now(0.0), ttl(30.0), bs(2))
+        .unwrap();
+    db.raw()
+        .execute_batch(
+            "CREATE TRIGGER no_count BEFORE INSERT ON refusals \
+             BEGIN SELECT RAISE(ABORT, 'refusal not counted'); END;",
+        )
+        .unwrap();
+    let before = db.rows();
+    let mut stale = leases[1].clone();
+    stale.fence += 1;
+    let err = s
+        .complete_batch(&[(&leases[0], "r"), (&stale, "late")], now(1.0))
+        .unwrap_err();
+    assert!(err.to_string().contains("refusal not counted"), "{err}");
+    assert_eq!(db.rows(), before);
+    db.raw().execute_batch("DROP TRIGGER no_count").unwrap();
+    // Nothing was left open: the store works on.
+    assert_eq!(
+        s.complete_batch(&[(&leases[0], "r")], now(2.0)).unwrap(),
+        [true]
+    );
+    assert_eq!(db.row("a").unwrap().result.as_deref(), Some("r"));
+}
+
 /// PostgreSQL refuses a NUL in any result before it writes anything.
 #[test]
 #[cfg_attr(

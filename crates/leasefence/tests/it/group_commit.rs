@@ -353,3 +353,110 @@ fn only_stores_of_one_file_with_the_same_settings_share_a_group() {
         }
     });
 }
+
+#[test]
+fn batches_share_a_group_with_single_writes_and_each_gets_its_own_answer() {
+    within_30s(|| {
+        let db = Db::new();
+        let options = SqliteOptions::new();
+        let leases = claimed(&db, &["lead", "a", "b", "single"]);
+        open(&db)
+            .enqueue_many(&[job("r1"), job("r2"), job("r3")])
+            .unwrap();
+        let probe = options.open(&db.path).unwrap();
+        let before = probe.group_commit_stats();
+
+        let lead = leases[0].clone();
+        let (blocker, leader) = hold_lock_behind_a_leader(&db, &options, move |s| {
+            s.complete_lease(&lead, now(1.0), "L")
+        });
+        // A batch of completions, one of them stale: refused alone.
+        let (a, mut stale) = (leases[1].clone(), leases[2].clone());
+        stale.fence += 4;
+        let completed = queue_call(&db, &options, move |s| {
+            s.complete_batch(&[(&a, "A"), (&stale, "B")], now(1.0))
+        });
+        let batch = queue_call(&db, &options, |s| {
+            s.claim_batch(owner("x"), now(1.0), ttl(10.0), bs(2))
+        });
+        let single = leases[3].clone();
+        let stored = queue_call(&db, &options, move |s| {
+            s.complete_lease(&single, now(1.0), "S")
+        });
+        // Taken by the next group: sees what the batch before it in the group claimed.
+        let rest = queue_call(&db, &options, |s| {
+            s.claim_batch(owner("y"), now(1.0), ttl(10.0), bs(5))
+        });
+        assert_eq!(probe.group_commit_stats().waiting, 4);
+        blocker.execute_batch("ROLLBACK").unwrap();
+
+        assert!(answer(leader).unwrap());
+        assert_eq!(answer(completed).unwrap(), [true, false]);
+        let batch = answer(batch).unwrap();
+        assert_eq!(ids(&batch), ["r1", "r2"]);
+        assert!(batch.iter().all(|l| l.owner == "x" && l.fence == 1));
+        assert!(answer(stored).unwrap());
+        assert_eq!(ids(&answer(rest).unwrap()), ["r3"]);
+        let after = probe.group_commit_stats();
+        // The leader's group of one, then the four that queued behind it as one group.
+        assert_eq!(
+            (after.groups - before.groups, after.calls - before.calls),
+            (2, 5)
+        );
+        let row = |id: &str| db.row(id).unwrap();
+        assert_eq!((row("a").done, row("a").result.as_deref()), (1, Some("A")));
+        assert_eq!((row("b").done, row("b").fence), (0, 1));
+        assert_eq!(db.refusals("b"), [(5, "complete".into(), 1)]);
+        assert_eq!(
+            (row("single").done, row("single").result.as_deref()),
+            (1, Some("S"))
+        );
+        for (id, holder) in [("r1", "x"), ("r2", "x"), ("r3", "y")] {
+            assert_eq!(
+                (row(id).owner.as_deref(), row(id).fence),
+                (Some(holder), 1),
+                "{id}"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_failing_batch_is_undone_alone_and_its_neighbours_commit() {
+    within_30s(|| {
+        let db = Db::new();
+        let options = SqliteOptions::new();
+        let leases = claimed(&db, &["lead", "a", "boom", "b"]);
+        db.raw()
+            .execute_batch(
+                "CREATE TRIGGER boom BEFORE UPDATE OF done ON jobs WHEN NEW.id = 'boom'
+                   BEGIN SELECT RAISE(ABORT, 'boom refused by a trigger'); END;",
+            )
+            .unwrap();
+        let lead = leases[0].clone();
+        let (blocker, leader) = hold_lock_behind_a_leader(&db, &options, move |s| {
+            s.complete_lease(&lead, now(1.0), "L")
+        });
+        let a = leases[1].clone();
+        let first = queue_call(&db, &options, move |s| {
+            s.complete_batch(&[(&a, "A")], now(1.0))
+        });
+        let (boom, b) = (leases[2].clone(), leases[3].clone());
+        let failing = queue_call(&db, &options, move |s| {
+            s.complete_batch(&[(&b, "B"), (&boom, "X")], now(1.0))
+        });
+        blocker.execute_batch("ROLLBACK").unwrap();
+        assert!(answer(leader).unwrap());
+        assert_eq!(answer(first).unwrap(), [true]);
+        let err = answer(failing).unwrap_err();
+        assert!(
+            err.to_string().contains("boom refused by a trigger"),
+            "{err}"
+        );
+        // The failing batch stored nothing, not even its good completion; its neighbour did.
+        assert_eq!(db.row("a").unwrap().result.as_deref(), Some("A"));
+        for id in ["b", "boom"] {
+            assert_eq!(db.row(id).unwrap().done, 0, "{id}");
+        }
+    });
+}
