@@ -1,6 +1,7 @@
 -- complete_batch: store the results of many leases in one statement, each judged exactly as
--- complete.sql judges one. Inside the one BEGIN IMMEDIATE of SqliteStore::complete_batch, which
--- then runs refuse.sql for every completion it did not store.
+-- complete.sql judges one. Inside a group commit's BEGIN IMMEDIATE (sqlite/group.rs: with other
+-- stores' writes, or alone), or one of its own when the store does not group its commits; in
+-- that same transaction refuse.sql then counts every completion it did not store.
 -- ?1 a JSON array of [id, owner, fence, result] (each (id, owner, fence) once), ?2 now.
 -- Only the current owner and fence, on an unfinished job, while the lease is live (until > now).
 -- One statement rather than complete.sql once per completion: inside a transaction, each
