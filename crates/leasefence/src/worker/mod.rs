@@ -22,9 +22,11 @@
 //!
 //! **Batches.** A thread starts by claiming one job at a time. While its handlers are quick, it
 //! claims as many jobs as it can run in about 10 ms (at most [`WorkerBuilder::batch`], default
-//! 32) in one transaction, and writes their results together in one more: two commits — two
-//! fsyncs at `synchronous = FULL` — for the whole batch instead of two per job. Slow handlers
-//! keep it at one job per claim, so no claimed job waits long behind another.
+//! 128) in one transaction, and writes their results together in one more: two commits — two
+//! fsyncs at `synchronous = FULL` — for the whole batch instead of two per job. On SQLite at
+//! `FULL` the threads of a worker also share those commits with each other (the store's
+//! [group commit](crate::SqliteOptions::group_commit)). Slow handlers keep it at one job per
+//! claim, so no claimed job waits long behind another.
 //!
 //! **Shutdown.** [`ShutdownHandle::shutdown`] stops the claims; jobs in flight get the
 //! [shutdown deadline](WorkerBuilder::shutdown_deadline) to finish, then they are cancelled and
