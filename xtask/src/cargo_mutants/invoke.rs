@@ -126,6 +126,11 @@ pub fn list(tree: &Path, config: &Path, in_diff: Option<&Path>) -> Result<Vec<Mu
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
+    // A diff that touches no code cargo-mutants mutates (doc comments only, say) lists
+    // nothing at all, not even `[]` (cargo-mutants 27: "No mutants to filter" on stderr).
+    if in_diff.is_some() && out.stdout.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Vec::new());
+    }
     let listed: Vec<Listed> = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("cargo mutants --list --json: {e}"))?;
     Ok(listed
