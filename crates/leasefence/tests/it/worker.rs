@@ -2646,13 +2646,14 @@ mod batches {
 
     worker_case!(
         /// The next claim is sized by the *mean* handler time of the last batch: 128 handlers
-        /// of 20 µs each fit the 10 ms window several times over, so the claim after a full batch asks
+        /// of 5 µs each fit the 10 ms window many times over, so the claim after a full batch asks
         /// for the whole batch again (not for what the batch's total time would allow).
         fn the_claim_after_a_full_batch_of_quick_handlers_asks_for_a_full_batch_again(t) {
         // Handler time is wall time: on a loaded machine a preempted handler can make a
-        // batch's mean exceed the 78 µs that 128 jobs in 10 ms allow. So up to five runs, and
-        // one must ask for 128 after a full batch. Sized by the batch's *total* (2.56 ms at
-        // least), no run could: 10 ms / 2.56 ms is 3.
+        // batch's mean exceed the 78 µs that 128 jobs in 10 ms allow (handlers of 20 µs did,
+        // five runs in a row, while the mutation runner loaded both cores). So handlers of
+        // 5 µs, up to five runs, and one must ask for 128 after a full batch. Sized by the
+        // batch's *total* (0.64 ms at least), no run could: 10 ms / 0.64 ms is 15.
         let mut runs = Vec::new();
         for run in 0..5 {
             let all: Vec<String> = (0..300).map(|i| format!("r{run}-{i:03}")).collect();
@@ -2662,9 +2663,9 @@ mod batches {
             let stats = super::heartbeat::stalling(t, &clock, &ctl, 1)
                 .drain(true)
                 .build(|ctx| {
-                    // The handler's own work: 20 µs of it.
+                    // The handler's own work: 5 µs of it.
                     let began = Instant::now();
-                    while began.elapsed() < Duration::from_micros(20) {
+                    while began.elapsed() < Duration::from_micros(5) {
                         std::hint::spin_loop();
                     }
                     Ok(format!("ok {}", ctx.job_id()))
