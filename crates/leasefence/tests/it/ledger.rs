@@ -296,6 +296,22 @@ contract!(
     }
 );
 
+contract!(
+    fn a_batch_stored_whole_records_no_refusal(api, db, s) {
+        s.enqueue_many(&[job("a"), job("b")]).unwrap();
+        let a = api_claim(s, "a", 0.0);
+        let b = api_claim(s, "b", 0.0);
+        assert_eq!(
+            s.complete_batch(&[(&a, "x"), (&b, "y")], now(1.0)).unwrap(),
+            [true, true]
+        );
+        assert_eq!(db.refusals("a"), Vec::<(i64, String, i64)>::new());
+        assert_eq!(db.refusals("b"), Vec::<(i64, String, i64)>::new());
+        let h = history(db, s, "a");
+        assert_eq!((h.attempts.len(), h.refusals.len()), (1, 0));
+    }
+);
+
 /// Claims `name` by id for `w` at `t` (ttl 10) and returns the lease.
 fn api_claim(s: &dyn Store, name: &str, t: f64) -> leasefence::Lease {
     s.claim(id(name), owner("w"), now(t), ttl(10.0))
