@@ -18,14 +18,13 @@
 //! of the transaction itself (beginning it, committing it) reaches every call of the group that
 //! has no error of its own: none of them is stored.
 
-use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::SqliteStore;
 use super::connection::copy_error;
-use super::watch::{Registry, shared};
+use super::watch::{FileKey, Registry, shared};
 use crate::error::{Error, Result};
 
 /// What the group commit of a file has done so far, for the stores of this process that share
@@ -33,8 +32,8 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GroupCommitStats {
-    /// Groups run so far: each one transaction, or more when SQLite rolled one back itself
-    /// and the group's other calls ran again.
+    /// Groups run so far: each one transaction, or more when a call of the group failed (it
+    /// keeps its error; the group's other calls ran again in a new transaction).
     pub groups: u64,
     /// Calls those groups carried: `calls / groups` is the mean group size.
     pub calls: u64,
@@ -65,7 +64,7 @@ struct State {
 
 /// What a store's connection must share with a leader to let it commit its writes: the file,
 /// and the settings a transaction runs under (durability, size limit, busy timeout).
-pub(super) type Settings = (PathBuf, &'static str, Option<u64>, Duration);
+pub(super) type Settings = (FileKey, &'static str, Option<u64>, Duration);
 
 /// The queue of the stores of one file with `settings` (durability, size limit, busy timeout).
 pub(super) fn queue(settings: Settings) -> Arc<CommitQueue> {
@@ -98,9 +97,12 @@ impl CommitQueue {
         (number, !std::mem::replace(&mut state.leading, true))
     }
 
-    /// The leader takes every waiting call.
+    /// The leader takes every waiting call (a group when there is one).
     fn take(&self) -> Vec<Box<dyn Call>> {
         let mut state = self.lock();
+        if state.waiting.is_empty() {
+            return Vec::new();
+        }
         state.groups += 1;
         state.calls += state.waiting.len() as u64;
         std::mem::take(&mut state.waiting)
@@ -240,7 +242,8 @@ impl SqliteStore {
             answer: None,
             reply,
         });
-        let deadline = Instant::now() + self.busy_timeout;
+        // No deadline for a timeout too long to add to now (`Duration::MAX`: wait on).
+        let deadline = Instant::now().checked_add(self.busy_timeout);
         let (number, mut lead) = group.join(call);
         let mut taken = false;
         loop {
@@ -248,11 +251,11 @@ impl SqliteStore {
                 self.lead_group(group);
                 lead = false;
             }
-            let message = if taken {
-                answers.recv().map_err(|_| RecvTimeoutError::Disconnected)
-            } else {
-                let left = deadline.saturating_duration_since(Instant::now());
-                answers.recv_timeout(left)
+            let message = match deadline {
+                Some(deadline) if !taken => {
+                    answers.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                }
+                _ => answers.recv().map_err(|_| RecvTimeoutError::Disconnected),
             };
             match message {
                 Ok(Message::Done(answer)) => return answer,
@@ -300,6 +303,11 @@ impl SqliteStore {
     fn lead_group(&self, group: &CommitQueue) {
         let pass = PassLead(group);
         let mut calls = group.take();
+        // A lead passed to a call that has withdrawn meanwhile may find nothing to run: no
+        // transaction, no wait for the file.
+        if calls.is_empty() {
+            return;
+        }
         match &self.writer {
             Some(writer) => match writer.enter(self.busy_timeout) {
                 Ok(writing) => writing.run_group(&mut calls),

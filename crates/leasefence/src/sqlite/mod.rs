@@ -148,9 +148,11 @@ impl SqliteOptions {
     /// [`Synchronous::Full`], off otherwise.
     ///
     /// Writes made at the same time by threads with their own stores then share one
-    /// transaction and one commit — one fsync for the whole group instead of one each — and no
-    /// thread sleeps on the file's lock. Each write is still judged alone (its own fence check,
-    /// its own answer: a refused or failed write never fails another), and each caller returns
+    /// transaction and one commit — one fsync for the whole group instead of one each — and
+    /// only the group's leader waits for the file's lock (when another process holds it). Each
+    /// write is still judged alone (its own fence check, its own answer: a refused or failed
+    /// write never fails another; only a failure to begin or commit the group's transaction
+    /// reaches every write of the group, none of which is then stored), and each caller returns
     /// only once its write is committed. The writes grouped: `enqueue`, `claim`, `claim_next`,
     /// `claim_batch`, `renew`, `complete`, `complete_batch`, `release` and `fail` — so the
     /// [`Worker`](crate::Worker)'s threads share their claims' and results' commits. A failed

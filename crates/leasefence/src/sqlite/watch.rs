@@ -95,11 +95,45 @@ pub(super) fn shared_with<K: std::hash::Hash + Eq, V, E>(
     Ok(fresh)
 }
 
-/// The file at `path` as one key for every spelling of it, when it is a file: `None` for an
-/// in-memory database (`:memory:`) or a temporary one (`""`), which each connection has to
-/// itself, so no other connection may write for it.
-pub(super) fn file_key(path: &Path) -> Option<PathBuf> {
-    std::fs::canonicalize(path).ok().filter(|p| p.is_file())
+/// One SQLite file as a key: its canonical path (every spelling of it is one key) and, on
+/// Unix, its device and inode, so a file replaced at the same path (deleted and created again,
+/// restored from a backup) is another file, with a writer of its own — the old file's writer,
+/// kept by the stores still open on it, would commit into the unlinked file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct FileKey {
+    path: PathBuf,
+    identity: (u64, u64),
+}
+
+/// The file at `path` as a key, when it is a file: `None` for an in-memory database
+/// (`:memory:`, even where a file of that name exists: SQLite opens no file for it) or a
+/// temporary one (`""`), which each connection has to itself, so no other connection may
+/// write for it.
+pub(super) fn file_key(path: &Path) -> Option<FileKey> {
+    if path.as_os_str().is_empty() || path.as_os_str() == ":memory:" {
+        return None;
+    }
+    let path = std::fs::canonicalize(path).ok()?;
+    let meta = std::fs::metadata(&path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)?;
+    Some(FileKey {
+        path,
+        identity: identity(&meta),
+    })
+}
+
+/// The file's device and inode.
+#[cfg(unix)]
+fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+/// No identity beyond the path where the platform has no inode.
+#[cfg(not(unix))]
+fn identity(_meta: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
 }
 
 /// `path` canonicalised (as given when it cannot be), so every spelling of one file is one key.
@@ -141,7 +175,8 @@ impl SqliteWatch {
 
 impl Watch for SqliteWatch {
     fn wait(&mut self, timeout: Duration) -> Result<bool> {
-        let deadline = Instant::now() + timeout;
+        // No deadline for a timeout too long to add to now (`Duration::MAX`: wait on).
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             let version = self.read_version()?;
             if version != self.data_version {
@@ -149,7 +184,9 @@ impl Watch for SqliteWatch {
                 self.seen = self.notifier.generation();
                 return Ok(true);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
             if left.is_zero() {
                 return Ok(false);
             }

@@ -19,14 +19,13 @@
 //! An in-memory or temporary database has no writer: each connection has its own.
 
 use std::ops::Deref;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use super::SqliteStore;
 use super::connection::{GateHeld, WriteGate};
 use super::group::Settings;
-use super::watch::{Registry, shared, shared_with};
+use super::watch::{FileKey, Registry, shared, shared_with};
 use crate::error::Result;
 
 /// The writer of one file (with one set of connection settings) in this process.
@@ -68,7 +67,7 @@ pub(super) fn writer(
     open: impl FnOnce() -> Result<SqliteStore>,
 ) -> Result<Arc<Writer>> {
     static WRITERS: Registry<Settings, Writer> = OnceLock::new();
-    static GATES: Registry<PathBuf, WriteGate> = OnceLock::new();
+    static GATES: Registry<FileKey, WriteGate> = OnceLock::new();
     let gate = shared(&GATES, settings.0.clone());
     shared_with(&WRITERS, settings, || {
         Ok(Writer {

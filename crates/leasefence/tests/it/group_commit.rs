@@ -460,3 +460,31 @@ fn a_failing_batch_is_undone_alone_and_its_neighbours_commit() {
         }
     });
 }
+
+/// A busy timeout too long to add to the clock (`Duration::MAX`: wait however long it takes)
+/// is taken as such by the grouped writes (on at FULL), as by the others: each write is
+/// answered, nothing panics.
+#[test]
+fn an_unbounded_busy_timeout_waits_instead_of_failing() {
+    within_30s(|| {
+        let db = Db::new();
+        let store = SqliteOptions::new()
+            .busy_timeout(Duration::MAX)
+            .open(&db.path)
+            .unwrap();
+        let job = JobId::new("j").unwrap();
+        assert!(store.enqueue(job).unwrap());
+        let lease = store
+            .claim(job, owner("w"), now(0.0), ttl(10.0))
+            .unwrap()
+            .unwrap();
+        assert!(store.complete_lease(&lease, now(1.0), "done").unwrap());
+        assert!(
+            store.group_commit_stats().calls >= 3,
+            "the writes were grouped"
+        );
+        let row = db.row("j").unwrap();
+        assert_eq!((row.done, row.fence), (1, 1));
+        assert_eq!(row.result.as_deref(), Some("done"));
+    });
+}

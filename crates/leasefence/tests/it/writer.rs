@@ -126,3 +126,44 @@ fn threads_writing_through_the_files_writer_all_get_their_own_answers() {
         }
     });
 }
+
+/// A file replaced at its path while a store is still open on the old one (deleted and created
+/// again, as a restore from a backup does) is another file: a store opened on the new one
+/// writes into it, not through the old file's writer into the unlinked file; the old store
+/// keeps its own file.
+#[cfg(unix)]
+#[test]
+fn a_file_replaced_at_its_path_gets_a_writer_of_its_own() {
+    within_30s(|| {
+        let db = Db::new();
+        // FULL (the default): single writes are grouped and run on the file's writer.
+        let old = SqliteStore::open(&db.path).unwrap();
+        assert!(old.enqueue(JobId::new("before").unwrap()).unwrap());
+        for suffix in ["", "-wal", "-shm"] {
+            let mut name = db.path.clone().into_os_string();
+            name.push(suffix);
+            match std::fs::remove_file(&name) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{e}"),
+                _ => {}
+            }
+        }
+        let new = SqliteStore::open(&db.path).unwrap();
+        assert!(new.enqueue(JobId::new("after").unwrap()).unwrap());
+        let lease = new
+            .claim_next(Owner::new("w").unwrap(), now(0.0), Ttl::new(10.0).unwrap())
+            .unwrap()
+            .expect("the new file's job");
+        assert_eq!((lease.job_id.as_str(), lease.fence), ("after", 1));
+        assert!(new.complete_lease(&lease, now(1.0), "stored").unwrap());
+        // Read back through an independent connection: the new file holds the new store's
+        // writes, and nothing of the old file's.
+        let row = db.row("after").expect("written into the new file");
+        assert_eq!((row.done, row.fence), (1, 1));
+        assert_eq!(row.result.as_deref(), Some("stored"));
+        assert!(db.row("before").is_none());
+        // The old store still works on its own (unlinked) file.
+        assert!(old.state(JobId::new("before").unwrap()).unwrap().is_some());
+        assert!(old.enqueue(JobId::new("late").unwrap()).unwrap());
+        assert!(db.row("late").is_none());
+    });
+}
