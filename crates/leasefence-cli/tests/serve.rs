@@ -112,6 +112,9 @@ fn unsafe_or_bad_settings_are_refused_before_serving() {
     sb.lf(&["serve", "--connections", "0"]).bad("`connections`");
     sb.lf(&["serve", "--request-timeout", "0"])
         .bad("`request-timeout`");
+    // Too long to be a duration at all: refused by name, not a panic.
+    sb.lf(&["serve", "--request-timeout", "1e30"])
+        .bad("`request-timeout`");
     sb.lf(&["serve", "--synchronous", "fast"])
         .bad("`synchronous`");
     // A folder that does not exist: said, naming the database, and nothing is created.

@@ -104,10 +104,16 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             .into());
         }
     };
-    if !(args.request_timeout.is_finite() && args.request_timeout > 0.0) {
+    // Finite, above 0, and short enough to be a duration at all (1e30 s is not).
+    if !(args.request_timeout.is_finite() && args.request_timeout > 0.0)
+        || Duration::try_from_secs_f64(args.request_timeout).is_err()
+    {
         return Err(leasefence::Error::InvalidArgument {
             argument: "request-timeout",
-            reason: format!("must be seconds > 0, got {}", args.request_timeout),
+            reason: format!(
+                "must be seconds > 0 (and below about 1.8e19), got {}",
+                args.request_timeout
+            ),
         }
         .into());
     }

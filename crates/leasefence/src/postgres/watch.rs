@@ -60,9 +60,14 @@ impl Watch for PgWatch {
     }
 }
 
+/// The longest a wait lasts: longer timeouts are taken as this.
+const A_YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Waits on `client` up to `timeout` for a notification about `schema`.
 fn wait_on(client: &mut Client, schema: &str, timeout: Duration) -> Result<bool, postgres::Error> {
-    let deadline = Instant::now() + timeout;
+    // A year at most: the client adds what is left to the clock itself, so `Duration::MAX`
+    // (wait on) would overflow there.
+    let deadline = Instant::now() + timeout.min(A_YEAR);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let mut notifications = client.notifications();

@@ -178,7 +178,7 @@ impl<S: Store + Send + 'static> Worker<S> {
 
         // Shutting down: keep renewing what is in flight until it finishes or the deadline,
         // which `shutdown_now` cuts to zero whenever it comes.
-        let mut deadline = Instant::now() + shared.config.deadline;
+        let mut deadline = later(shared.config.deadline);
         while !threads.iter().all(JoinHandle::is_finished) {
             if shared.now.is_cancelled() {
                 deadline = deadline.min(Instant::now());
@@ -194,7 +194,7 @@ impl<S: Store + Send + 'static> Worker<S> {
         }
         // The cancelled handlers' grace to return: as long again as the deadline (at least
         // `GRACE`), cut to `GRACE` by `shutdown_now`.
-        let mut grace = Instant::now() + shared.config.deadline.max(GRACE);
+        let mut grace = later(shared.config.deadline.max(GRACE));
         while !threads.iter().all(JoinHandle::is_finished) && Instant::now() < grace {
             if shared.now.is_cancelled() {
                 grace = grace.min(Instant::now() + GRACE);
@@ -231,6 +231,14 @@ impl<S: Store + Send + 'static> Worker<S> {
             None => Ok(stats),
         }
     }
+}
+
+/// `by` from now; a century from now when `by` is too long to add (a shutdown deadline of
+/// `Duration::MAX` means: wait for the jobs in flight however long they take).
+fn later(by: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(by)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 /// How long the watch thread waits per call, so that it notices a shutdown in time.

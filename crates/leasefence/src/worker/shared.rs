@@ -177,7 +177,10 @@ pub(super) fn write_retry<S, T>(
 ) -> Retried<T> {
     let mut tries = 0;
     let mut maybe_landed = false;
-    let give_up = Instant::now() + Duration::from_secs_f64(shared.config.ttl.seconds());
+    // No limit for a ttl too long to add to now (a valid ttl may be 1e20 s).
+    let give_up = Duration::try_from_secs_f64(shared.config.ttl.seconds())
+        .ok()
+        .and_then(|ttl| Instant::now().checked_add(ttl));
     loop {
         let answer = write();
         match &answer {
@@ -188,7 +191,7 @@ pub(super) fn write_retry<S, T>(
             }
             Err(e)
                 if is_connection_fault(e)
-                    && Instant::now() < give_up
+                    && give_up.is_none_or(|at| Instant::now() < at)
                     && !shared.now.is_cancelled() =>
             {
                 maybe_landed |= matches!(e, Error::ConnectionLost { .. });

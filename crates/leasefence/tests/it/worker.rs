@@ -3007,3 +3007,28 @@ worker_case!(
         assert!(lines[0].contains("INFO") && lines[0].contains("skipped=3"), "{lines:?}");
     }
 );
+
+worker_case!(
+    /// Durations too long to add to the clock are taken as "no limit", not a panic: a lease of
+    /// 1e20 s (a valid ttl) and a shutdown deadline of `Duration::MAX`. The worker does its
+    /// jobs and stops when drained.
+    fn a_huge_ttl_and_an_unbounded_shutdown_deadline_work(t) {
+        let all: Vec<NewJob> = (0..5).map(|i| job(&format!("h{i}"))).collect();
+        t.open().enqueue_many(&all).unwrap();
+        let clock = ManualClock::new(100.0);
+        let stats = worker(t, &clock, "huge")
+            .ttl(1e20)
+            .shutdown_deadline(Duration::MAX)
+            .drain(true)
+            .build(|ctx| Ok(format!("ok {}", ctx.job_id())))
+            .unwrap()
+            .run_drained();
+        assert_eq!((stats.claimed, stats.completed), (5, 5));
+        for i in 0..5 {
+            let id = format!("h{i}");
+            let row = t.db().row(&id).unwrap();
+            assert_eq!((row.done, row.fence), (1, 1), "{row:?}");
+            assert_eq!(row.result, Some(format!("ok {id}")));
+        }
+    }
+);
