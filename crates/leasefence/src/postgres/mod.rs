@@ -30,6 +30,10 @@ use pool::Manager;
 use crate::error::{BackendError, Error, Result};
 use crate::types::{Fence, JobId, Lease, Now, Owner, Ttl};
 
+/// The longest connect, lock or network timeout: 2^31 - 1 ms, the range of PostgreSQL's
+/// `lock_timeout` and of the kernel's `TCP_USER_TIMEOUT`.
+const MAX_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
 /// The schema, one numbered migration per step, recorded in `schema_migrations` of the store's
 /// schema. Every migration is idempotent.
 const MIGRATIONS: [&str; 8] = [
@@ -106,14 +110,17 @@ impl PgOptions {
     }
 
     /// How long `open` and every call wait for a connection before failing with
-    /// [`Error::CannotConnect`] (default 5 s).
+    /// [`Error::CannotConnect`] (default 5 s; at most about 24.8 days, or `open` fails with
+    /// [`Error::InvalidArgument`] naming `connect_timeout`).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// How long a statement waits for a row lock held by another transaction before it fails
-    /// with [`Error::Busy`] (PostgreSQL's `lock_timeout`; default 5 s).
+    /// with [`Error::Busy`] (PostgreSQL's `lock_timeout`; default 5 s; at most 2^31 - 1 ms,
+    /// about 24.8 days, PostgreSQL's limit, or `open` fails with [`Error::InvalidArgument`]
+    /// naming `lock_timeout`).
     pub fn lock_timeout(mut self, timeout: Duration) -> Self {
         self.lock_timeout = timeout;
         self
@@ -122,11 +129,14 @@ impl PgOptions {
     /// How long a connection may go unanswered by the network before the call on it fails
     /// with [`Error::ConnectionLost`] (default 10 s): what was sent stays unacknowledged that
     /// long (`TCP_USER_TIMEOUT`), or the server's host stops answering TCP keepalive probes
-    /// (idle a third of it, then 3 probes a sixth of it apart, each at least 1 s). A cut
+    /// (idle a third of it, then 3 probes a sixth of it apart, each at least 1 s and at most
+    /// 32,767 s, the kernel's range). A cut
     /// network makes a call fail within about this time instead of hanging until the kernel
     /// gives up (minutes). A slow statement or an idle connection is not affected: the
     /// server's host still acknowledges and answers. A connection string that sets
-    /// `tcp_user_timeout` or `keepalives_idle` itself keeps its own values.
+    /// `tcp_user_timeout` or `keepalives_idle` itself keeps its own values. At most 2^31 - 1 ms
+    /// (about 24.8 days, the kernel's limit), or `open` fails with [`Error::InvalidArgument`]
+    /// naming `network_timeout`.
     pub fn network_timeout(mut self, timeout: Duration) -> Self {
         self.network_timeout = timeout.max(Duration::from_secs(1));
         self
@@ -155,13 +165,14 @@ impl PgOptions {
     /// transaction under a transaction-scoped advisory lock, and never touches a row.
     ///
     /// # Errors
-    /// - [`Error::InvalidArgument`] naming `url` when it does not parse, or `schema` when the
-    ///   schema name is not a plain identifier.
+    /// - [`Error::InvalidArgument`] naming `url` when it does not parse, `schema` when the
+    ///   schema name is not a plain identifier, or the timeout that is longer than 2^31 - 1 ms.
     /// - [`Error::CannotConnect`] when no connection could be made within the connect timeout.
     /// - [`Error::SchemaMismatch`] when the schema holds a `jobs` table lacking one of the
     ///   contract's six columns; nothing is created or altered then.
     /// - [`Error::Busy`] or [`Error::Backend`] for lock contention or other database failures.
     pub fn open(&self, url: &str) -> Result<PgStore> {
+        self.check_timeouts()?;
         let schema = schema_name(&self.schema)?;
         let config = self.connection_config(url)?;
         let target = describe(&config);
@@ -195,6 +206,28 @@ impl PgOptions {
         Ok(store)
     }
 
+    /// Each timeout within what the server, the kernel and the pool take: PostgreSQL's
+    /// `lock_timeout` and the kernel's `TCP_USER_TIMEOUT` are 32-bit counts of milliseconds,
+    /// and the pool adds the connect timeout to the clock.
+    fn check_timeouts(&self) -> Result<()> {
+        for (argument, timeout) in [
+            ("connect_timeout", self.connect_timeout),
+            ("lock_timeout", self.lock_timeout),
+            ("network_timeout", self.network_timeout),
+        ] {
+            if timeout > MAX_TIMEOUT {
+                return Err(Error::invalid(
+                    argument,
+                    format!(
+                        "must be at most {} ms (about 24.8 days), got {timeout:?}",
+                        MAX_TIMEOUT.as_millis()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The driver's configuration of `url`, with this store's connect and network timeouts.
     fn connection_config(&self, url: &str) -> Result<Config> {
         let mut config: Config = url.parse().map_err(|e| {
@@ -214,10 +247,11 @@ impl PgOptions {
         }
         // The driver's default idle time is 2 hours: a string that says otherwise is kept.
         if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
-            let second = Duration::from_secs(1);
+            // Linux takes 1 to 32,767 s for the idle time and the interval.
+            let (second, most) = (Duration::from_secs(1), Duration::from_secs(32_767));
             config.keepalives(true);
-            config.keepalives_idle((t / 3).max(second));
-            config.keepalives_interval((t / 6).max(second));
+            config.keepalives_idle((t / 3).clamp(second, most));
+            config.keepalives_interval((t / 6).clamp(second, most));
             config.keepalives_retries(3);
         }
     }

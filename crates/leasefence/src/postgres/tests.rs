@@ -85,3 +85,46 @@ fn a_bad_connection_string_is_refused_naming_the_url() {
         "{err:?}"
     );
 }
+
+/// A timeout longer than 2^31 - 1 ms is refused by `open`, naming it, before any connection
+/// (the server would refuse the `lock_timeout`, the kernel the `TCP_USER_TIMEOUT`, and the pool
+/// would overflow the clock on `Duration::MAX`); the limit itself is taken.
+#[test]
+fn a_timeout_beyond_the_limit_is_refused_by_name_before_connecting() {
+    // Nothing listens on port 1: a check that let the value through would fail to connect.
+    let nowhere = "host=127.0.0.1 port=1 user=postgres dbname=test";
+    let limit = Duration::from_millis(i32::MAX as u64);
+    let over = [
+        (
+            "connect_timeout",
+            PgOptions::new().connect_timeout(Duration::MAX),
+        ),
+        (
+            "lock_timeout",
+            PgOptions::new().lock_timeout(limit + Duration::from_millis(1)),
+        ),
+        (
+            "network_timeout",
+            PgOptions::new().network_timeout(Duration::MAX),
+        ),
+    ];
+    for (name, options) in over {
+        match options.open(nowhere) {
+            Err(crate::Error::InvalidArgument { argument, reason }) => {
+                assert_eq!(argument, name);
+                assert!(reason.contains("2147483647 ms"), "{reason}");
+            }
+            other => panic!("{name}: {:?}", other.map(|_| "opened")),
+        }
+    }
+    let at_limit = PgOptions::new()
+        .connect_timeout(limit)
+        .lock_timeout(limit)
+        .network_timeout(limit);
+    assert!(at_limit.check_timeouts().is_ok());
+    // The keepalive times stay within the kernel's 32,767 s (a third of the limit is not).
+    let config = at_limit.connection_config(URL).unwrap();
+    assert_eq!(config.get_tcp_user_timeout(), Some(&limit));
+    assert_eq!(config.get_keepalives_idle(), secs(32_767.0));
+    assert_eq!(config.get_keepalives_interval(), Some(secs(32_767.0)));
+}
