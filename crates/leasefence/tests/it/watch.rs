@@ -19,8 +19,7 @@ pub(crate) fn wakes_on_enqueue_retry_and_resume_and_stays_quiet_otherwise(
     assert!(!watch.wait(QUIET).unwrap(), "woken with nothing enqueued");
     // An enqueue by another store (another connection).
     other.enqueue_many(&[job("a").max_attempts(1)]).unwrap();
-    // A timeout too long to add to the clock is no deadline: it waits (here it need not).
-    assert!(watch.wait(Duration::MAX).unwrap());
+    assert!(watch.wait(PATIENCE).unwrap());
     // A known id inserts nothing.
     let lease = other
         .claim_next(owner("w"), now(0.0), ttl(10.0))
@@ -40,6 +39,30 @@ pub(crate) fn wakes_on_enqueue_retry_and_resume_and_stays_quiet_otherwise(
     while watch.wait(QUIET).unwrap() {}
     assert!(other.resume(&q).unwrap());
     assert!(watch.wait(PATIENCE).unwrap());
+}
+
+/// A timeout too long to add to the clock (`Duration::MAX`) is no deadline: the wait is woken
+/// by an enqueue as any other. Waited on a thread of its own, so a wake-up that never comes
+/// fails the case after `PATIENCE` instead of hanging it.
+pub(crate) fn an_unbounded_wait_is_woken_by_an_enqueue(s: &dyn Store, other: &dyn Store) {
+    let mut watch = s.watch().unwrap().expect("the backend has a watch");
+    while watch.wait(QUIET).unwrap() {} // what opening the stores committed
+    let (woken_tx, woken) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = woken_tx.send(watch.wait(Duration::MAX).map_err(|e| e.to_string()));
+    });
+    other.enqueue_many(&[job("unbounded")]).unwrap();
+    match woken.recv_timeout(PATIENCE) {
+        Ok(answer) => assert_eq!(answer, Ok(true)),
+        Err(_) => panic!("an enqueue did not wake a wait of Duration::MAX"),
+    }
+}
+
+#[test]
+fn on_sqlite_an_unbounded_wait_is_woken_by_an_enqueue() {
+    let db = Db::new();
+    let (s, other) = (open(&db), open(&db));
+    an_unbounded_wait_is_woken_by_an_enqueue(&s, &other);
 }
 
 #[test]
@@ -70,6 +93,17 @@ fn on_postgresql_a_watch_wakes_on_enqueue_retry_and_resume_and_stays_quiet_other
     let Some(db) = PgDb::new() else { return };
     let (s, other) = (db.store(), db.store());
     wakes_on_enqueue_retry_and_resume_and_stays_quiet_otherwise(&s, &other);
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_an_unbounded_wait_is_woken_by_an_enqueue() {
+    let Some(db) = PgDb::new() else { return };
+    let (s, other) = (db.store(), db.store());
+    an_unbounded_wait_is_woken_by_an_enqueue(&s, &other);
 }
 
 #[test]
