@@ -56,6 +56,7 @@ mod faults;
 mod group_commit;
 mod logs;
 mod model;
+mod pg_timeouts;
 mod postgres;
 mod processes;
 mod reconnect;
