@@ -198,15 +198,19 @@ impl Store {
         };
         let mut postgres = PgOptions::new();
         if let Some(seconds) = busy_timeout {
-            if !(seconds.is_finite() && seconds >= 0.0) {
-                return Err(invalid(
-                    py,
-                    "busy_timeout",
-                    "must be a finite number of seconds >= 0",
-                ));
-            }
-            sqlite = sqlite.busy_timeout(Duration::from_secs_f64(seconds));
-            postgres = postgres.lock_timeout(Duration::from_secs_f64(seconds));
+            // PostgreSQL takes a lock timeout of 2^31 - 1 ms at most (about 24.8 days).
+            let timeout = Duration::try_from_secs_f64(seconds)
+                .ok()
+                .filter(|t| seconds.is_finite() && *t <= Duration::from_millis(i32::MAX as u64))
+                .ok_or_else(|| {
+                    invalid(
+                        py,
+                        "busy_timeout",
+                        "must be a finite number of seconds >= 0 and at most 2147483.647",
+                    )
+                })?;
+            sqlite = sqlite.busy_timeout(timeout);
+            postgres = postgres.lock_timeout(timeout);
         }
         if let Some(schema) = schema {
             postgres = postgres.schema(schema);

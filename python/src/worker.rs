@@ -108,8 +108,10 @@ impl Job {
                 "must be a finite number of seconds >= 0",
             ));
         }
+        // Longer than a Duration holds (1e30): as long as it takes.
+        let timeout = Duration::try_from_secs_f64(timeout).unwrap_or(Duration::MAX);
         let token = self.token.clone();
-        Ok(py.detach(move || token.wait_timeout(Duration::from_secs_f64(timeout))))
+        Ok(py.detach(move || token.wait_timeout(timeout)))
     }
     /// Raises `leasefence.LeaseLost` when the lease is lost; a handler calls it between steps.
     fn raise_if_lost(&self, py: Python<'_>) -> PyResult<()> {
@@ -367,10 +369,13 @@ impl NativeWorker {
             }
         };
         let seconds = |name: &'static str, value: f64| -> PyResult<Duration> {
-            if value.is_finite() && value > 0.0 {
-                Ok(Duration::from_secs_f64(value))
-            } else {
-                Err(invalid(py, name, "must be a finite number of seconds > 0"))
+            match Duration::try_from_secs_f64(value) {
+                Ok(duration) if value.is_finite() && value > 0.0 => Ok(duration),
+                _ => Err(invalid(
+                    py,
+                    name,
+                    "must be a finite number of seconds > 0 (and below about 1.8e19)",
+                )),
             }
         };
         let poll = seconds("poll_interval", poll_interval)?;
@@ -486,7 +491,9 @@ impl NativeWorker {
     /// Waits up to `timeout` seconds (GIL released) for the worker to stop; whether it has.
     fn wait(&self, py: Python<'_>, timeout: f64) -> bool {
         let finished = self.finished.clone();
-        py.detach(move || finished.wait_timeout(Duration::from_secs_f64(timeout.max(0.0))))
+        // Longer than a Duration holds (1e30, infinity): as long as it takes.
+        let timeout = Duration::try_from_secs_f64(timeout.max(0.0)).unwrap_or(Duration::MAX);
+        py.detach(move || finished.wait_timeout(timeout))
     }
 
     /// Waits for the worker to stop and returns its counters (or raises its error).

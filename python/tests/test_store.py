@@ -198,6 +198,18 @@ def test_bad_arguments_name_themselves_and_change_nothing(store: Store):
     assert store.state("k") is None
 
 
+def test_a_busy_timeout_beyond_its_range_is_refused_by_name(tmp_path: Path):
+    # Negative, or longer than PostgreSQL's lock timeout takes (2^31 - 1 ms), or than a
+    # duration holds at all: refused, naming it, and no file is made.
+    for bad in [-1.0, 2147483.648, 1e30, float("inf")]:
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            Store(tmp_path / "jobs.db", busy_timeout=bad)
+        assert err.value.argument == "busy_timeout", (bad, str(err.value))
+    assert not (tmp_path / "jobs.db").exists()
+    with Store(tmp_path / "jobs.db", busy_timeout=2147483.647) as s:
+        assert s.enqueue("j")
+
+
 def test_a_closed_store_refuses_calls(store: Store):
     store.close()
     store.close()

@@ -147,7 +147,9 @@ def test_a_timeout_stops_a_handler_and_records_a_failure(tmp_path: Path):
     Store(path).enqueue("j", max_attempts=1)
 
     def handler(job):
-        job.wait(DEADLINE)  # returns when the run-time limit cancels the job
+        # Longer than a duration holds: as long as it takes, here until the run-time limit
+        # cancels the job.
+        job.wait(1e30)
         return "too slow"
 
     stats = Worker(path, handler, timeout=0.2, drain=True).run()
@@ -165,6 +167,8 @@ def test_bad_worker_arguments_name_themselves(tmp_path: Path):
         (dict(handler=str, ttl=0.0), "ttl"),
         (dict(handler=str, concurrency=0), "concurrency"),
         (dict(handler=str, poll_interval=0.0), "poll_interval"),
+        (dict(handler=str, poll_interval=1e30), "poll_interval"),
+        (dict(handler=str, shutdown_deadline=1e30), "shutdown_deadline"),
         (dict(handler=str, synchronous="fast"), "synchronous"),
     ]
     for kwargs, name in cases:
