@@ -111,6 +111,8 @@ use std::sync::Barrier;
 
 #[cfg(feature = "async")]
 mod asynchronous;
+/// When a wait ends, for timeouts of any length (`Duration::MAX`: wait on).
+mod deadline;
 mod error;
 /// Opening either backend from a database string (`AnyStore`, `Target`).
 mod open;

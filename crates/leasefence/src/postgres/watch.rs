@@ -2,12 +2,13 @@
 //! channel `leasefence_jobs`; enqueue, retry and resume `NOTIFY` it with their schema as the
 //! payload, delivered when their transaction commits.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator as _;
 use postgres::{Client, Config, NoTls};
 
 use super::sql;
+use crate::deadline::Deadline;
 use crate::error::{BackendError, Error, Result};
 use crate::store::Watch;
 
@@ -60,31 +61,29 @@ impl Watch for PgWatch {
     }
 }
 
-/// The longest a wait lasts: longer timeouts are taken as this.
+/// The longest one wait for a notification lasts: the client adds it to the clock itself, so
+/// `Duration::MAX` (wait on) would overflow there. A longer timeout waits again.
 const A_YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Waits on `client` up to `timeout` for a notification about `schema`.
 fn wait_on(client: &mut Client, schema: &str, timeout: Duration) -> Result<bool, postgres::Error> {
-    // A year at most: the client adds what is left to the clock itself, so `Duration::MAX`
-    // (wait on) would overflow there.
-    let deadline = Instant::now() + timeout.min(A_YEAR);
+    // Never, for a timeout too long to add to now (`Duration::MAX`: wait on).
+    let deadline = Deadline::after(timeout);
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
         let mut notifications = client.notifications();
-        let next = notifications.timeout_iter(left).next()?;
+        let next = notifications
+            .timeout_iter(deadline.left().min(A_YEAR))
+            .next()?;
         match next {
-            None => return Ok(false),
-            // Another schema's jobs: not ours; wait on for the rest of the time.
-            Some(n) if n.payload() != schema => {
-                if left.is_zero() {
-                    return Ok(false);
-                }
-            }
-            Some(_) => {
+            Some(n) if n.payload() == schema => {
                 // Several enqueues at once are one wake-up: take what is already there.
                 while let Ok(Some(_)) = notifications.iter().next() {}
                 return Ok(true);
             }
+            // Time is up.
+            _ if deadline.passed() => return Ok(false),
+            // Another schema's jobs, not ours; or a year's wait over with time left: wait on.
+            _ => {}
         }
     }
 }

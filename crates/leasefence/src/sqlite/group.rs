@@ -20,11 +20,12 @@
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::SqliteStore;
 use super::connection::copy_error;
 use super::watch::{FileKey, Registry, shared};
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 
 /// What the group commit of a file has done so far, for the stores of this process that share
@@ -242,8 +243,8 @@ impl SqliteStore {
             answer: None,
             reply,
         });
-        // No deadline for a timeout too long to add to now (`Duration::MAX`: wait on).
-        let deadline = Instant::now().checked_add(self.busy_timeout);
+        // Never, for a timeout too long to add to now (`Duration::MAX`: wait on).
+        let deadline = Deadline::after(self.busy_timeout);
         let (number, mut lead) = group.join(call);
         let mut taken = false;
         loop {
@@ -251,11 +252,10 @@ impl SqliteStore {
                 self.lead_group(group);
                 lead = false;
             }
-            let message = match deadline {
-                Some(deadline) if !taken => {
-                    answers.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                }
-                _ => answers.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            let message = if taken {
+                answers.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                answers.recv_timeout(deadline.left())
             };
             match message {
                 Ok(Message::Done(answer)) => return answer,

@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::store::Watch;
 
@@ -175,8 +176,8 @@ impl SqliteWatch {
 
 impl Watch for SqliteWatch {
     fn wait(&mut self, timeout: Duration) -> Result<bool> {
-        // No deadline for a timeout too long to add to now (`Duration::MAX`: wait on).
-        let deadline = Instant::now().checked_add(timeout);
+        // Never, for a timeout too long to add to now (`Duration::MAX`: wait on).
+        let deadline = Deadline::after(timeout);
         loop {
             let version = self.read_version()?;
             if version != self.data_version {
@@ -184,9 +185,7 @@ impl Watch for SqliteWatch {
                 self.seen = self.notifier.generation();
                 return Ok(true);
             }
-            let left = deadline.map_or(Duration::MAX, |d| {
-                d.saturating_duration_since(Instant::now())
-            });
+            let left = deadline.left();
             if left.is_zero() {
                 return Ok(false);
             }

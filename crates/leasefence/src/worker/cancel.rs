@@ -3,9 +3,10 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::sync::lock;
+use crate::deadline::Deadline;
 
 /// A flag that can be set once and waited on: the worker cancels a job's token when its lease
 /// is lost or when shutdown gives up waiting for it. Clones share the flag.
@@ -82,7 +83,7 @@ impl CancelToken {
     /// Blocks until the token is cancelled (`true`), `timeout` has passed, or — with
     /// `nudged_since` — a nudge came after that count (`false` for both).
     fn wait_for(&self, nudged_since: Option<u64>, timeout: Duration) -> bool {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = Deadline::after(timeout);
         let mut guard = lock(&self.inner.lock);
         loop {
             if self.is_cancelled() {
@@ -91,10 +92,7 @@ impl CancelToken {
             if nudged_since.is_some_and(|seen| self.nudges() != seen) {
                 return false;
             }
-            let left = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()),
-                None => Duration::from_secs(3600),
-            };
+            let left = deadline.left();
             if left.is_zero() {
                 return false;
             }

@@ -14,6 +14,7 @@ use super::shared::{RECONNECT_WAIT, Shared, TICK, is_connection_fault};
 use super::shutdown::ShutdownHandle;
 use super::stats::{WorkerStats, bump};
 use super::sync::lock;
+use crate::deadline::Deadline;
 use crate::error::Result;
 use crate::sqlite::SqliteStore;
 use crate::store::Store;
@@ -178,26 +179,26 @@ impl<S: Store + Send + 'static> Worker<S> {
 
         // Shutting down: keep renewing what is in flight until it finishes or the deadline,
         // which `shutdown_now` cuts to zero whenever it comes.
-        let mut deadline = later(shared.config.deadline);
+        let mut deadline = Deadline::after(shared.config.deadline);
         while !threads.iter().all(JoinHandle::is_finished) {
             if shared.now.is_cancelled() {
-                deadline = deadline.min(Instant::now());
+                deadline = deadline.earlier(Deadline::after(Duration::ZERO));
             }
-            if Instant::now() >= deadline {
+            if deadline.passed() {
                 release_in_flight(&shared, &beat_store);
                 break;
             }
             enforce_timeouts(&shared);
             heartbeat(&shared, &beat_store);
             enforce_expiry(&shared);
-            std::thread::sleep(TICK.min(deadline.saturating_duration_since(Instant::now())));
+            std::thread::sleep(TICK.min(deadline.left()));
         }
         // The cancelled handlers' grace to return: as long again as the deadline (at least
         // `GRACE`), cut to `GRACE` by `shutdown_now`.
-        let mut grace = later(shared.config.deadline.max(GRACE));
-        while !threads.iter().all(JoinHandle::is_finished) && Instant::now() < grace {
+        let mut grace = Deadline::after(shared.config.deadline.max(GRACE));
+        while !threads.iter().all(JoinHandle::is_finished) && !grace.passed() {
             if shared.now.is_cancelled() {
-                grace = grace.min(Instant::now() + GRACE);
+                grace = grace.earlier(Deadline::after(GRACE));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -231,14 +232,6 @@ impl<S: Store + Send + 'static> Worker<S> {
             None => Ok(stats),
         }
     }
-}
-
-/// `by` from now; a century from now when `by` is too long to add (a shutdown deadline of
-/// `Duration::MAX` means: wait for the jobs in flight however long they take).
-fn later(by: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(by)
-        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 /// How long the watch thread waits per call, so that it notices a shutdown in time.

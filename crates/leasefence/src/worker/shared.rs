@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::cancel::CancelToken;
 use super::clock::WorkerClock;
@@ -11,6 +11,7 @@ use super::context::JobContext;
 use super::job::Job;
 use super::stats::{Counters, JobOutcome, bump};
 use super::sync::lock;
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::types::{Backoff, Lease, Now, Queues, Ttl};
 
@@ -179,8 +180,7 @@ pub(super) fn write_retry<S, T>(
     let mut maybe_landed = false;
     // No limit for a ttl too long to add to now (a valid ttl may be 1e20 s).
     let give_up = Duration::try_from_secs_f64(shared.config.ttl.seconds())
-        .ok()
-        .and_then(|ttl| Instant::now().checked_add(ttl));
+        .map_or(Deadline::NEVER, Deadline::after);
     loop {
         let answer = write();
         match &answer {
@@ -189,11 +189,7 @@ pub(super) fn write_retry<S, T>(
                 bump(&shared.counters.errors);
                 std::thread::sleep(TICK * tries);
             }
-            Err(e)
-                if is_connection_fault(e)
-                    && give_up.is_none_or(|at| Instant::now() < at)
-                    && !shared.now.is_cancelled() =>
-            {
+            Err(e) if is_connection_fault(e) && !give_up.passed() && !shared.now.is_cancelled() => {
                 maybe_landed |= matches!(e, Error::ConnectionLost { .. });
                 bump(&shared.counters.errors);
                 tracing::warn!(error = %e, "a write met a failed database connection; trying again");

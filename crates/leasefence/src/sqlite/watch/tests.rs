@@ -2,6 +2,7 @@
 //! key, and the watch's own deadline.
 
 use std::thread;
+use std::time::Instant;
 
 use super::*;
 use crate::SqliteStore;
