@@ -132,7 +132,7 @@ impl Edit {
 }
 
 /// The ids that cross-cutting mutants (without a step) may start with.
-pub const CROSS_CUTTING_PREFIXES: [&str; 3] = ["busy-", "group_commit-", "write-"];
+pub const CROSS_CUTTING_PREFIXES: [&str; 4] = ["busy-", "deadline-", "group_commit-", "write-"];
 
 impl Catalog {
     /// Reads and parses the catalog.
