@@ -726,6 +726,10 @@ fn demo_on_a_given_database_leaves_other_jobs_alone() {
 fn demo_rejects_bad_arguments() {
     let s = Sandbox::new();
     s.raw(&["demo", "--ttl", "0"], None, &[]).error("ttl");
+    // Longer than the clock can wait out (1e20 s panicked converting it to a Duration).
+    s.raw(&["demo", "--ttl", "1e20"], None, &[])
+        .error("--ttl must be at most 3600 seconds");
+    s.raw(&["demo", "--ttl", "3600.5"], None, &[]).error("ttl");
     s.raw(&["demo", "--stall-rate", "2"], None, &[])
         .error("stall-rate");
     s.raw(&["demo", "--workers", "0"], None, &[]).status(2);

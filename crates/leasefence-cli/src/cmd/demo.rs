@@ -29,7 +29,8 @@ pub struct Args {
     /// Lease duration of the stress run in (real) seconds.
     ///
     /// The default leaves normal jobs well inside their lease while 8 workers queue for
-    /// SQLite's write lock with durable (fsynced) commits.
+    /// SQLite's write lock with durable (fsynced) commits. At most 3600: stalled workers wait
+    /// out their leases in real time.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     ttl: f64,
     /// Fraction of first claims after which the worker stalls past its lease, then tries to
@@ -38,10 +39,20 @@ pub struct Args {
     stall_rate: f64,
 }
 
+/// The longest `--ttl` the demo takes, in seconds.
+const MAX_TTL: f64 = 3600.0;
+
 /// Runs the story, then the stress run, and prints the verdict.
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let out = ctx.out;
     let ttl = leasefence::Ttl::new(args.ttl).context("--ttl")?;
+    // The stress run stalls workers past their lease in real time and gives up on a run that
+    // made no progress for 30 s + 4 ttl: a longer lease would only make the demo hang.
+    ensure!(
+        args.ttl <= MAX_TTL,
+        "--ttl must be at most {MAX_TTL} seconds (the demo waits out leases in real time), got {}",
+        args.ttl
+    );
     ensure!(
         (0.0..=1.0).contains(&args.stall_rate),
         "--stall-rate must be between 0 and 1, got {}",
