@@ -115,7 +115,14 @@ class Failed:
 
 @final
 class Store:
-    """A kept connection to an SQLite file or a PostgreSQL database."""
+    """A kept connection to an SQLite file or a PostgreSQL database.
+
+    ``synchronous``: ``"full"`` (durable, the default) or ``"normal"`` (SQLite only).
+    ``busy_timeout``: seconds a write waits for a lock before raising ``Busy`` — SQLite's
+    write lock, PostgreSQL's ``lock_timeout`` — from 0 to 2147483.647 (2^31 - 1 ms, the most
+    PostgreSQL takes); 5 by default. ``schema``: PostgreSQL's schema (``leasefence``).
+    A value out of range raises ``InvalidArgument`` naming it, and opens nothing.
+    """
     def __init__(
         self,
         db: _Path,
