@@ -49,7 +49,10 @@ pub(crate) fn time(seconds: Option<f64>) -> String {
     }
     match chrono::DateTime::from_timestamp(s.floor() as i64, 0) {
         Some(t) => t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-        None => format!("{s}"),
+        // Past the calendar: the number, in scientific form once it is too long to read
+        // (a `not_before` of 1e308 would otherwise be 309 digits across the page).
+        None if s.abs() < 1e16 => format!("{s}"),
+        None => format!("{s:e}"),
     }
 }
 
@@ -200,10 +203,13 @@ mod tests {
         assert_eq!(time(Some(1_796_083_200.5)), "2026-12-01 00:00:00 UTC");
         assert_eq!(time(None), "—");
         assert_eq!(
-            time(Some(1e18)),
-            "1000000000000000000",
+            time(Some(9e15)),
+            "9000000000000000",
             "past the calendar: the number"
         );
+        assert_eq!(time(Some(1e16)), "1e16", "a long number in scientific form");
+        assert_eq!(time(Some(1e18)), "1e18");
+        assert_eq!(time(Some(f64::MAX)), "1.7976931348623157e308");
         assert_eq!(span(42.4), "42 s");
         assert_eq!(span(185.0), "3 min 5 s");
         assert_eq!(span(7800.0), "2 h 10 min");
