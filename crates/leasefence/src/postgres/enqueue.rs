@@ -131,9 +131,11 @@ impl PgStore {
     /// are woken when `tx` commits (not before, and not at all if it rolls back).
     ///
     /// The store's schema is put first on `tx`'s `search_path` for these statements only, and
-    /// the caller's `search_path` is set back before this returns. Use `READ COMMITTED` (the
-    /// default) for `tx`: the fence floor of an id purged concurrently must be visible to the
-    /// insert, which a `REPEATABLE READ` snapshot taken earlier would hide.
+    /// the caller's `search_path` is set back before this returns. `tx` must be `READ
+    /// COMMITTED` (PostgreSQL's default): the fence floor of an id purged concurrently must be
+    /// visible to the insert, which a `REPEATABLE READ` or `SERIALIZABLE` snapshot taken
+    /// earlier would hide — so the job could be handed fences it already had. Any other
+    /// isolation level is refused, with nothing written.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -150,7 +152,8 @@ impl PgStore {
     /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an id the backend cannot store; busy, connection or
+    /// [`Error::InvalidArgument`] for an id the backend cannot store, or naming `tx` when it is
+    /// not `READ COMMITTED`; busy, connection or
     /// backend failures. The caller's transaction is left open either way (after an error
     /// PostgreSQL refuses further statements in it until it is rolled back).
     pub fn enqueue_in(
@@ -161,10 +164,23 @@ impl PgStore {
         for job in jobs {
             key("job_id", job.id())?;
         }
-        let previous: String = tx
+        let pushed = tx
             .query_one(sql::SEARCH_PATH_PUSH, &[&self.schema()])
-            .map_err(|e| self.err(e))?
-            .get(0);
+            .map_err(|e| self.err(e))?;
+        let previous: String = pushed.get(0);
+        let isolation: String = pushed.get(2);
+        if isolation != "read committed" {
+            tx.execute(sql::SEARCH_PATH_POP, &[&previous])
+                .map_err(|e| self.err(e))?;
+            return Err(Error::invalid(
+                "tx",
+                format!(
+                    "enqueue_in needs a READ COMMITTED transaction, not {isolation}: an older \
+                     snapshot could hide the fence floor of an id purged meanwhile and hand \
+                     its fences out again"
+                ),
+            ));
+        }
         let outcomes = self.enqueue_on(tx, jobs, sql::ENQUEUE, sql::ENQUEUE_MATCH);
         // Set back even after an error, when the transaction still takes statements.
         let restored = tx.execute(sql::SEARCH_PATH_POP, &[&previous]);
