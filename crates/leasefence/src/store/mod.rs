@@ -53,7 +53,10 @@ pub trait Store {
     /// job is claimable when it exists, is not done and its lease has expired (`until <= now`;
     /// `now == until` is expired). Then, atomically with that check: `owner = owner`,
     /// `until = now + ttl`, `fence = fence + 1`. Unknown, done or still-leased jobs return
-    /// `None` and nothing changes. Of any number of concurrent claims of one claimable job,
+    /// `None` and nothing changes; so does a job whose attempts budget
+    /// ([`NewJob::max_attempts`](crate::NewJob::max_attempts)) is spent — the next
+    /// [`claim_next`](Store::claim_next) or [`claim_batch`](Store::claim_batch) buries it as
+    /// dead. Of any number of concurrent claims of one claimable job,
     /// exactly one gets a lease.
     ///
     /// # Errors

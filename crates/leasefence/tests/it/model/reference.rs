@@ -686,10 +686,11 @@ impl Model {
             .map(|j| j.id.clone())
     }
 
-    /// Claimable: known, not done, lease expired (`until <= now`). Then owner, `until`, fence + 1.
+    /// Claimable: known, not done, lease expired (`until <= now`), attempts left in its budget.
+    /// Then owner, `until`, fence + 1.
     fn claim(&mut self, id: &str, who: &str, now: f64, until: f64) -> Option<i64> {
         let job = self.job_mut(id)?;
-        if job.done || job.until > now {
+        if job.done || job.until > now || !job.attempts_left() {
             return None;
         }
         job.owner = Some(who.to_owned());
