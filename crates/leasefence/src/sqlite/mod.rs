@@ -485,11 +485,16 @@ impl SqliteStore {
         let from = self.user_version()?;
         for (version, migration) in MIGRATIONS.iter().enumerate().skip(from.max(0) as usize) {
             let columns = self.job_columns()?;
+            let existed = |column: &str| columns.iter().any(|c| c.eq_ignore_ascii_case(column));
             for statement in statements(migration) {
-                if let Some(column) = added_column(statement)
-                    && columns.iter().any(|c| c.eq_ignore_ascii_case(&column))
-                {
-                    continue; // a user's own column of that name: keep it
+                if added_column(statement).is_some_and(|c| existed(&c)) {
+                    continue; // a user's own column of that name, or ours: keep it
+                }
+                if filled_column(statement).is_some_and(|c| existed(&c)) {
+                    // The fill of a column the migration did not add: a file whose
+                    // user_version was lost (`sqlite3 .dump` leaves it out) runs its
+                    // migrations again, and 0003 would overwrite every job's attempts.
+                    continue;
                 }
                 self.conn
                     .execute_batch(statement)
@@ -571,11 +576,23 @@ fn statements(sql: &str) -> Vec<&str> {
 
 /// The column an `ALTER TABLE jobs ADD COLUMN name …` statement adds.
 fn added_column(statement: &str) -> Option<String> {
+    let code = code_of(statement);
+    let rest = code.split("ADD COLUMN").nth(1)?;
+    rest.split_whitespace().next().map(str::to_owned)
+}
+
+/// The column a migration's `UPDATE jobs SET column = …` fills, if `statement` is one.
+fn filled_column(statement: &str) -> Option<String> {
+    let code = code_of(statement);
+    let rest = code.trim_start().strip_prefix("UPDATE jobs SET ")?;
+    rest.split(['=', ' ']).next().map(str::to_owned)
+}
+
+/// `statement` without its comment lines, on one line.
+fn code_of(statement: &str) -> String {
     let code: Vec<&str> = statement
         .lines()
         .filter(|l| !l.trim_start().starts_with("--"))
         .collect();
-    let code = code.join(" ");
-    let rest = code.split("ADD COLUMN").nth(1)?;
-    rest.split_whitespace().next().map(str::to_owned)
+    code.join(" ")
 }
