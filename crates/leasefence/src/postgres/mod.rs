@@ -5,7 +5,7 @@
 //! carries owner, fence, `done` and the lease check, so under READ COMMITTED a concurrent
 //! writer waits for the row lock and then re-checks that `WHERE` on the row as the winner left
 //! it. `claim_next` picks rows with `FOR UPDATE SKIP LOCKED`. Every session runs with
-//! `synchronous_commit = on` and READ COMMITTED, whatever the database's default isolation.
+//! `synchronous_commit = on`.
 
 use std::time::Duration;
 

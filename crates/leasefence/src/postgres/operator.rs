@@ -4,11 +4,25 @@
 //! lock the ids against a concurrent enqueue, `lock_ids.sql`, and keep each removed id's last
 //! fence as its floor in their own statement).
 
+use postgres::error::SqlState;
+
 use super::{PgStore, key, sql};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::types::{JobId, Now, Queues};
 
 impl PgStore {
+    /// A retry's error. A unique key that a concurrent enqueue (or retry) took while this
+    /// retry ran is not visible to retry.sql's check, so the index refuses the row
+    /// (`unique_violation`): contention, [`Error::Busy`] — tried again, the retry sees the
+    /// key held and leaves the job as it is, as SQLite, where writers take turns, does at once.
+    fn key_taken(&self, e: postgres::Error) -> Error {
+        if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+            Error::Busy
+        } else {
+            self.err(e)
+        }
+    }
+
     /// `cancel.sql`: one statement.
     pub(super) fn cancel_job(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
         let now = self.clock(now)?;
@@ -40,7 +54,7 @@ impl PgStore {
             if !retried.contains(*id)
                 && tx
                     .query_opt(&statement, &[id, &now.seconds()])
-                    .map_err(|e| self.err(e))?
+                    .map_err(|e| self.key_taken(e))?
                     .is_some()
             {
                 retried.insert(*id);
@@ -71,7 +85,7 @@ impl PgStore {
             .map_err(|e| self.err(e))?;
         let changed = tx
             .execute(&statement, &[&now.seconds(), &names])
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.key_taken(e))?;
         if changed > 0 {
             tx.execute(sql::NOTIFY, &[&self.schema()])
                 .map_err(|e| self.err(e))?;

@@ -287,7 +287,9 @@ pub trait Store {
     /// ```
     ///
     /// # Errors
-    /// Busy or backend failures; then nothing was retried.
+    /// Busy or backend failures; then nothing was retried. Busy also when, on PostgreSQL, a
+    /// concurrent enqueue took a retried job's unique key meanwhile: tried again, the job is
+    /// left as it is (`false`).
     fn retry(&self, job_ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>>;
 
     /// [`retry`](Store::retry) for every dead job (cancelled ones are retried by id only):
