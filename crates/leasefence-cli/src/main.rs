@@ -95,6 +95,8 @@ struct Cli {
         long,
         global = true,
         env = "LEASEFENCE_DB",
+        // Its value may hold a PostgreSQL password: `--help` never shows it.
+        hide_env_values = true,
         value_name = "DB",
         help_heading = "Global options"
     )]

@@ -129,3 +129,22 @@ fn a_key_value_string_works_for_init_and_stats() {
         .unwrap();
     assert_eq!(ids, ["kv-1"]);
 }
+
+/// `--help` shows where `--db` may come from, never the value `LEASEFENCE_DB` holds: it may
+/// carry a password.
+#[test]
+fn help_never_shows_the_database_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in [
+        "postgres://app:hunter2secret@db.internal.example/jobs",
+        "host=db.internal.example user=app password=hunter2secret dbname=jobs",
+    ] {
+        for args in [&["--help"][..], &["claim", "--help"], &["serve", "--help"]] {
+            let run = Run::of(dir.path(), args, None, &[("LEASEFENCE_DB", db)]);
+            run.status(0);
+            assert!(run.stdout.contains("LEASEFENCE_DB"), "{run:#?}");
+            assert!(!run.stdout.contains("hunter2secret"), "{run:#?}");
+            assert!(!run.stdout.contains("db.internal.example"), "{run:#?}");
+        }
+    }
+}
