@@ -192,7 +192,14 @@ fn redact_key_value(text: &str) -> String {
             });
             close.map_or(rest.len(), |(i, _)| i + 2)
         } else {
-            rest.find(char::is_whitespace).unwrap_or(rest.len())
+            // Unquoted, a backslash escapes the next character (`password=a\ b` is one value).
+            let mut escaped = false;
+            let end = rest.char_indices().find(|&(_, c)| {
+                let end = !escaped && c.is_whitespace();
+                escaped = !escaped && c == '\\';
+                end
+            });
+            end.map_or(rest.len(), |(i, _)| i)
         };
         if key == "password" {
             out.push_str("***");
@@ -312,6 +319,12 @@ mod tests {
             "host=h password = *** dbname=d"
         );
         assert_eq!(shown("dbname=d password="), "dbname=d password=***");
+        // unquoted, a backslash-escaped space is part of the value (libpq's rule)
+        assert_eq!(
+            shown("host=h password=hun\\ ter2 dbname=d"),
+            "host=h password=*** dbname=d"
+        );
+        assert_eq!(shown("password=a\\\\ user=u"), "password=*** user=u");
     }
 
     #[test]

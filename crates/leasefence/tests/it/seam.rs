@@ -129,6 +129,8 @@ fn no_password_in_debug_display_or_errors() {
         format!("host=127.0.0.1 port=1 user=app password={SECRET} dbname=jobs"),
         format!("host=127.0.0.1 port=1 user=app password = {SECRET} dbname=jobs"),
         format!("host=127.0.0.1 port=1 password='{SECRET} x\\' y' dbname=jobs"),
+        // unquoted with a backslash-escaped space: one value, as libpq reads it
+        format!("host=127.0.0.1 port=1 password=a\\ {SECRET} dbname=jobs"),
     ] {
         let target = Target::parse(&url).unwrap();
         let shown = format!("{target} {target:?} {target:#?}");
