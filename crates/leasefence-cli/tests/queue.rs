@@ -673,6 +673,46 @@ fn list_filters_by_status_and_limits() {
     assert_eq!(empty.lf(&["--json", "list"]).ok().stdout, "");
 }
 
+/// The next page's hint pastes into a shell as it is, whatever the last id holds (spaces,
+/// quotes, `$`, a leading `-`), and an unknown cursor is named plainly.
+#[test]
+fn the_next_page_hint_is_a_working_shell_command() {
+    for (first, quoted) in [
+        ("a b'c $HOME", "--after 'a b'\\''c $HOME'"),
+        ("-dash", "--after=-dash"),
+        ("plain/id:1", "--after plain/id:1"),
+    ] {
+        let s = Sandbox::with_jobs(&[]);
+        s.lf(&["enqueue", "--", first]).ok();
+        s.lf(&["enqueue", "z"]).ok();
+        let run = s.lf(&["list", "--limit", "1"]);
+        run.ok()
+            .says(&format!("the next page is `leasefence list {quoted}`"));
+        let hint = run.stdout.lines().last().unwrap();
+        let command = &hint[hint.find('`').unwrap() + 1..hint.rfind('`').unwrap()];
+        let tail = command.strip_prefix("leasefence ").unwrap();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("\"$LF\" --db \"$DB\" {tail}"))
+            .env("LF", env!("CARGO_BIN_EXE_leasefence"))
+            .env("DB", s.db())
+            .current_dir(s.dir.path())
+            .output()
+            .unwrap();
+        let next = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{first:?}: {next} {out:?}");
+        assert!(
+            next.lines().any(|l| l.starts_with("z ")),
+            "{first:?}: {next}"
+        );
+        assert!(!next.contains(first), "{first:?}: {next}");
+    }
+    let s = Sandbox::with_jobs(&["a"]);
+    let run = s.lf(&["list", "--after", "nope"]);
+    run.bad("`after`").bad("no job has the id \"nope\"");
+    assert!(!run.stderr.contains("JobId"), "{run:#?}");
+}
+
 // ---- stats ------------------------------------------------------------------------------
 
 #[test]

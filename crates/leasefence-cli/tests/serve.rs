@@ -110,6 +110,8 @@ fn unsafe_or_bad_settings_are_refused_before_serving() {
         .bad("nope.token");
     // Bad numbers name their flag.
     sb.lf(&["serve", "--connections", "0"]).bad("`connections`");
+    sb.lf(&["serve", "--max-body-bytes", "0"])
+        .bad("`max-body-bytes`");
     sb.lf(&["serve", "--request-timeout", "0"])
         .bad("`request-timeout`");
     // Too long to be a duration at all: refused by name, not a panic.

@@ -98,8 +98,8 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     }
     if more && let Some(last) = jobs.last() {
         ctx.out.text(format!(
-            "… more jobs: the next page is `leasefence list --after {}`",
-            last.id()
+            "… more jobs: the next page is `leasefence list {}`",
+            after_flag(last.id())
         ));
     }
     Ok(Outcome::Done)
@@ -219,4 +219,29 @@ fn row(job: &JobInfo, times: Times) -> ([String; 10], bool) {
         detail,
     ];
     (cells, cut)
+}
+
+/// `text` as one word of a POSIX shell command line: as it is when it holds only characters
+/// no shell treats specially, else single-quoted (a `'` inside as `'\''`), so that the hint
+/// can be pasted whatever the id holds.
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// `--after ID` for the next page's hint; `--after=ID` for an id that starts with `-`, which
+/// would otherwise be read as a flag.
+fn after_flag(id: &str) -> String {
+    if id.starts_with('-') {
+        format!("--after={}", shell_word(id))
+    } else {
+        format!("--after {}", shell_word(id))
+    }
 }

@@ -117,6 +117,14 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         }
         .into());
     }
+    if args.max_body_bytes == 0 {
+        return Err(leasefence::Error::InvalidArgument {
+            argument: "max-body-bytes",
+            reason: "must be at least 1 (a limit of 0 would refuse every request with a body)"
+                .into(),
+        }
+        .into());
+    }
     if args.connections == 0 {
         return Err(leasefence::Error::InvalidArgument {
             argument: "connections",

@@ -23,7 +23,10 @@ impl PgStore {
             // An unknown cursor would silently page from the start.
             return Err(crate::Error::invalid(
                 "after",
-                format!("no job has the id {after:?} (deleted or purged since that page?)"),
+                format!(
+                    "no job has the id {:?} (deleted or purged since that page?)",
+                    after.as_str()
+                ),
             ));
         }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);

@@ -46,7 +46,10 @@ impl SqliteStore {
             Some(_) => Ok(()),
             None => Err(crate::Error::invalid(
                 "after",
-                format!("no job has the id {after:?} (deleted or purged since that page?)"),
+                format!(
+                    "no job has the id {:?} (deleted or purged since that page?)",
+                    after.as_str()
+                ),
             )),
         }
     }
