@@ -409,6 +409,17 @@ fn cancel_and_retry_refuse_the_scheduler_roles_job_and_change_nothing() {
         .error("`job_id`");
     s.lf(&["retry", "leasefence.scheduler", "--now", &t(2)])
         .error("`job_id`");
+    // Nor may its holder finish it: completed or failed, no scheduler could take the role.
+    let fence = before.1.to_string();
+    for verb in [
+        &["complete", "--result", "x"][..],
+        &["fail", "--error", "e"],
+    ] {
+        let mut args = vec![verb[0], "leasefence.scheduler", "--owner", "w-1", "--fence"];
+        args.extend([fence.as_str(), "--now", "2"]);
+        args.extend_from_slice(&verb[1..]);
+        s.lf(&args).error("`job_id`");
+    }
     let after = role_row(&s);
     assert_eq!(before, after);
     assert_eq!(before.0, 0);

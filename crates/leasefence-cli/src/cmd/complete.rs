@@ -75,6 +75,8 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         result,
         now,
     } = args;
+    crate::cmd::shared::not_the_scheduler_job("complete", &id)
+        .with_context(|| format!("complete {id}"))?;
     let result = result.read()?;
     let (now, completed) = (|| -> leasefence::Result<(f64, bool)> {
         let (job, who) = (JobId::new(&id)?, Owner::new(&owner)?);

@@ -96,9 +96,9 @@ pub fn payload_fields(record: &mut Value, payload: Option<&[u8]>) {
     record["payload_bytes"] = len;
 }
 
-/// Refuses, as an invalid `job_id`, an operator verb that would break the scheduler role: the
-/// job `leasefence.scheduler` is the role's lease, never finished. Cancelling it stops every
-/// scheduler; retrying it would make it claimable by ordinary workers.
+/// Refuses, as an invalid `job_id`, a verb that would break the scheduler role: the job
+/// `leasefence.scheduler` is the role's lease, never finished. Cancelling, completing or
+/// failing it stops every scheduler; retrying it would make it claimable by ordinary workers.
 pub fn not_the_scheduler_job(verb: &str, id: &str) -> anyhow::Result<()> {
     if id == leasefence::SCHEDULER_JOB {
         return Err(invalid(

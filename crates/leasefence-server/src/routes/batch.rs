@@ -216,6 +216,13 @@ pub async fn completions(
         })
         .collect();
     let leases = leases(&refs, "completions")?;
+    for (i, lease) in leases.iter().enumerate() {
+        super::jobs::scheduler_job_refused(
+            "complete",
+            &lease.job_id,
+            &format!("completions[{i}].job_id"),
+        )?;
+    }
     let results_text: Vec<String> = body.completions.into_iter().map(|c| c.result).collect();
     let results = state
         .store

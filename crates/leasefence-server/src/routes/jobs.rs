@@ -330,12 +330,18 @@ pub async fn history(
     }))
 }
 
-/// The scheduler's role job is not an ordinary job: cancelling it stops every scheduler,
-/// retrying it hands it to ordinary workers (as the CLI refuses).
-fn not_the_scheduler_job(verb: &str, id: &str) -> Result<(), ApiError> {
+/// The scheduler's role job is not an ordinary job: cancelling, completing or failing it
+/// stops every scheduler, retrying it hands it to ordinary workers (as the CLI refuses).
+/// `field` names it in the request.
+pub(crate) fn not_the_scheduler_job(verb: &str, id: &str) -> Result<(), ApiError> {
+    scheduler_job_refused(verb, id, "job_id")
+}
+
+/// [`not_the_scheduler_job`] for the job id in `field`.
+pub(crate) fn scheduler_job_refused(verb: &str, id: &str, field: &str) -> Result<(), ApiError> {
     if id == SCHEDULER_JOB {
         return Err(ApiError::bad(
-            "job_id",
+            field,
             format!(
                 "{SCHEDULER_JOB} is the scheduler role's job, not a job to {verb}; delete it to \
                  reset the role"

@@ -202,6 +202,7 @@ pub async fn complete(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<CompleteBody>,
 ) -> Result<Json<Done>, ApiError> {
+    super::jobs::not_the_scheduler_job("complete", &id)?;
     let result = body.result;
     let done = fenced(
         &state,
@@ -265,6 +266,7 @@ pub async fn fail(
     JsonBody(body): JsonBody<FailBody>,
 ) -> Result<Json<Done>, ApiError> {
     JobId::new(&id)?;
+    super::jobs::not_the_scheduler_job("fail", &id)?;
     Owner::new(&body.owner)?;
     if let Some(r) = body
         .retry_in

@@ -117,6 +117,21 @@ backends! {
         assert!(db.row("b").is_none());
         let (status, body) = c.post_empty("/v1/jobs/leasefence.scheduler/cancel");
         assert_eq!((status, body["field"].as_str()), (400, Some("job_id")), "{body}");
+        // Nor may a worker finish the role's job: completed or failed, no scheduler could
+        // take the role again.
+        for (verb, lease) in [
+            ("complete", serde_json::json!({"owner": "w", "fence": 1, "result": "x"})),
+            ("fail", serde_json::json!({"owner": "w", "fence": 1, "error": "e"})),
+        ] {
+            let (status, body) = c.post(&format!("/v1/jobs/leasefence.scheduler/{verb}"), lease);
+            assert_eq!((status, body["field"].as_str()), (400, Some("job_id")), "{verb}: {body}");
+        }
+        let batch = serde_json::json!({"completions": [
+            {"job_id": "a", "owner": "w", "fence": 1, "result": "x"},
+            {"job_id": "leasefence.scheduler", "owner": "w", "fence": 1, "result": "x"},
+        ]});
+        let (status, body) = c.post("/v1/completions", batch);
+        assert_eq!((status, body["field"].as_str()), (400, Some("completions[1].job_id")), "{body}");
     }
 }
 
