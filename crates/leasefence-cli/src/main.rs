@@ -216,7 +216,10 @@ fn main() -> ExitCode {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::Refused) => ExitCode::from(1),
         Err(err) => {
-            eprintln!("leasefence: error: {err:#}");
+            eprintln!(
+                "leasefence: error: {}",
+                output::terminal_safe(&format!("{err:#}"))
+            );
             if let Some(hint) = hint(&err) {
                 eprintln!("leasefence: hint: {hint}");
             }

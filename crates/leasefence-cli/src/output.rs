@@ -32,7 +32,7 @@ impl Out {
         if self.json {
             stdout(record);
         } else {
-            stdout(human);
+            stdout(terminal_safe(&human.to_string()));
         }
     }
 
@@ -46,7 +46,7 @@ impl Out {
     /// Prints one readable line to stdout; nothing with `--json`.
     pub fn text(self, human: impl Display) {
         if !self.json {
-            stdout(human);
+            stdout(terminal_safe(&human.to_string()));
         }
     }
 
@@ -61,7 +61,7 @@ impl Out {
     /// `"ok": false` and the reason on stdout.
     pub fn refused(self, reason: impl Display, mut record: Value) -> Outcome {
         let reason = reason.to_string();
-        eprintln!("refused: {reason}");
+        eprintln!("refused: {}", terminal_safe(&reason));
         if self.json {
             record["ok"] = Value::Bool(false);
             record["reason"] = Value::String(reason);
@@ -75,4 +75,34 @@ impl Out {
 /// the line is dropped and the command finishes, so that its exit status still tells.
 fn stdout(line: impl Display) {
     let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
+/// `text` for a terminal: every control character but the newline and the tab written as its
+/// escape (`\u{1b}`), so that a stored id, result or error (which anyone with the worker token
+/// can write) can never move the cursor, retitle the window or clear the screen of the operator
+/// reading it. JSON output needs no such care: serde escapes every control character.
+pub fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    #[test]
+    fn only_newlines_and_tabs_reach_the_terminal() {
+        assert_eq!(
+            terminal_safe("ok\u{1b}]0;pwned\u{7}\u{1b}[2J\r\n\tdone"),
+            "ok\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\r\n\tdone"
+        );
+        assert_eq!(terminal_safe("é \"quoted\" \\"), "é \"quoted\" \\");
+    }
 }

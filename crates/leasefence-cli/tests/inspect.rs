@@ -218,3 +218,44 @@ fn an_empty_list_prints_no_json_lines() {
     assert_eq!(run.stderr, "");
     s.lf(&["list", "--help"]).ok().says("no lines = no jobs");
 }
+
+/// Text anyone with the worker token can store (an id, a result, an error) reaches the
+/// operator's terminal with its control characters escaped — no retitled window, no cleared
+/// screen — while newlines and tabs of a multi-line result stay; the stored bytes are untouched
+/// and `--json` has them exactly.
+#[test]
+fn stored_control_characters_never_reach_the_terminal() {
+    let s = Sandbox::new();
+    let id = "esc\u{1b}[31mRED";
+    let result = "ok\u{1b}]0;pwned\u{7}\u{1b}[2J\nline 2\tcolumn";
+    let run = s.lf(&["enqueue", id]);
+    run.ok();
+    assert!(!run.stdout.contains('\u{1b}'), "{run:#?}");
+    assert!(run.stdout.contains("esc\\u{1b}[31mRED"), "{run:#?}");
+    s.lf(&["claim", id, "--owner", "a", "--ttl", "10", "--now", "0"])
+        .ok();
+    s.lf(&[
+        "complete", id, "--owner", "a", "--fence", "1", "--now", "1", "--result", result,
+    ])
+    .ok();
+    let run = s.lf(&["state", id, "--now", "2"]);
+    run.ok();
+    for raw in ['\u{1b}', '\u{7}'] {
+        assert!(!run.stdout.contains(raw), "{raw:?} printed raw: {run:#?}");
+    }
+    assert!(
+        run.stdout
+            .contains("ok\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\nline 2\tcolumn"),
+        "{run:#?}"
+    );
+    assert_eq!(s.column(id, "result").as_deref(), Some(result));
+    let json = s.lf(&["--json", "state", id, "--now", "2"]);
+    let record: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(record["result"], result);
+    // a refusal's reason names the id escaped too
+    let run = s.lf(&[
+        "complete", id, "--owner", "b", "--fence", "9", "--now", "3", "--result", "x",
+    ]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(!run.stderr.contains('\u{1b}'), "{run:#?}");
+}
