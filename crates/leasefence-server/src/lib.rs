@@ -70,7 +70,6 @@
 //! [`Store`]: leasefence::Store
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -90,6 +89,7 @@ mod error;
 mod metrics;
 mod openapi;
 mod routes;
+mod serve;
 
 pub use auth::{Token, Tokens};
 pub use client::HttpStore;
@@ -121,7 +121,9 @@ pub struct ServerConfig {
     /// The largest request body taken, in bytes (default 1 MiB); larger ones get a 413.
     pub max_body_bytes: usize,
     /// How long a request's body may take to arrive (default 30 s); a slower one gets a 503
-    /// `timeout` and nothing is done. (How long a request may wait for a free store
+    /// `timeout` and nothing is done. Under [`serve_with`] it also bounds the headers (a
+    /// connection that has not sent them in time is closed) and a shutdown's wait for the
+    /// requests in flight. (How long a request may wait for a free store
     /// connection is the store's [`AsyncOptions::acquire_timeout`]; `leasefence serve` sets
     /// both from `--request-timeout`.) A store call, once started, runs to its end, so an
     /// answer never hides a write that went on without the client.
@@ -187,8 +189,7 @@ pub fn router(store: AsyncStore, config: &ServerConfig) -> Router {
         .with_state(state)
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then finishes the requests in
-/// flight.
+/// [`serve_with`] under the default [`ServerConfig`]'s limits (a request timeout of 30 s).
 ///
 /// # Errors
 /// I/O errors of the listener.
@@ -197,12 +198,23 @@ pub async fn serve(
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    serve_with(listener, router, &ServerConfig::default(), shutdown).await
+}
+
+/// Serves `router` on `listener` (HTTP/1.1) until `shutdown` resolves, then finishes the
+/// requests in flight. A client must send a request's headers within `config`'s request
+/// timeout, or its connection is closed; after `shutdown`, idle connections close at once and
+/// requests in flight get the request timeout and 5 s more, then the server stops regardless.
+///
+/// # Errors
+/// I/O errors of the listener.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    config: &ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve::run(listener, router, config.request_timeout, shutdown).await
 }
 
 async fn openapi_json() -> Response {

@@ -50,8 +50,10 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     max_body_bytes: usize,
 
-    /// How long a request may take to send its body and to get a free store connection, in
-    /// seconds; past it, 503 and nothing is done (a store call, once started, runs to its end).
+    /// How long a request may take to send its headers and body and to get a free store
+    /// connection, in seconds; past it, 503 and nothing is done, or the connection is closed
+    /// when the headers never came (a store call, once started, runs to its end). A shutdown
+    /// waits this long and 5 s more for the requests in flight.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     request_timeout: f64,
 
@@ -192,7 +194,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             }
         );
         let router = leasefence_server::router(store, &config);
-        leasefence_server::serve(listener, router, stop_signal())
+        leasefence_server::serve_with(listener, router, &config, stop_signal())
             .await
             .context("serving")?;
         eprintln!("leasefence: stopped");

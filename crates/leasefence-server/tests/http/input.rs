@@ -190,3 +190,50 @@ fn a_body_that_does_not_arrive_in_time_is_a_503_timeout() {
     assert!(answer.contains("\"error\":\"timeout\""), "{answer}");
     assert_eq!(db.count(), 0);
 }
+
+/// A client that opens a connection and never finishes its headers is closed once the request
+/// timeout runs out, instead of holding the connection — and a shutdown — for as long as it
+/// likes; a shutdown with such a connection open ends without waiting for the client.
+#[test]
+fn headers_that_do_not_arrive_in_time_close_the_connection() {
+    use std::io::{Read as _, Write as _};
+    use std::time::{Duration, Instant};
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let config = ServerConfig {
+        request_timeout: Duration::from_millis(300),
+        ..ServerConfig::default()
+    };
+    let server = Server::with(&db, config);
+    let addr = server.url.strip_prefix("http://").unwrap().to_owned();
+    let half_sent = || {
+        let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+        conn.write_all(b"GET /v1/stats HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        conn
+    };
+    let mut conn = half_sent();
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    let closed = match conn.read(&mut buf) {
+        Ok(n) => !String::from_utf8_lossy(&buf[..n]).contains("200 OK"),
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(closed, "the server answered or held a half-sent request");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "closed after {:?}",
+        started.elapsed()
+    );
+    // Answered requests still work, and a shutdown does not wait for a silent client.
+    assert_eq!(server.client(None).get("/healthz").0, 200);
+    let _silent = half_sent();
+    let stopping = Instant::now();
+    server.stop();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(15),
+        "stopped after {:?}",
+        stopping.elapsed()
+    );
+}

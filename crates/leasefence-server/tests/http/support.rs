@@ -202,7 +202,7 @@ impl Server {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 addr_tx.send(listener.local_addr().unwrap()).unwrap();
                 let router = leasefence_server::router(store, &config);
-                leasefence_server::serve(listener, router, async move {
+                leasefence_server::serve_with(listener, router, &config, async move {
                     let _ = stop_rx.await;
                 })
                 .await
