@@ -161,8 +161,9 @@ impl<S: 'static> Shared<S> {
 }
 
 /// A write's answer after [`write_retry`], and whether an earlier try may have taken effect
-/// without its answer arriving (its connection was lost during the call): a refusal then may
-/// be the write's own earlier success, which the caller tells by reading the job.
+/// without its answer arriving (its connection was lost during the call, or a server in
+/// between answered Unavailable): a refusal then may be the write's own earlier success, which
+/// the caller tells by reading the job.
 pub(super) struct Retried<T> {
     pub(super) answer: Result<T>,
     pub(super) maybe_landed: bool,
@@ -185,6 +186,9 @@ pub(super) fn write_retry<S, T>(
         let answer = write();
         match &answer {
             Err(e) if e.is_retryable() && tries < BUSY_RETRIES => {
+                // A server in between (`HttpStore`) answers Unavailable also when its reply
+                // was cut short after the write: that try may have taken effect.
+                maybe_landed |= matches!(e, Error::Unavailable { .. });
                 tries += 1;
                 bump(&shared.counters.errors);
                 std::thread::sleep(TICK * tries);

@@ -239,6 +239,9 @@ const LOST_TAKEN_OVER: u8 = 2;
 const LOST_UNTIL_RESET: u8 = 3;
 /// The next claim meets a lost connection (before it reaches the database).
 const LOST_CLAIM: u8 = 4;
+/// Stored, then answered `Unavailable`, as `HttpStore` answers when the server's reply was
+/// cut short or the server lost its own database connection during the commit.
+const STORED_ANSWER_UNAVAILABLE: u8 = 5;
 
 /// What the stores of an [`AnswerLost`] case were asked.
 #[derive(Default)]
@@ -270,6 +273,13 @@ impl AnswerLost {
             STORED_ANSWER_LOST => {
                 write()?;
                 Err(lost_connection(&self.url, &self.schema))
+            }
+            STORED_ANSWER_UNAVAILABLE => {
+                write()?;
+                Err(Error::Unavailable {
+                    target: "http://127.0.0.1:7878".into(),
+                    reason: "the answer was cut short".into(),
+                })
             }
             LOST_TAKEN_OVER => {
                 raw(&self.url)
@@ -374,6 +384,39 @@ fn a_completion_stored_before_its_answer_was_lost_is_reported_completed() {
         lose.load(Ordering::SeqCst),
         PASS,
         "the answer was lost once"
+    );
+    assert_eq!(
+        (stats.completed, stats.stale_refused, stats.cancelled),
+        (1, 0, 0),
+        "{stats:?}"
+    );
+    let state = db.store().state(JobId::new("a").unwrap()).unwrap().unwrap();
+    assert_eq!(
+        (state.done, state.fence, state.result.as_deref()),
+        (true, 1, Some("a done"))
+    );
+}
+
+/// The same when the answer is `Unavailable` (a server in between, `HttpStore`): a write whose
+/// answer never arrived may have taken effect there too, so the refusal of the try after it is
+/// read back — completed, not refused.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_completion_stored_before_its_answer_came_back_unavailable_is_reported_completed() {
+    let Some(db) = PgDb::new() else { return };
+    db.store().enqueue_many(&[job("a")]).unwrap();
+    let lose = Arc::new(AtomicU8::new(STORED_ANSWER_UNAVAILABLE));
+    let (w, seen) = answer_lost_worker(&db, &lose, |ctx| Ok(format!("{} done", ctx.job_id())));
+    let stats = w.run().expect("run ends without an error");
+    let outcome = seen.recv_timeout(PATIENCE).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed), "{outcome:?}");
+    assert_eq!(
+        lose.load(Ordering::SeqCst),
+        PASS,
+        "answered unavailable once"
     );
     assert_eq!(
         (stats.completed, stats.stale_refused, stats.cancelled),
