@@ -364,8 +364,9 @@ pub async fn release(
     .await
 }
 
-/// The fence gate: admit a write to an external resource under `fence` only if no higher
-/// (or equal) fence was admitted for it before; records it.
+/// The fence gate: admit a write to an external resource under `fence` only if it is at least
+/// the highest fence admitted for it before (the same fence again is admitted: one lease may
+/// write several times); records it.
 #[utoipa::path(post, path = "/v1/fences/{resource}/admit", tag = "leases",
     params(("resource" = String, Path, description = "The resource's name")),
     request_body = AdmitBody,
