@@ -54,9 +54,11 @@ impl NewJobBody {
         };
         let lib = |e: leasefence::Error| -> ApiError {
             match e {
-                leasefence::Error::InvalidArgument { argument, reason } => {
-                    ApiError::bad(name(argument), reason)
-                }
+                // The library's `job_id` is this body's `id`.
+                leasefence::Error::InvalidArgument { argument, reason } => ApiError::bad(
+                    name(if argument == "job_id" { "id" } else { argument }),
+                    reason,
+                ),
                 other => other.into(),
             }
         };
@@ -111,10 +113,17 @@ impl NewJobBody {
         if let Some(max) = self.max_attempts {
             job = job.max_attempts(max);
         }
+        let keyed = self.unique_key.is_some();
         if let Some(key) = self.unique_key {
             job = job.unique_key(key).map_err(lib)?;
         }
         if let Some(seconds) = self.unique_for {
+            if !keyed {
+                return Err(ApiError::bad(
+                    name("unique_for"),
+                    "a uniqueness window needs a `unique_key`",
+                ));
+            }
             job = job.unique_for(seconds).map_err(lib)?;
         }
         Ok(job)

@@ -191,7 +191,8 @@ impl ApiError {
             },
             ApiError::Unauthorized => plain(
                 "unauthorized",
-                "a bearer token is required (Authorization: Bearer TOKEN)",
+                "a token of this server is required (Authorization: Bearer TOKEN): none was \
+                 sent, or it is not one of its tokens",
             ),
             ApiError::Forbidden(why) => plain("forbidden", why),
             ApiError::NotFound(what) => plain("not_found", &what),

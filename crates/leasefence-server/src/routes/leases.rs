@@ -73,7 +73,10 @@ pub async fn claim(
     }
     let n = BatchSize::new(n).map_err(|_| ApiError::bad("n", "must be at least 1"))?;
     let queues = match &body.queues {
-        Some(names) => Queues::only(names.iter().map(String::as_str))?,
+        Some(names) => Queues::only(names.iter().map(String::as_str)).map_err(|e| match e {
+            leasefence::Error::InvalidArgument { reason, .. } => ApiError::bad("queues", reason),
+            other => other.into(),
+        })?,
         None => Queues::All,
     };
     if let Some(id) = &body.job_id {
