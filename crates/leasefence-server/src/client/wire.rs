@@ -36,6 +36,9 @@ pub(super) fn argument(field: &str) -> &'static str {
         "resource",
     ];
     let last = field.rsplit('.').next().unwrap_or(field);
+    if last == "id" {
+        return "job_id"; // a job's id in an enqueue body is the library's `job_id`
+    }
     KNOWN.into_iter().find(|k| *k == last).unwrap_or("request")
 }
 
@@ -155,6 +158,8 @@ mod tests {
         assert_eq!(argument("ttl"), "ttl");
         assert_eq!(argument("jobs[3].queue"), "queue");
         assert_eq!(argument("something_else"), "request");
+        assert_eq!(argument("id"), "job_id");
+        assert_eq!(argument("jobs[1].id"), "job_id");
         assert_eq!(segment("a/b c%"), "a%2Fb%20c%25");
     }
 }
