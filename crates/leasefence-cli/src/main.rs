@@ -45,7 +45,10 @@
 //!   fence or expired lease, an unknown id on `state`, no ready job on `claim-batch`, a lower
 //!   fence on `admit` (for `demo`: an invariant broke). The reason is on stderr.
 //! - `2`: bad input (including clap's usage errors) or a database error, reason on stderr as
-//!   `leasefence: error: …`. A busy database is retryable, and the message says so.
+//!   `leasefence: error: …`.
+//! - `3`: the database was busy (another writer held the lock past the busy timeout) or the
+//!   server unavailable: nothing was written, and the same command can be run again. The
+//!   message says so.
 
 mod cmd;
 mod ctx;
@@ -83,7 +86,8 @@ the database's clock (seconds since the Unix epoch).
 since the Unix epoch. A command that finds nothing to print (an empty `list`) prints no lines.
 
 Exit status: 0 the operation took effect, 1 the contract refused it (reason on stderr), 2 bad \
-input or a database error.";
+input or a database error, 3 the database was busy or the server unavailable (nothing written; \
+run the command again).";
 
 /// Time-limited job leases with fencing tokens, on an SQLite file or PostgreSQL.
 #[derive(Debug, Parser)]
@@ -223,7 +227,12 @@ fn main() -> ExitCode {
             if let Some(hint) = hint(&err) {
                 eprintln!("leasefence: hint: {hint}");
             }
-            ExitCode::from(2)
+            let retryable = err
+                .chain()
+                .find_map(|e| e.downcast_ref::<leasefence::Error>())
+                .is_some_and(leasefence::Error::is_retryable);
+            // Contention is told apart from bad input, so that a script can retry it alone.
+            ExitCode::from(if retryable { 3 } else { 2 })
         }
     }
 }

@@ -603,7 +603,10 @@ fn a_busy_database_is_an_error_that_says_retry() {
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     // The library waits its 5 s busy timeout, then gives up without writing.
     s.lf(&["claim", "j", "--owner", "a", "--ttl", "10", "--now", "0"])
-        .error("retry");
+        .busy("retry");
+    // Exit 3 is contention alone: bad input is still 2, a refusal 1.
+    s.lf(&["claim", "j", "--owner", "a", "--ttl", "-1", "--now", "0"])
+        .error("ttl");
     holder.execute_batch("ROLLBACK").unwrap();
     assert_eq!(s.row("j"), row(None, 0.0, 0, None, 0));
 }

@@ -997,7 +997,7 @@ fn a_busy_database_is_an_error_that_says_retry() {
     let s = Sandbox::with_jobs(&["j"]);
     let holder = Connection::open(s.db()).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    s.lf(&["cancel", "j", "--now", "1"]).bad("retry");
+    s.lf(&["cancel", "j", "--now", "1"]).busy("retry");
     holder.execute_batch("ROLLBACK").unwrap();
     assert_eq!(s.row("j"), Some(QRow::fresh()));
 }

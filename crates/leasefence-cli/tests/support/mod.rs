@@ -82,6 +82,18 @@ impl Run {
         self
     }
 
+    /// Busy database or unavailable server: status 3 (retryable, nothing written),
+    /// `leasefence: error: …` mentioning `needle`.
+    #[track_caller]
+    pub fn busy(&self, needle: &str) -> &Self {
+        self.status(3);
+        assert!(
+            self.stderr.contains("leasefence: error: ") && self.stderr.contains(needle),
+            "stderr should mention {needle:?}; {self:#?}"
+        );
+        self
+    }
+
     /// Bad input or database error: status 2, stderr mentioning `needle` (clap's usage errors
     /// included).
     #[track_caller]
