@@ -203,8 +203,10 @@ pub async fn serve(
 
 /// Serves `router` on `listener` (HTTP/1.1) until `shutdown` resolves, then finishes the
 /// requests in flight. A client must send a request's headers within `config`'s request
-/// timeout, or its connection is closed; after `shutdown`, idle connections close at once and
-/// requests in flight get the request timeout and 5 s more, then the server stops regardless.
+/// timeout (capped at a year), or its connection is closed — a keep-alive connection left idle
+/// that long too; after `shutdown`, idle connections close at once and
+/// requests in flight get the request timeout and 5 s more, then the connections still open are
+/// ended and this returns.
 ///
 /// # Errors
 /// I/O errors of the listener.

@@ -14,6 +14,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tower_service::Service as _;
 
+/// A year: the longest header timeout handed to hyper.
+const A_YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Serves `router` on `listener` until `shutdown` resolves; see [`crate::serve_with`].
 pub(crate) async fn run(
     listener: tokio::net::TcpListener,
@@ -22,8 +25,14 @@ pub(crate) async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
+    // hyper adds the header timeout to the clock unchecked: a timeout of centuries (a valid
+    // `--request-timeout`) would panic every connection, so it waits a year at most.
+    let header_timeout = request_timeout.min(A_YEAR);
+    // Every connection's task, so that those still open after the shutdown grace end with it.
+    let mut connections = tokio::task::JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        while connections.try_join_next().is_some() {} // forget the ended ones
         let (stream, addr) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -45,13 +54,13 @@ pub(crate) async fn run(
         });
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
-            // A client that opens a connection and sends its headers slowly, or not at all,
-            // is closed when this runs out instead of holding the connection (and a shutdown)
-            // for as long as it likes.
-            .header_read_timeout(request_timeout)
+            // A client that sends a request's headers slowly, or not at all — a new connection
+            // or an idle keep-alive one — is closed when this runs out instead of holding the
+            // connection (and a shutdown) for as long as it likes.
+            .header_read_timeout(header_timeout)
             .serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
-        tokio::spawn(async move {
+        connections.spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(peer = %addr, error = %e, "connection ended with an error");
             }
@@ -66,10 +75,12 @@ pub(crate) async fn run(
         () = tokio::time::sleep(grace) => {
             tracing::warn!(
                 grace_s = grace.as_secs_f64(),
-                "stopping with connections still open after the shutdown grace"
+                open = connections.len(),
+                "stopping with connections still open after the shutdown grace; closing them"
             );
         }
     }
+    connections.shutdown().await;
     Ok(())
 }
 

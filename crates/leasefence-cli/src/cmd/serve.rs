@@ -52,8 +52,9 @@ pub struct Args {
 
     /// How long a request may take to send its headers and body and to get a free store
     /// connection, in seconds; past it, 503 and nothing is done, or the connection is closed
-    /// when the headers never came (a store call, once started, runs to its end). A shutdown
-    /// waits this long and 5 s more for the requests in flight.
+    /// when the headers never came (a keep-alive connection idle this long is closed too; a
+    /// store call, once started, runs to its end). A shutdown waits this long and 5 s more for
+    /// the requests in flight.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     request_timeout: f64,
 

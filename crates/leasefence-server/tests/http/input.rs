@@ -240,3 +240,20 @@ fn headers_that_do_not_arrive_in_time_close_the_connection() {
         stopping.elapsed()
     );
 }
+
+/// A request timeout of centuries (`--request-timeout 1e19`, accepted) still serves: the
+/// header timeout it sets is capped, never added to the clock unchecked (which panicked every
+/// connection).
+#[test]
+fn the_longest_request_timeout_still_serves() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let config = ServerConfig {
+        request_timeout: std::time::Duration::MAX,
+        ..ServerConfig::default()
+    };
+    let server = Server::with(&db, config);
+    let c = server.client(None);
+    assert_eq!(c.get("/healthz").0, 200);
+    c.enqueue("j");
+    assert_eq!(db.count(), 1);
+}
