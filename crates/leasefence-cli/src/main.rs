@@ -46,9 +46,10 @@
 //!   fence on `admit` (for `demo`: an invariant broke). The reason is on stderr.
 //! - `2`: bad input (including clap's usage errors) or a database error, reason on stderr as
 //!   `leasefence: error: …`.
-//! - `3`: the database was busy (another writer held the lock past the busy timeout) or the
-//!   server unavailable: nothing was written, and the same command can be run again. The
-//!   message says so.
+//! - `3`: the database was busy (another writer held the lock past the busy timeout: nothing
+//!   was written) or the server unavailable (a reply cut short may hide a write that took
+//!   effect): the same command can be run again — a fenced write is never stored twice, and a
+//!   repeat of one that took effect is refused. The message says so.
 
 mod cmd;
 mod ctx;
@@ -86,8 +87,8 @@ the database's clock (seconds since the Unix epoch).
 since the Unix epoch. A command that finds nothing to print (an empty `list`) prints no lines.
 
 Exit status: 0 the operation took effect, 1 the contract refused it (reason on stderr), 2 bad \
-input or a database error, 3 the database was busy or the server unavailable (nothing written; \
-run the command again).";
+input or a database error, 3 the database was busy or the server unavailable (run the command \
+again; a fenced write is never stored twice).";
 
 /// Time-limited job leases with fencing tokens, on an SQLite file or PostgreSQL.
 #[derive(Debug, Parser)]

@@ -2,7 +2,8 @@
 //! with stalling workers, judged by reading every job back through a fresh connection.
 //!
 //! Exit status 0 when every expectation of the story and every invariant of the stress run
-//! held, 1 when one broke, 2 on bad arguments or a database error.
+//! held, 1 when one broke, 2 on bad arguments or a database error, 3 when the database stayed
+//! busy.
 
 mod story;
 mod stress;

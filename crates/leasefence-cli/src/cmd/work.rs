@@ -20,7 +20,8 @@
 //! Exit status: `0` after a clean stop — by a signal or `--drain`, also when commands were
 //! killed at the deadline and their jobs released, and whatever the commands' own exit
 //! statuses were (a failed command is a retried or dead job, not a failed `work`); `2` on bad
-//! flags or a database error (running jobs are shut down gracefully first).
+//! flags or a database error, `3` when the database stayed busy or the server unavailable
+//! (running jobs are shut down gracefully first).
 
 use std::collections::HashSet;
 use std::io::{Read, Write as _};
@@ -64,7 +65,7 @@ released (fence kept), claimable again at once. A second signal does that now.
 
 Exit status: 0 after a clean stop (by a signal or --drain, also when commands were killed at \
 the deadline; a failing command is a retried or dead job, not a failed worker), 2 on bad flags \
-or a database error.";
+or a database error, 3 when the database stayed busy or the server unavailable (run it again).";
 
 /// Arguments of `work`.
 #[derive(Debug, clap::Args)]
@@ -178,7 +179,7 @@ fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
 }
 
 /// Runs the worker until the queue is drained (`--drain`) or a stop signal; exit 0 when it
-/// stopped cleanly, 2 on a database error or bad flags.
+/// stopped cleanly, 2 on a database error or bad flags (3 for a busy database, in `main`).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let out = ctx.out;
     if args.exec.trim().is_empty() {
