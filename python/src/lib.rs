@@ -47,7 +47,8 @@ fn state<'py>(
     row.map(|row| values::state_dict(py, &row)).transpose()
 }
 
-/// Takes the lease of a claimable job (known, not done, `until <= now`): stores `owner` and
+/// Takes the lease of a claimable job (known, not done, `until <= now`, attempts left if the
+/// job has a budget): stores `owner` and
 /// `until = now + ttl`, increments the fence and returns it; `None` otherwise.
 #[pyfunction]
 fn claim(

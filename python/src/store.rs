@@ -316,7 +316,8 @@ impl Store {
         self.with(py, |s| s.enqueue_many(&batch))
     }
 
-    /// Claims `job_id` for `owner` if it is claimable (known, not done, lease expired).
+    /// Claims `job_id` for `owner` if it is claimable (known, not done, lease expired, attempts
+    /// left if it has a budget).
     #[pyo3(signature = (job_id, owner, ttl, now=None))]
     fn claim(
         &self,

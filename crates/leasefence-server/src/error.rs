@@ -37,6 +37,9 @@ pub enum Reason {
     NotHeld,
     /// A claim: the job is leased by someone else and the lease is live.
     Leased,
+    /// A claim by id: the job's attempts budget is spent (its last attempt's lease expired);
+    /// the next claim of any job finishes it as dead.
+    AttemptsSpent,
     /// An enqueue: the id is known (the job is left untouched).
     Known,
     /// An enqueue: another unfinished job holds the same unique key in the queue.
@@ -60,6 +63,7 @@ impl Reason {
             Reason::Expired => "the lease has expired",
             Reason::NotHeld => "the lease under this fence was given back",
             Reason::Leased => "another worker holds a live lease on the job",
+            Reason::AttemptsSpent => "the job has no attempts left in its budget",
             Reason::Known => "the job id is known; the job is left untouched",
             Reason::Duplicate => "an unfinished job of the queue holds the same unique key",
             Reason::LowerFence => "a fence at least as high was already admitted",

@@ -220,8 +220,8 @@ pub fn state(path: impl AsRef<Path>, job_id: &str) -> Result<Option<JobState>, E
     existing(path.as_ref())?.state(job_id)
 }
 
-/// Takes the lease on a claimable job (known, not done, `until <= now`) and returns the new
-/// fence; `None` otherwise. See [`Store::claim`].
+/// Takes the lease on a claimable job (known, not done, `until <= now`, and attempts left for a
+/// job with a budget) and returns the new fence; `None` otherwise. See [`Store::claim`].
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for an empty `job_id` or `owner`, a non-finite `now`, or a `ttl`

@@ -68,8 +68,10 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         }
         None => {
             record["fence"] = json!(null);
-            ctx.out
-                .refused(format!("{id} is unknown, done, or still leased"), record)
+            ctx.out.refused(
+                format!("{id} is unknown, done, still leased, or out of attempts"),
+                record,
+            )
         }
     })
 }

@@ -53,7 +53,7 @@ fn refused(state: &AppState, op: &str, job: &str, reason: Reason) -> ApiError {
     responses(
         (status = 200, description = "The leases granted, best first (empty when nothing was ready)", body = Leases),
         (status = 400, description = "Bad input; `field` names it", body = ErrorBody),
-        (status = 409, description = "Claim by id refused: `unknown`, `done` or `leased`", body = ErrorBody),
+        (status = 409, description = "Claim by id refused: `unknown`, `done`, `leased` or `attempts_spent`", body = ErrorBody),
         (status = 503, description = "Busy; retry", body = ErrorBody),
     ),
     security(("worker" = [])))]
@@ -101,10 +101,17 @@ pub async fn claim(
                         Some(lease) => Ok(Ok(vec![lease])),
                         None => {
                             // Best-effort, after the refusal.
-                            let reason = match s.state(job) {
+                            let reason = match s.inspect(job, now) {
                                 Err(_) => Reason::Unexplained,
                                 Ok(None) => Reason::Unknown,
-                                Ok(Some(row)) if row.done => Reason::Done,
+                                Ok(Some(info)) if info.state.done => Reason::Done,
+                                Ok(Some(info))
+                                    if info.max_attempts > 0
+                                        && info.attempts >= info.max_attempts
+                                        && info.state.until <= now.seconds() =>
+                                {
+                                    Reason::AttemptsSpent
+                                }
                                 Ok(Some(_)) => Reason::Leased,
                             };
                             Ok(Err(reason))

@@ -261,3 +261,25 @@ fn a_client_without_a_keep_alive_still_gets_its_answer() {
     assert_eq!(status, 200);
     assert_eq!(db.row("x").unwrap().result.as_deref(), Some("r"));
 }
+
+// A claim by id of a job whose attempts budget is spent is refused as `attempts_spent` (not
+// `leased`: its lease has expired), and the next claim buries it as dead.
+backends! {
+    fn a_claim_by_id_of_a_spent_job_says_so(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        assert_eq!(c.post("/v1/jobs", json!({"id": "h", "max_attempts": 1})).0, 201);
+        let (status, got) = c.post("/v1/claims", json!({"owner": "A", "ttl": 0.05, "job_id": "h"}));
+        assert_eq!((status, got["leases"][0]["fence"].as_i64()), (200, Some(1)), "{got}");
+        // Its one attempt's lease ends: the job is dead by status, not yet buried.
+        crate::support::wait_until("h's last lease expired", || {
+            c.get("/v1/jobs/h").1["status"] == "dead"
+        });
+        let (status, refused) = c.post("/v1/claims", json!({"owner": "B", "ttl": 5, "job_id": "h"}));
+        assert_eq!((status, refused["reason"].as_str()), (409, Some("attempts_spent")), "{refused}");
+        assert_eq!(db.row("h").unwrap().fence, 1, "nothing changed");
+        let (_, none) = c.post("/v1/claims", json!({"owner": "B", "ttl": 5}));
+        assert_eq!(none["leases"].as_array().unwrap().len(), 0);
+        assert!(db.row("h").unwrap().done, "buried by the claim");
+    }
+}
