@@ -135,7 +135,8 @@ impl PgStore {
     /// COMMITTED` (PostgreSQL's default): the fence floor of an id purged concurrently must be
     /// visible to the insert, which a `REPEATABLE READ` or `SERIALIZABLE` snapshot taken
     /// earlier would hide — so the job could be handed fences it already had. Any other
-    /// isolation level is refused, with nothing written.
+    /// isolation level is refused, with nothing written (READ UNCOMMITTED, which PostgreSQL
+    /// runs as READ COMMITTED, is taken).
     ///
     /// ```no_run
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -169,7 +170,8 @@ impl PgStore {
             .map_err(|e| self.err(e))?;
         let previous: String = pushed.get(0);
         let isolation: String = pushed.get(2);
-        if isolation != "read committed" {
+        // PostgreSQL runs READ UNCOMMITTED as READ COMMITTED (but reports it as asked).
+        if !matches!(isolation.as_str(), "read committed" | "read uncommitted") {
             tx.execute(sql::SEARCH_PATH_POP, &[&previous])
                 .map_err(|e| self.err(e))?;
             return Err(Error::invalid(

@@ -114,16 +114,22 @@ fn enqueue_in_refuses_a_transaction_that_is_not_read_committed() {
         tx.commit().unwrap();
         assert_eq!(db.row("r-1"), None, "{level:?}: nothing written");
     }
-    let mut tx = client
-        .build_transaction()
-        .isolation_level(IsolationLevel::ReadCommitted)
-        .start()
-        .unwrap();
-    store
-        .enqueue_in(&mut tx, &[NewJob::new("r-1").unwrap()])
-        .unwrap();
-    tx.commit().unwrap();
-    assert!(db.row("r-1").is_some(), "READ COMMITTED is taken");
+    // READ COMMITTED is taken, and READ UNCOMMITTED, which PostgreSQL runs as READ COMMITTED.
+    for (level, id) in [
+        (IsolationLevel::ReadCommitted, "r-1"),
+        (IsolationLevel::ReadUncommitted, "r-2"),
+    ] {
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(level)
+            .start()
+            .unwrap();
+        store
+            .enqueue_in(&mut tx, &[NewJob::new(id).unwrap()])
+            .unwrap();
+        tx.commit().unwrap();
+        assert!(db.row(id).is_some(), "{level:?} is taken");
+    }
 }
 
 /// A retry racing an enqueue that takes the retried job's unique key: the key is not yet
