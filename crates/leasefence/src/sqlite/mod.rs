@@ -588,11 +588,13 @@ fn filled_column(statement: &str) -> Option<String> {
     rest.split(['=', ' ']).next().map(str::to_owned)
 }
 
-/// `statement` without its comment lines, on one line.
+/// `statement` without its comment lines, its words on one line one space apart (so that
+/// `UPDATE jobs\n   SET x = …` reads as `UPDATE jobs SET x = …`).
 fn code_of(statement: &str) -> String {
     let code: Vec<&str> = statement
         .lines()
         .filter(|l| !l.trim_start().starts_with("--"))
+        .flat_map(str::split_whitespace)
         .collect();
     code.join(" ")
 }
