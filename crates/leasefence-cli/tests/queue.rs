@@ -681,6 +681,8 @@ fn the_next_page_hint_is_a_working_shell_command() {
         ("a b'c $HOME", "--after 'a b'\\''c $HOME'"),
         ("-dash", "--after=-dash"),
         ("plain/id:1", "--after plain/id:1"),
+        ("=cmd", "--after '=cmd'"),
+        ("esc\u{1b}[31mred'q", "--after $'esc\\x1b[31mred\\'q'"),
     ] {
         let s = Sandbox::with_jobs(&[]);
         s.lf(&["enqueue", "--", first]).ok();
@@ -691,7 +693,7 @@ fn the_next_page_hint_is_a_working_shell_command() {
         let hint = run.stdout.lines().last().unwrap();
         let command = &hint[hint.find('`').unwrap() + 1..hint.rfind('`').unwrap()];
         let tail = command.strip_prefix("leasefence ").unwrap();
-        let out = Command::new("sh")
+        let out = Command::new("bash")
             .arg("-c")
             .arg(format!("\"$LF\" --db \"$DB\" {tail}"))
             .env("LF", env!("CARGO_BIN_EXE_leasefence"))

@@ -221,16 +221,38 @@ fn row(job: &JobInfo, times: Times) -> ([String; 10], bool) {
     (cells, cut)
 }
 
-/// `text` as one word of a POSIX shell command line: as it is when it holds only characters
-/// no shell treats specially, else single-quoted (a `'` inside as `'\''`), so that the hint
-/// can be pasted whatever the id holds.
+/// `text` as one word of a shell command line: as it is when it holds only characters no
+/// shell treats specially (and does not start with `=` or `~`, which zsh and others expand),
+/// else single-quoted (a `'` inside as `'\''`), so that the hint can be pasted whatever the id
+/// holds. An id with control characters, which the terminal would not show, is written in
+/// bash's and zsh's `$'…'` form with them as `\xHH`.
 fn shell_word(text: &str) -> String {
     let plain = !text.is_empty()
+        && !text.starts_with(['=', '~'])
         && text
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c));
     if plain {
         text.to_owned()
+    } else if text.chars().any(char::is_control) {
+        let mut out = String::from("$'");
+        for c in text.chars() {
+            match c {
+                '\\' | '\'' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                c if c.is_control() => {
+                    let mut bytes = [0; 4];
+                    for b in c.encode_utf8(&mut bytes).bytes() {
+                        out.push_str(&format!("\\x{b:02x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+        out
     } else {
         format!("'{}'", text.replace('\'', "'\\''"))
     }
