@@ -373,28 +373,7 @@ fn answer_lost_worker_with(
     ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
 )]
 fn a_completion_stored_before_its_answer_was_lost_is_reported_completed() {
-    let Some(db) = PgDb::new() else { return };
-    db.store().enqueue_many(&[job("a")]).unwrap();
-    let lose = Arc::new(AtomicU8::new(STORED_ANSWER_LOST));
-    let (w, seen) = answer_lost_worker(&db, &lose, |ctx| Ok(format!("{} done", ctx.job_id())));
-    let stats = w.run().expect("run ends without an error");
-    let outcome = seen.recv_timeout(PATIENCE).unwrap();
-    assert!(matches!(outcome, JobOutcome::Completed), "{outcome:?}");
-    assert_eq!(
-        lose.load(Ordering::SeqCst),
-        PASS,
-        "the answer was lost once"
-    );
-    assert_eq!(
-        (stats.completed, stats.stale_refused, stats.cancelled),
-        (1, 0, 0),
-        "{stats:?}"
-    );
-    let state = db.store().state(JobId::new("a").unwrap()).unwrap().unwrap();
-    assert_eq!(
-        (state.done, state.fence, state.result.as_deref()),
-        (true, 1, Some("a done"))
-    );
+    completion_stored_then_answered(STORED_ANSWER_LOST);
 }
 
 /// The same when the answer is `Unavailable` (a server in between, `HttpStore`): a write whose
@@ -406,18 +385,20 @@ fn a_completion_stored_before_its_answer_was_lost_is_reported_completed() {
     ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
 )]
 fn a_completion_stored_before_its_answer_came_back_unavailable_is_reported_completed() {
+    completion_stored_then_answered(STORED_ANSWER_UNAVAILABLE);
+}
+
+/// A worker's one completion is stored, then answered as `mode` says (once): it must be
+/// reported completed, and stored once under fence 1.
+fn completion_stored_then_answered(mode: u8) {
     let Some(db) = PgDb::new() else { return };
     db.store().enqueue_many(&[job("a")]).unwrap();
-    let lose = Arc::new(AtomicU8::new(STORED_ANSWER_UNAVAILABLE));
+    let lose = Arc::new(AtomicU8::new(mode));
     let (w, seen) = answer_lost_worker(&db, &lose, |ctx| Ok(format!("{} done", ctx.job_id())));
     let stats = w.run().expect("run ends without an error");
     let outcome = seen.recv_timeout(PATIENCE).unwrap();
     assert!(matches!(outcome, JobOutcome::Completed), "{outcome:?}");
-    assert_eq!(
-        lose.load(Ordering::SeqCst),
-        PASS,
-        "answered unavailable once"
-    );
+    assert_eq!(lose.load(Ordering::SeqCst), PASS, "answered so once");
     assert_eq!(
         (stats.completed, stats.stale_refused, stats.cancelled),
         (1, 0, 0),
