@@ -277,7 +277,15 @@ impl IntoResponse for ApiError {
             ApiError::Busy | ApiError::Unavailable | ApiError::Lost | ApiError::Timeout
         );
         let unauthorized = matches!(self, ApiError::Unauthorized);
+        // Answered before the body was read whole: the connection cannot carry another request,
+        // and the client is told so instead of reusing it and meeting a closed socket.
+        let body_unread = matches!(self, ApiError::TooLarge(_) | ApiError::Timeout);
         let mut response = (status, axum::Json(self.body())).into_response();
+        if body_unread {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if retry {
             response
                 .headers_mut()

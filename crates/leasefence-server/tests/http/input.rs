@@ -56,8 +56,10 @@ backends! {
         let server = Server::with(db, config);
         let c = server.client(None);
         let big = "x".repeat(100 * 1024);
-        let (status, answer) = c.post("/v1/jobs", json!({"id": "big", "payload": big}));
+        let (status, answer, headers) = c.post_with_headers("/v1/jobs", json!({"id": "big", "payload": big}));
         assert_eq!((status, answer["error"].as_str()), (413, Some("too_large")), "{answer}");
+        // Answered before the body was read: the client is told not to reuse the connection.
+        assert_eq!(headers.get("connection").map(|v| v.to_str().unwrap()), Some("close"));
         let many: Vec<_> = (0..5000).map(|i| json!({"id": format!("job-{i:05}")})).collect();
         let (status, _) = c.post("/v1/jobs", json!({"jobs": many}));
         assert_eq!(status, 413);
