@@ -74,19 +74,20 @@ impl Run {
     /// Bad input or database error: status 2, `leasefence: error: …` mentioning `needle`.
     #[track_caller]
     pub fn error(&self, needle: &str) -> &Self {
-        self.status(2);
-        assert!(
-            self.stderr.contains("leasefence: error: ") && self.stderr.contains(needle),
-            "stderr should mention {needle:?}; {self:#?}"
-        );
-        self
+        self.failed(2, needle)
     }
 
-    /// Busy database or unavailable server: status 3 (retryable, nothing written),
+    /// Busy database or unavailable server: status 3 (retryable: run it again),
     /// `leasefence: error: …` mentioning `needle`.
     #[track_caller]
     pub fn busy(&self, needle: &str) -> &Self {
-        self.status(3);
+        self.failed(3, needle)
+    }
+
+    /// Exit status `code` with `leasefence: error: …` on stderr mentioning `needle`.
+    #[track_caller]
+    fn failed(&self, code: i32, needle: &str) -> &Self {
+        self.status(code);
         assert!(
             self.stderr.contains("leasefence: error: ") && self.stderr.contains(needle),
             "stderr should mention {needle:?}; {self:#?}"
