@@ -332,7 +332,6 @@ pub async fn history(
 
 /// The scheduler's role job is not an ordinary job: cancelling, completing or failing it
 /// stops every scheduler, retrying it hands it to ordinary workers (as the CLI refuses).
-/// `field` names it in the request.
 pub(crate) fn not_the_scheduler_job(verb: &str, id: &str) -> Result<(), ApiError> {
     scheduler_job_refused(verb, id, "job_id")
 }

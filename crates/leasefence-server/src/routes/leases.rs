@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use leasefence::{
-    AnyStore, BatchSize, Fence, JobId, Lease, Now, Owner, Queues, Resource, Store, Ttl,
+    AnyStore, BatchSize, Fence, JobId, Lease, Now, Owner, Queues, Resource, Status, Store, Ttl,
 };
 
 use crate::AppState;
@@ -105,11 +105,8 @@ pub async fn claim(
                                 Err(_) => Reason::Unexplained,
                                 Ok(None) => Reason::Unknown,
                                 Ok(Some(info)) if info.state.done => Reason::Done,
-                                Ok(Some(info))
-                                    if info.max_attempts > 0
-                                        && info.attempts >= info.max_attempts
-                                        && info.state.until <= now.seconds() =>
-                                {
+                                // Unfinished yet dead by status: its last attempt's lease ended.
+                                Ok(Some(info)) if info.status == Status::Dead => {
                                     Reason::AttemptsSpent
                                 }
                                 Ok(Some(_)) => Reason::Leased,
