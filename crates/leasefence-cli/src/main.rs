@@ -50,15 +50,19 @@
 //!   was written) or the server unavailable (a reply cut short may hide a write that took
 //!   effect): the same command can be run again — a fenced write is never stored twice, and a
 //!   repeat of one that took effect is refused. The message says so.
+//!
+//! With `--json` a failure also prints one object on stdout, `{"op", "ok": false, "error",
+//! "argument", "retryable", "exit", "message", "hint"}` (see `failure.rs`).
 
 mod cmd;
 mod ctx;
+mod failure;
 mod output;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 use crate::ctx::Ctx;
 use crate::output::{Out, Outcome};
@@ -187,7 +191,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = match Cli::command().try_get_matches() {
+        Ok(matches) => matches,
+        Err(err) => return failure::usage(err),
+    };
+    let op = matches.subcommand_name().map(str::to_owned);
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => return failure::usage(err),
+    };
     let ctx = Ctx {
         db: cli.db,
         pg_schema: cli.pg_schema,
@@ -220,75 +232,6 @@ fn main() -> ExitCode {
     match result {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::Refused) => ExitCode::from(1),
-        Err(err) => {
-            eprintln!(
-                "leasefence: error: {}",
-                output::terminal_safe(&format!("{err:#}"))
-            );
-            if let Some(hint) = hint(&err) {
-                eprintln!("leasefence: hint: {hint}");
-            }
-            let retryable = err
-                .chain()
-                .find_map(|e| e.downcast_ref::<leasefence::Error>())
-                .is_some_and(leasefence::Error::is_retryable);
-            // Contention is told apart from bad input, so that a script can retry it alone.
-            ExitCode::from(if retryable { 3 } else { 2 })
-        }
-    }
-}
-
-/// A next step for the library errors that have an obvious one.
-fn hint(err: &anyhow::Error) -> Option<String> {
-    let lib = err
-        .chain()
-        .find_map(|e| e.downcast_ref::<leasefence::Error>())?;
-    match lib {
-        leasefence::Error::Unavailable { .. } => Some(
-            "the server could not be reached or is busy; retry once it answers \
-             (`curl URL/readyz` tells)"
-                .into(),
-        ),
-        e if e.is_retryable() => {
-            Some("another writer held the lock; nothing was written, retry the command".into())
-        }
-        leasefence::Error::CannotOpen { path, .. } => {
-            let folder = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            };
-            if !folder.is_dir() {
-                Some(format!("the folder {} does not exist", folder.display()))
-            } else if !path.exists() {
-                Some(format!(
-                    "there is no database at {0}; create it with `leasefence --db {0} init`",
-                    path.display()
-                ))
-            } else {
-                None
-            }
-        }
-        leasefence::Error::CannotConnect { target, .. } => {
-            // The server's own reason is in the message; the hint names the next step for it.
-            let reason = err.chain().map(ToString::to_string).collect::<Vec<_>>();
-            let said = |needle: &str| reason.iter().any(|r| r.contains(needle));
-            Some(if said("does not exist") {
-                format!(
-                    "the server at {target} answered, but that database or role does not exist \
-                     there; fix dbname= or user= in --db (or LEASEFENCE_DB), or create it"
-                )
-            } else if said("authentication") || said("password") {
-                format!(
-                    "the server at {target} refused the credentials; check user= and password= \
-                     in --db (or LEASEFENCE_DB)"
-                )
-            } else {
-                format!(
-                    "no PostgreSQL server answered at {target}; check --db (or LEASEFENCE_DB) \
-                     and that the server is running"
-                )
-            })
-        }
-        _ => None,
+        Err(err) => failure::report(op.as_deref(), ctx.out, &err),
     }
 }

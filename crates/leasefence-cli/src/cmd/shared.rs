@@ -36,9 +36,30 @@ pub fn read_bytes(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
     }
 }
 
+/// A bad command-line flag, in the library's wording for invalid arguments; with `--json` the
+/// error object names `flag` as its `argument`.
+#[derive(Debug)]
+pub struct BadFlag {
+    /// The flag, as typed (`--poll`).
+    pub flag: String,
+    /// What is wrong with its value.
+    pub reason: String,
+}
+
+impl std::fmt::Display for BadFlag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid argument `{}`: {}", self.flag, self.reason)
+    }
+}
+
+impl std::error::Error for BadFlag {}
+
 /// An error naming a command-line flag, in the library's wording for invalid arguments.
 pub fn invalid(flag: &str, reason: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::anyhow!("invalid argument `{flag}`: {reason}")
+    anyhow::Error::new(BadFlag {
+        flag: flag.to_owned(),
+        reason: reason.to_string(),
+    })
 }
 
 /// A clock reading for a table: whole seconds as integers, otherwise at most three decimals.

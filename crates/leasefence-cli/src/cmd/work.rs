@@ -29,13 +29,14 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use leasefence::{Backoff, JobContext, Store, Worker};
 use serde_json::json;
 
 mod progress;
 
 use crate::cmd::args;
+use crate::cmd::shared::invalid;
 use crate::ctx::Ctx;
 use crate::output::{Out, Outcome};
 use progress::{Progress, RUNNING};
@@ -174,8 +175,12 @@ pub struct Args {
 }
 
 fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(value)
-        .with_context(|| format!("{flag} must be a finite number of seconds >= 0, got {value}"))
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        invalid(
+            flag,
+            format!("must be a finite number of seconds >= 0, got {value}"),
+        )
+    })
 }
 
 /// Runs the worker until the queue is drained (`--drain`) or a stop signal; exit 0 when it
@@ -183,14 +188,14 @@ fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let out = ctx.out;
     if args.exec.trim().is_empty() {
-        bail!(
-            "invalid argument `--exec`: is empty; give the shell command to run for each job, \
-             e.g. --exec 'cat | wc -c'"
-        );
+        return Err(invalid(
+            "--exec",
+            "is empty; give the shell command to run for each job, e.g. --exec 'cat | wc -c'",
+        ));
     }
     let poll = seconds("--poll", args.poll)?;
     if poll.is_zero() {
-        bail!("--poll must be greater than 0");
+        return Err(invalid("--poll", "must be greater than 0"));
     }
     let deadline = seconds("--shutdown-deadline", args.shutdown_deadline)?;
     seconds("--retry-delay", args.retry_delay)?;
@@ -204,16 +209,18 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     match args.server.clone() {
         Some(url) => {
             if ctx.db.is_some() {
-                bail!(
-                    "invalid argument `--server`: give --db (the database) or --server (a \
-                     leasefence serve in front of it), not both"
-                );
+                return Err(invalid(
+                    "--server",
+                    "give --db (the database) or --server (a leasefence serve in front of it), \
+                     not both",
+                ));
             }
             if args.scheduler {
-                bail!(
-                    "invalid argument `--scheduler`: the scheduler role is not offered over \
-                     HTTP; run `work --scheduler` against the database"
-                );
+                return Err(invalid(
+                    "--scheduler",
+                    "the scheduler role is not offered over HTTP; run `work --scheduler` against \
+                     the database",
+                ));
             }
             let token = match &args.token_file {
                 Some(path) => Some(std::fs::read_to_string(path).with_context(|| {

@@ -1,0 +1,185 @@
+//! How a command that failed ends: the reason on stderr (`leasefence: error: …`, and a hint when
+//! there is an obvious next step), with `--json` also one object on stdout, and the exit status
+//! (`2` bad input or a database error, `3` retryable).
+//!
+//! The object has the keys of every `--json` line (`op`, `ok: false`) and says what went wrong
+//! in a form a script can branch on, as the HTTP API's error bodies do:
+//!
+//! ```text
+//! {"op":"claim","ok":false,"error":"invalid_argument","argument":"owner","retryable":false,"exit":2,"message":"claim a: invalid argument `owner`: must not be empty","hint":null}
+//! ```
+//!
+//! `error` is `usage` (clap refused the command line; `argument` is the flag it names, if any),
+//! `invalid_argument` (`argument` names it), the library's error kind in snake case (`busy`,
+//! `unavailable`, `cannot_open`, `cannot_connect`, `connection_lost`, `schema_mismatch`,
+//! `not_a_database`, `storage_full`, `read_only`, `corrupt`, `unsupported`, `backend`, …), or
+//! `error` for anything else (a file that cannot be read, a command that cannot be started).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::CommandFactory as _;
+use clap::error::{ContextKind, ContextValue};
+use serde_json::{Value, json};
+
+use crate::Cli;
+use crate::cmd::shared::BadFlag;
+use crate::output::{self, Out};
+
+/// Reports `err` from the subcommand `op` and returns the exit status for it.
+pub fn report(op: Option<&str>, out: Out, err: &anyhow::Error) -> ExitCode {
+    let message = format!("{err:#}");
+    eprintln!("leasefence: error: {}", output::terminal_safe(&message));
+    let hint = hint(err);
+    if let Some(hint) = &hint {
+        eprintln!("leasefence: hint: {hint}");
+    }
+    let lib = library_error(err);
+    let retryable = lib.is_some_and(leasefence::Error::is_retryable);
+    // Contention is told apart from bad input, so that a script can retry it alone.
+    let exit: u8 = if retryable { 3 } else { 2 };
+    let (kind, argument) = match (lib, err.chain().find_map(|e| e.downcast_ref::<BadFlag>())) {
+        (_, Some(bad)) => ("invalid_argument", Some(bad.flag.clone())),
+        (Some(lib), None) => (kind_of(lib), lib.argument().map(str::to_owned)),
+        (None, None) => ("error", None),
+    };
+    out.json(record(op, kind, argument, retryable, exit, message, hint));
+    ExitCode::from(exit)
+}
+
+/// Reports a command line clap refused (with `--json` also as an object on stdout) and returns
+/// exit status 2; `--help` and `--version` print as usual and exit 0.
+pub fn usage(err: clap::Error) -> ExitCode {
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    // Only options before a `--` are options; `--json` after it is a value.
+    let options = args.iter().take_while(|a| a.as_os_str() != "--");
+    if !err.use_stderr() || !options.clone().any(|a| a == "--json") {
+        err.exit();
+    }
+    let _ = err.print();
+    // The error's paragraph, without clap's `error: ` and the usage after it; a list (the
+    // missing arguments) joined onto its line.
+    let rendered = err.render().to_string();
+    let mut lines = rendered.lines().take_while(|l| !l.trim().is_empty());
+    let first = lines.next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let rest: Vec<&str> = lines.map(str::trim).collect();
+    let message = match rest.is_empty() {
+        true => first.to_owned(),
+        false => format!("{first} {}", rest.join(", ")),
+    };
+    // The flag alone (`--ttl`, not `--ttl <TTL>`); the first one when several are missing.
+    let argument = match err.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(flag)) => Some(flag),
+        Some(ContextValue::Strings(flags)) => flags.first(),
+        _ => None,
+    };
+    let argument = argument.and_then(|a| a.split_whitespace().next().map(str::to_owned));
+    let command = Cli::command();
+    let op = options
+        .filter_map(|a| a.to_str())
+        .find(|a| command.get_subcommands().any(|s| s.get_name() == *a));
+    Out::new(true).json(record(op, "usage", argument, false, 2, message, None));
+    ExitCode::from(2)
+}
+
+/// The object printed with `--json`.
+fn record(
+    op: Option<&str>,
+    kind: &str,
+    argument: Option<String>,
+    retryable: bool,
+    exit: u8,
+    message: String,
+    hint: Option<String>,
+) -> Value {
+    json!({
+        "op": op,
+        "ok": false,
+        "error": kind,
+        "argument": argument,
+        "retryable": retryable,
+        "exit": exit,
+        "message": message,
+        "hint": hint,
+    })
+}
+
+/// The library error in `err`'s chain, if any.
+fn library_error(err: &anyhow::Error) -> Option<&leasefence::Error> {
+    err.chain()
+        .find_map(|e| e.downcast_ref::<leasefence::Error>())
+}
+
+/// The library error's kind, in snake case.
+fn kind_of(error: &leasefence::Error) -> &'static str {
+    use leasefence::Error as E;
+    match error {
+        E::InvalidArgument { .. } => "invalid_argument",
+        E::Busy => "busy",
+        E::Unavailable { .. } => "unavailable",
+        E::SchemaMismatch { .. } => "schema_mismatch",
+        E::NotADatabase { .. } => "not_a_database",
+        E::CannotOpen { .. } => "cannot_open",
+        E::CannotConnect { .. } => "cannot_connect",
+        E::ConnectionLost { .. } => "connection_lost",
+        E::StorageFull { .. } => "storage_full",
+        E::ReadOnly { .. } => "read_only",
+        E::Corrupt { .. } => "corrupt",
+        E::Unsupported { .. } => "unsupported",
+        E::SignalHandler { .. } => "signal_handler",
+        _ => "backend",
+    }
+}
+
+/// A next step for the library errors that have an obvious one.
+fn hint(err: &anyhow::Error) -> Option<String> {
+    match library_error(err)? {
+        leasefence::Error::Unavailable { .. } => Some(
+            "the server could not be reached or is busy; retry once it answers \
+             (`curl URL/readyz` tells)"
+                .into(),
+        ),
+        e if e.is_retryable() => {
+            Some("another writer held the lock; nothing was written, retry the command".into())
+        }
+        leasefence::Error::CannotOpen { path, .. } => {
+            let folder = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if !folder.is_dir() {
+                Some(format!("the folder {} does not exist", folder.display()))
+            } else if !path.exists() {
+                Some(format!(
+                    "there is no database at {0}; create it with `leasefence --db {0} init`",
+                    path.display()
+                ))
+            } else {
+                None
+            }
+        }
+        leasefence::Error::CannotConnect { target, .. } => {
+            // The server's own reason is in the message; the hint names the next step for it.
+            let reason = err.chain().map(ToString::to_string).collect::<Vec<_>>();
+            let said = |needle: &str| reason.iter().any(|r| r.contains(needle));
+            Some(if said("does not exist") {
+                format!(
+                    "the server at {target} answered, but that database or role does not exist \
+                     there; fix dbname= or user= in --db (or LEASEFENCE_DB), or create it"
+                )
+            } else if said("authentication") || said("password") {
+                format!(
+                    "the server at {target} refused the credentials; check user= and password= \
+                     in --db (or LEASEFENCE_DB)"
+                )
+            } else {
+                format!(
+                    "no PostgreSQL server answered at {target}; check --db (or LEASEFENCE_DB) \
+                     and that the server is running"
+                )
+            })
+        }
+        _ => None,
+    }
+}
