@@ -8,6 +8,7 @@
 //! Arguments are checked before the GIL is released, and bad ones raise
 //! `leasefence.InvalidArgument` (a `ValueError`) naming the argument, with nothing changed.
 
+mod args;
 mod errors;
 mod store;
 mod values;

@@ -13,6 +13,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use crate::args;
 use crate::errors::{IntoPy, invalid};
 use crate::values::{Failed, JobInfo, Lease, QueueInfo, Stats, state_dict};
 
@@ -37,9 +38,9 @@ impl NewJob {
         payload: Option<Vec<u8>>,
         queue: Option<String>,
         kind: Option<String>,
-        priority: i64,
+        #[pyo3(from_py_with = args::priority)] priority: i64,
         not_before: Option<f64>,
-        max_attempts: Option<u32>,
+        #[pyo3(from_py_with = args::max_attempts_opt)] max_attempts: Option<u32>,
         unique_key: Option<String>,
         unique_for: Option<f64>,
     ) -> PyResult<Self> {
@@ -274,9 +275,9 @@ impl Store {
         payload: Option<Vec<u8>>,
         queue: Option<String>,
         kind: Option<String>,
-        priority: i64,
+        #[pyo3(from_py_with = args::priority)] priority: i64,
         not_before: Option<f64>,
-        max_attempts: Option<u32>,
+        #[pyo3(from_py_with = args::max_attempts_opt)] max_attempts: Option<u32>,
         unique_key: Option<String>,
         unique_for: Option<f64>,
     ) -> PyResult<bool> {
@@ -360,7 +361,7 @@ impl Store {
         &self,
         py: Python<'_>,
         owner: &str,
-        n: usize,
+        #[pyo3(from_py_with = args::n)] n: usize,
         ttl: f64,
         queues: Option<&Bound<'_, PyAny>>,
         now: Option<f64>,
@@ -502,7 +503,14 @@ impl Store {
     /// Operator verb: deletes the jobs finished before `finished_before` (fences kept); how
     /// many.
     fn purge(&self, py: Python<'_>, finished_before: f64) -> PyResult<u64> {
-        let before = Now::new(finished_before).py(py)?;
+        // The library names its clock reading `now`; here it is this argument.
+        let before = Now::new(finished_before).map_err(|_| {
+            invalid(
+                py,
+                "finished_before",
+                &format!("must be a finite number of seconds, got {finished_before}"),
+            )
+        })?;
         self.with(py, |s| s.purge(before))
     }
 
@@ -513,7 +521,7 @@ impl Store {
         py: Python<'_>,
         status: Option<&str>,
         after: Option<&str>,
-        limit: usize,
+        #[pyo3(from_py_with = args::limit)] limit: usize,
         now: Option<f64>,
     ) -> PyResult<Vec<JobInfo>> {
         let status = status.map(Status::parse).transpose().py(py)?;
@@ -562,7 +570,12 @@ impl Store {
 
     /// The fence gate: `True` (and `fence` recorded) when `fence` is at least the highest one
     /// `resource` has admitted, `False` for an older one.
-    fn admit(&self, py: Python<'_>, resource: &str, fence: i64) -> PyResult<bool> {
+    fn admit(
+        &self,
+        py: Python<'_>,
+        resource: &str,
+        #[pyo3(from_py_with = args::fence)] fence: i64,
+    ) -> PyResult<bool> {
         let resource = Resource::new(resource).py(py)?;
         self.with(py, |s| s.admit(resource, fence))
     }

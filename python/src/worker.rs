@@ -17,6 +17,7 @@ use leasefence::{
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
+use crate::args;
 use crate::errors::{IntoPy, invalid};
 use crate::values::Lease;
 
@@ -331,7 +332,7 @@ impl NativeWorker {
         db: &Bound<'_, PyAny>,
         handler: Option<Py<PyAny>>,
         kinds: Option<&Bound<'_, PyDict>>,
-        concurrency: usize,
+        #[pyo3(from_py_with = args::concurrency)] concurrency: usize,
         queues: Option<&Bound<'_, PyDict>>,
         ttl: f64,
         timeout: Option<f64>,
@@ -339,7 +340,7 @@ impl NativeWorker {
         poll_interval: f64,
         owner_prefix: Option<String>,
         shutdown_deadline: f64,
-        batch: Option<usize>,
+        #[pyo3(from_py_with = args::batch_opt)] batch: Option<usize>,
         synchronous: &str,
         schema: Option<String>,
     ) -> PyResult<Self> {

@@ -1,0 +1,70 @@
+//! Integer arguments, checked as the library checks its own: a value out of the argument's
+//! range is an `InvalidArgument` naming it (a `ValueError`, as `max_attempts=-1` is bad input,
+//! not arithmetic), a value that is not an integer a `TypeError` naming it. PyO3's own
+//! conversion would raise a bare `OverflowError` ("out of range integral type conversion
+//! attempted") for the first.
+//!
+//! Each argument has a converter of its own (PyO3's `from_py_with` passes none the name); any
+//! object with `__index__` counts as an integer, as it does for Python's own `range()`.
+
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
+use pyo3::prelude::*;
+
+use crate::errors::invalid;
+
+/// `value` as a `T`, or the error naming `name`; `range` says what a valid value is.
+fn integer<T: TryFrom<i64>>(
+    value: &Bound<'_, PyAny>,
+    name: &'static str,
+    range: &str,
+) -> PyResult<T> {
+    let py = value.py();
+    let wide = match value.extract::<i64>() {
+        Ok(wide) => wide,
+        Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
+            return Err(invalid(py, name, &format!("{range}, got {value}")));
+        }
+        Err(_) => {
+            let kind = value.get_type().name()?;
+            return Err(PyTypeError::new_err(format!(
+                "invalid argument `{name}`: must be an int, not {kind}"
+            )));
+        }
+    };
+    T::try_from(wide).map_err(|_| invalid(py, name, &format!("{range}, got {wide}")))
+}
+
+/// Converters for one argument each: `fn NAME(value) -> PyResult<TYPE>`, and for an optional
+/// one `None` passed through.
+macro_rules! converters {
+    ($($conv:ident: $ty:ty = $name:literal, $range:literal;)*) => {$(
+        #[doc = concat!("The argument `", $name, "`: ", $range, ".")]
+        pub(crate) fn $conv(value: &Bound<'_, PyAny>) -> PyResult<$ty> {
+            integer(value, $name, $range)
+        }
+    )*};
+}
+
+macro_rules! optional {
+    ($($conv:ident: $ty:ty = $inner:ident;)*) => {$(
+        #[doc = concat!("As [`", stringify!($inner), "`], or `None`.")]
+        pub(crate) fn $conv(value: &Bound<'_, PyAny>) -> PyResult<Option<$ty>> {
+            if value.is_none() { Ok(None) } else { $inner(value).map(Some) }
+        }
+    )*};
+}
+
+converters! {
+    priority: i64 = "priority", "must be an integer from -2**63 to 2**63 - 1";
+    max_attempts: u32 = "max_attempts", "must be 0 (no limit) or a number of attempts up to 2**32 - 1";
+    n: usize = "n", "must be a number of jobs from 1 to 2**63 - 1";
+    limit: usize = "limit", "must be a number of jobs from 0 to 2**63 - 1";
+    fence: i64 = "fence", "must be a fence from -2**63 to 2**63 - 1";
+    concurrency: usize = "concurrency", "must be a number of threads from 1 to 2**63 - 1";
+    batch: usize = "batch", "must be a number of jobs from 1 to 2**63 - 1";
+}
+
+optional! {
+    max_attempts_opt: u32 = max_attempts;
+    batch_opt: usize = batch;
+}
