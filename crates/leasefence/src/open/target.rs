@@ -243,7 +243,7 @@ fn redact(url: &str) -> String {
             let params: Vec<String> = query
                 .split('&')
                 .map(|p| match p.split_once('=') {
-                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    Some((k, _)) if is_password_key(k) => format!("{k}=***"),
                     _ => p.to_owned(),
                 })
                 .collect();
@@ -252,6 +252,28 @@ fn redact(url: &str) -> String {
         None => out.push_str(rest),
     }
     out
+}
+
+/// Whether a URL query key is `password` as the driver reads it: percent-decoded first, so
+/// `%70assword` is the password too.
+fn is_password_key(key: &str) -> bool {
+    let bytes = key.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match hex.map(|h| u8::from_str_radix(h, 16)) {
+            Some(Ok(byte)) if bytes[i] == b'%' => {
+                decoded.push(byte);
+                i += 3;
+            }
+            _ => {
+                decoded.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    decoded.eq_ignore_ascii_case(b"password")
 }
 
 #[cfg(test)]
@@ -319,6 +341,11 @@ mod tests {
             "host=h password = *** dbname=d"
         );
         assert_eq!(shown("dbname=d password="), "dbname=d password=***");
+        // The driver percent-decodes query keys: `%70assword` is the password as well.
+        assert_eq!(
+            shown("postgres://h/d?user=u&%70assword=pw&%50%41SSWORD=pw2&%7=x"),
+            "postgres://h/d?user=u&%70assword=***&%50%41SSWORD=***&%7=x"
+        );
         // unquoted, a backslash-escaped space is part of the value (libpq's rule)
         assert_eq!(
             shown("host=h password=hun\\ ter2 dbname=d"),
