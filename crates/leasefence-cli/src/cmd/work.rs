@@ -50,7 +50,9 @@ Each job's command gets the payload on stdin and, in its environment, LEASEFENCE
 job id), LEASEFENCE_FENCE (the lease's fence: pass it to `leasefence admit` before writing to \
 an external resource), LEASEFENCE_ATTEMPT (1 on the first run, counting the runs of the job), \
 LEASEFENCE_QUEUE (the job's queue) and, for a job with a kind, LEASEFENCE_KIND. Its stdout \
-becomes the result when it exits 0.
+becomes the result when it exits 0. The rest of the worker's environment is passed on, \
+LEASEFENCE_DB included (a password in it too), so that the command can run `leasefence admit`; \
+the tokens (LEASEFENCE_WORKER_TOKEN, LEASEFENCE_ADMIN_TOKEN) are not.
 
 Queues: without --queue the worker takes jobs of every queue, --concurrency at a time. Each \
 --queue Q serves only the queue Q, with jobs of its own: N at a time for --queue Q=N, else \
