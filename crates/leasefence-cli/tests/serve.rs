@@ -141,10 +141,20 @@ fn a_token_variable_set_empty_or_not_utf8_is_refused_not_read_as_unset() {
     let sb = Sandbox::new();
     let db = sb.db();
     for var in ["LEASEFENCE_WORKER_TOKEN", "LEASEFENCE_ADMIN_TOKEN"] {
-        let what = if var.contains("WORKER") { "`worker token`" } else { "`admin token`" };
+        let what = if var.contains("WORKER") {
+            "`worker token`"
+        } else {
+            "`admin token`"
+        };
         // Empty, as `LEASEFENCE_WORKER_TOKEN=$(cat missing)` leaves it: without a token every
         // route would be open.
-        let args = ["--db", db.to_str().unwrap(), "serve", "--bind", "127.0.0.1:0"];
+        let args = [
+            "--db",
+            db.to_str().unwrap(),
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+        ];
         support::Run::of(sb.dir.path(), &args, None, &[(var, "")]).bad(what);
         #[cfg(unix)]
         {
@@ -152,13 +162,19 @@ fn a_token_variable_set_empty_or_not_utf8_is_refused_not_read_as_unset() {
             let out = std::process::Command::new(env!("CARGO_BIN_EXE_leasefence"))
                 .args(args)
                 .env_remove("LEASEFENCE_DB")
-                .env(var, std::ffi::OsStr::from_bytes(b"\xff\xfeaaaaaaaaaaaaaaaaaaaa"))
+                .env(
+                    var,
+                    std::ffi::OsStr::from_bytes(b"\xff\xfeaaaaaaaaaaaaaaaaaaaa"),
+                )
                 .stdin(std::process::Stdio::null())
                 .output()
                 .unwrap();
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{stderr}");
-            assert!(stderr.contains(what) && stderr.contains("UTF-8"), "{stderr}");
+            assert!(
+                stderr.contains(what) && stderr.contains("UTF-8"),
+                "{stderr}"
+            );
         }
     }
 }

@@ -10,6 +10,7 @@
 //! | 405 | `method_not_allowed` | a route with another method |
 //! | 409 | `refused` | the contract refused it; `reason` says why; nothing changed |
 //! | 413 | `too_large` | the body is over the limit |
+//! | 415 | `unsupported_encoding` | a `Content-Encoding` other than `identity`; nothing is decoded |
 //! | 503 | `busy` / `unavailable` / `timeout` | retryable: `Retry-After` says when |
 //! | 500 | `internal` | anything else; the details go to the server's log, never the body |
 
@@ -76,8 +77,9 @@ impl Reason {
 /// The JSON body of every error response.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
-    /// `bad_request`, `unauthorized`, `forbidden`, `not_found`, `refused`, `too_large`,
-    /// `busy`, `unavailable` or `internal`.
+    /// `bad_request`, `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`,
+    /// `refused`, `too_large`, `unsupported_encoding`, `busy`, `unavailable`, `timeout` or
+    /// `internal`.
     pub error: &'static str,
     /// A sentence for people.
     pub message: String,
@@ -121,6 +123,8 @@ pub enum ApiError {
     },
     /// 413.
     TooLarge(String),
+    /// 415: the body is compressed (or otherwise encoded); the server decodes none.
+    UnsupportedEncoding,
     /// 503: the database was locked past the busy timeout, or every store connection stayed
     /// busy; nothing was written; retry.
     Busy,
@@ -165,6 +169,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Refused { .. } => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedEncoding => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Busy | ApiError::Unavailable | ApiError::Lost | ApiError::Timeout => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -216,6 +221,10 @@ impl ApiError {
                 of,
             },
             ApiError::TooLarge(what) => plain("too_large", &what),
+            ApiError::UnsupportedEncoding => plain(
+                "unsupported_encoding",
+                "the body has a Content-Encoding; send it uncompressed (identity)",
+            ),
             ApiError::Busy => plain(
                 "busy",
                 "the database is busy (another writer held the lock, or every store connection \
@@ -279,7 +288,10 @@ impl IntoResponse for ApiError {
         let unauthorized = matches!(self, ApiError::Unauthorized);
         // Answered before the body was read whole: the connection cannot carry another request,
         // and the client is told so instead of reusing it and meeting a closed socket.
-        let body_unread = matches!(self, ApiError::TooLarge(_) | ApiError::Timeout);
+        let body_unread = matches!(
+            self,
+            ApiError::TooLarge(_) | ApiError::Timeout | ApiError::UnsupportedEncoding
+        );
         let mut response = (status, axum::Json(self.body())).into_response();
         if body_unread {
             response

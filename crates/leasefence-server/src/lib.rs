@@ -111,6 +111,7 @@ pub struct AppState {
     /// The dashboard's sessions and settings.
     pub dashboard: Arc<dashboard::Dashboard>,
     request_timeout: Duration,
+    max_body_bytes: usize,
 }
 
 /// The server's settings.
@@ -153,6 +154,7 @@ pub fn router(store: AsyncStore, config: &ServerConfig) -> Router {
         metrics: Arc::new(Metrics::new()),
         dashboard: Arc::new(dashboard::Dashboard::new(config.hide_payloads)),
         request_timeout: config.request_timeout,
+        max_body_bytes: config.max_body_bytes,
     };
     Router::new()
         .merge(dashboard::routes(&state))
@@ -244,8 +246,10 @@ async fn measure(State(state): State<AppState>, mut req: Request, next: Next) ->
         Some(path) => format!("{method} {}", path.as_str()),
         None => "unmatched".to_owned(),
     };
-    req.extensions_mut()
-        .insert(body::BodyTimeout(state.request_timeout));
+    req.extensions_mut().insert(body::BodyLimits {
+        timeout: state.request_timeout,
+        max_bytes: state.max_body_bytes,
+    });
     let start = Instant::now();
     let response = next.run(req).await;
     let labels = metrics::OpLabel { op: op.clone() };

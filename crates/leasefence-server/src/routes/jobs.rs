@@ -3,7 +3,7 @@
 //! and are documented as such: a cancelled job's holder can store nothing afterwards.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use leasefence::{Enqueued, JobId, Now, SCHEDULER_JOB, Status, Store};
@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::auth::{Admin, Worker};
-use crate::body::{JsonBody, from_value};
+use crate::body::{JsonBody, Segment, from_value};
 use crate::dto::{Done, EnqueueBody, EnqueuedBody, EnqueuedMany, JobBody, JobPage};
 use crate::error::{ApiError, ErrorBody, Reason};
 
@@ -137,7 +137,7 @@ pub async fn enqueue(
 pub async fn get_job(
     _: Worker,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Json<JobBody>, ApiError> {
     JobId::new(&id)?;
     let job = id.clone();
@@ -294,7 +294,7 @@ pub struct HistoryBody {
 pub async fn history(
     _: Worker,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Json<HistoryBody>, ApiError> {
     JobId::new(&id)?;
     let job = id.clone();
@@ -363,7 +363,7 @@ pub(crate) fn scheduler_job_refused(verb: &str, id: &str, field: &str) -> Result
 pub async fn cancel(
     _: Admin,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Json<Done>, ApiError> {
     JobId::new(&id)?;
     not_the_scheduler_job("cancel", &id)?;
@@ -404,7 +404,7 @@ pub async fn cancel(
 pub async fn retry(
     _: Admin,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Json<Done>, ApiError> {
     JobId::new(&id)?;
     not_the_scheduler_job("retry", &id)?;
@@ -449,7 +449,7 @@ pub async fn retry(
 pub async fn delete(
     _: Admin,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Json<Done>, ApiError> {
     JobId::new(&id)?;
     let job = id.clone();

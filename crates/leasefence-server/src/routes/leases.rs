@@ -4,14 +4,14 @@
 //! read back after the refusal (the refusal itself never depends on that read).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use leasefence::{
     AnyStore, BatchSize, Fence, JobId, Lease, Now, Owner, Queues, Resource, Status, Store, Ttl,
 };
 
 use crate::AppState;
 use crate::auth::Worker;
-use crate::body::JsonBody;
+use crate::body::{JsonBody, Segment};
 use crate::dto::{
     AdmitBody, ClaimBody, CompleteBody, Done, FailBody, LeaseBody, Leases, ReleaseBody, RenewBody,
 };
@@ -146,7 +146,7 @@ pub async fn claim(
 pub async fn renew(
     _: Worker,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     JsonBody(body): JsonBody<RenewBody>,
 ) -> Result<Json<Done>, ApiError> {
     JobId::new(&id)?;
@@ -206,7 +206,7 @@ pub async fn renew(
 pub async fn complete(
     _: Worker,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     JsonBody(body): JsonBody<CompleteBody>,
 ) -> Result<Json<Done>, ApiError> {
     super::jobs::not_the_scheduler_job("complete", &id)?;
@@ -269,7 +269,7 @@ async fn fenced(
 pub async fn fail(
     _: Worker,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     JsonBody(body): JsonBody<FailBody>,
 ) -> Result<Json<Done>, ApiError> {
     JobId::new(&id)?;
@@ -357,7 +357,7 @@ pub async fn fail(
 pub async fn release(
     _: Worker,
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     JsonBody(body): JsonBody<ReleaseBody>,
 ) -> Result<Json<Done>, ApiError> {
     fenced(
@@ -386,7 +386,7 @@ pub async fn release(
 pub async fn admit(
     _: Worker,
     State(state): State<AppState>,
-    Path(resource): Path<String>,
+    Segment(resource): Segment,
     JsonBody(body): JsonBody<AdmitBody>,
 ) -> Result<Json<Done>, ApiError> {
     Resource::new(&resource)?;

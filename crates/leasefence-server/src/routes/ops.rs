@@ -1,7 +1,7 @@
 //! Counts, queues, health and metrics.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use leasefence::{JobId, Queue, Store};
@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use crate::AppState;
 use crate::auth::{Admin, Worker};
+use crate::body::Segment;
 use crate::dto::{Counts, Done, QueueBody, StatsBody};
 use crate::error::{ApiError, ErrorBody};
 
@@ -50,7 +51,7 @@ pub async fn stats(_: Worker, State(state): State<AppState>) -> Result<Json<Stat
 pub async fn pause(
     _: Admin,
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Segment(name): Segment,
 ) -> Result<Json<Done>, ApiError> {
     let queue = Queue::new(name.clone())?;
     let changed = state.store.call(move |s| s.pause(&queue)).await?;
@@ -71,7 +72,7 @@ pub async fn pause(
 pub async fn resume(
     _: Admin,
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Segment(name): Segment,
 ) -> Result<Json<Done>, ApiError> {
     let queue = Queue::new(name.clone())?;
     let changed = state.store.call(move |s| s.resume(&queue)).await?;

@@ -4,7 +4,7 @@
 //! worker with `--scheduler`, or `leasefence schedule tick`), under its own lease and fence.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 
 use crate::AppState;
 use crate::auth::{Admin, Worker};
-use crate::body::JsonBody;
+use crate::body::{JsonBody, Segment};
 use crate::dto::{Done, payload_fields};
 use crate::error::{ApiError, ErrorBody, Reason};
 
@@ -185,7 +185,7 @@ pub async fn add(
 pub async fn remove(
     _: Admin,
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Segment(name): Segment,
 ) -> Result<Json<Done>, ApiError> {
     ScheduleName::new(&name)?;
     let n = name.clone();

@@ -13,3 +13,4 @@ mod fencing;
 mod input;
 mod jobs;
 mod observe;
+mod strict;

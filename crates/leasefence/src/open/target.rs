@@ -261,7 +261,9 @@ fn is_password_key(key: &str) -> bool {
     let mut decoded = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
         match hex.map(|h| u8::from_str_radix(h, 16)) {
             Some(Ok(byte)) if bytes[i] == b'%' => {
                 decoded.push(byte);
