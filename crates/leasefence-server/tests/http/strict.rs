@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use leasefence_server::ServerConfig;
 use serde_json::Value;
 
-use crate::support::{Db, Server, backends};
+use crate::support::{Server, backends};
 
 /// Sends `request` whole on a new connection and returns the status and the JSON body of the
 /// answer (read until the server closes or 5 s pass).
