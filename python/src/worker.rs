@@ -123,9 +123,14 @@ impl Job {
     }
     /// Asks the store whether this lease is still the current one (same owner and fence,
     /// unfinished, live at the system clock), right before a side effect outside the store.
-    /// When it is gone the job is marked lost and `False` returned. This narrows the window,
-    /// it cannot close it: pass `fence` to the outside system, or use `admit`.
+    /// When it is gone the job is marked lost and `False` returned. Once the attempt is given
+    /// up (`lost`: past the time limit, ended, or given back at shutdown) it is `False` without
+    /// asking. This narrows the window, it cannot close it: pass `fence` to the outside system,
+    /// or use `admit`.
     fn check_lease(&self, py: Python<'_>) -> PyResult<bool> {
+        if self.token.is_cancelled() {
+            return Ok(false);
+        }
         let lease = &self.inner;
         let current = py
             .detach(|| {
@@ -146,9 +151,13 @@ impl Job {
     }
     /// The fence gate for a side effect: `True` (and this fence recorded) when this lease's
     /// fence is at least the highest `resource` has admitted; `False` for a stale one, and
-    /// the effect must not be made.
+    /// the effect must not be made. Once the attempt is given up (`lost`) it is `False` and
+    /// nothing is admitted.
     fn admit(&self, py: Python<'_>, resource: &str) -> PyResult<bool> {
         let resource = Resource::new(resource).py(py)?;
+        if self.token.is_cancelled() {
+            return Ok(false);
+        }
         let fence = self.inner.fence;
         py.detach(|| self.side.with(|s| s.admit(resource, fence)))
             .py(py)

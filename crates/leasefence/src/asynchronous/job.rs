@@ -103,10 +103,16 @@ impl AsyncJob {
 
     /// The fence gate before a write to `resource` outside the store: `true` (and recorded)
     /// when this lease's fence is at least as high as every fence admitted for it before.
+    /// Once the lease has ended ([`is_lost`](Self::is_lost): taken over, timed out, given
+    /// back) it is `false` and nothing is admitted: the attempt is over.
     ///
     /// # Errors
     /// As [`Store::admit`](crate::Store::admit).
     pub async fn admit(&self, resource: &str) -> crate::Result<bool> {
+        crate::Resource::new(resource)?;
+        if self.is_lost() {
+            return Ok(false);
+        }
         let (resource, fence) = (resource.to_owned(), self.lease.fence);
         self.store
             .call(move |s| s.admit(crate::Resource::new(&resource)?, fence))

@@ -148,6 +148,12 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// right before the effect. When the lease is gone the job is marked lost at once, its
     /// [`token`](Self::token) cancelled, and `Ok(false)` returned; do not make the effect.
     ///
+    /// Once the worker has given the attempt up — past its time limit
+    /// ([`is_timed_out`](Self::is_timed_out)), lost, or released at the shutdown deadline (the
+    /// [`token`](Self::token) is cancelled in each case) — it is `Ok(false)` without asking:
+    /// the store may still show the lease until it runs out or the handler returns, but the
+    /// attempt is over, and its effect would be made again by the next one.
+    ///
     /// This narrows the window, it cannot close it: the lease may end just after the check.
     /// For an effect that must never land late, pass [`fence`](Self::fence) to the outside
     /// system, or use the fence gate ([`admit`](Self::admit)) or
@@ -175,6 +181,9 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// # Errors
     /// Busy or backend failures; the lease's state is then unknown.
     pub fn check_lease(&self) -> Result<bool> {
+        if self.job.token.is_cancelled() {
+            return Ok(false);
+        }
         let lease = &self.job.lease;
         let now = self.clock.reading();
         let info = self.store.inspect(lease.job(), Now::new(now)?)?;
@@ -221,10 +230,22 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// must never land late, also pass [`fence`](Self::fence) along and let that system keep
     /// only the highest one.
     ///
+    /// Once the worker has given the attempt up (timed out, lost, or released at the shutdown
+    /// deadline: the [`token`](Self::token) is cancelled) it is `Ok(false)` and nothing is
+    /// admitted: the attempt is recorded as over, and a retry would make the write again.
+    ///
     /// # Errors
     /// As [`Store::admit`](crate::Store::admit).
     pub fn admit(&self, resource: &str) -> Result<bool> {
-        let admitted = self.store.admit(Resource::new(resource)?, self.fence())?;
+        let gate = Resource::new(resource)?;
+        if self.job.token.is_cancelled() {
+            tracing::warn!(
+                job_id = %self.job_id(), fence = self.fence(), resource,
+                why = "the worker gave this attempt up", "fence gate refused a stale write"
+            );
+            return Ok(false);
+        }
+        let admitted = self.store.admit(gate, self.fence())?;
         if !admitted {
             tracing::warn!(
                 job_id = %self.job_id(), fence = self.fence(), resource,

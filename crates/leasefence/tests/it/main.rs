@@ -37,6 +37,7 @@ mod errors;
 mod fail;
 mod fences;
 mod find_jobs;
+mod given_up;
 mod inspect;
 mod ledger;
 mod list;
