@@ -9,6 +9,7 @@
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
 use crate::errors::invalid;
 
@@ -67,4 +68,40 @@ converters! {
 optional! {
     max_attempts_opt: u32 = max_attempts;
     batch_opt: usize = batch;
+}
+
+/// The argument `payload`: `bytes` (or any buffer of bytes), or `None`. A `str` is refused by
+/// name with the fix, where PyO3 would say "Can't extract `str` to `Vec`".
+pub(crate) fn payload(value: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    if value.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(
+            "invalid argument `payload`: must be bytes, not str; encode it (payload.encode())",
+        ));
+    }
+    value.extract::<Vec<u8>>().map(Some).map_err(|_| {
+        let kind = value
+            .get_type()
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        PyTypeError::new_err(format!(
+            "invalid argument `payload`: must be bytes, not {kind}"
+        ))
+    })
+}
+
+/// The argument `path` of the eight functions: a `str` or `os.PathLike`, neither empty nor
+/// holding a NUL (`InvalidArgument`, as Python's `sqlite3` raises a `ValueError` for the NUL).
+pub(crate) fn path(value: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
+    let path: std::path::PathBuf = value.extract()?;
+    let py = value.py();
+    if path.as_os_str().is_empty() {
+        return Err(invalid(py, "path", "must not be empty"));
+    }
+    if path.as_os_str().as_encoded_bytes().contains(&0) {
+        return Err(invalid(py, "path", "must not contain a NUL character"));
+    }
+    Ok(path)
 }

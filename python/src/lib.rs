@@ -24,14 +24,18 @@ use errors::IntoPy;
 /// Creates the `jobs` table (and the file) idempotently: running it again never resets any
 /// row, above all never a fence. The file is switched to WAL with durable commits.
 #[pyfunction]
-fn init_db(py: Python<'_>, path: PathBuf) -> PyResult<()> {
+fn init_db(py: Python<'_>, #[pyo3(from_py_with = args::path)] path: PathBuf) -> PyResult<()> {
     py.detach(|| leasefence::init_db(&path)).py(py)
 }
 
 /// Inserts an unknown `job_id` with the default state and returns `True`; a known one returns
 /// `False` and its row is untouched.
 #[pyfunction]
-fn enqueue(py: Python<'_>, path: PathBuf, job_id: &str) -> PyResult<bool> {
+fn enqueue(
+    py: Python<'_>,
+    #[pyo3(from_py_with = args::path)] path: PathBuf,
+    job_id: &str,
+) -> PyResult<bool> {
     py.detach(|| leasefence::enqueue(&path, job_id)).py(py)
 }
 
@@ -41,7 +45,7 @@ fn enqueue(py: Python<'_>, path: PathBuf, job_id: &str) -> PyResult<bool> {
 #[pyfunction]
 fn state<'py>(
     py: Python<'py>,
-    path: PathBuf,
+    #[pyo3(from_py_with = args::path)] path: PathBuf,
     job_id: &str,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
     let row = py.detach(|| leasefence::state(&path, job_id)).py(py)?;
@@ -54,7 +58,7 @@ fn state<'py>(
 #[pyfunction]
 fn claim(
     py: Python<'_>,
-    path: PathBuf,
+    #[pyo3(from_py_with = args::path)] path: PathBuf,
     job_id: &str,
     owner: &str,
     now: f64,
@@ -69,7 +73,7 @@ fn claim(
 #[pyfunction]
 fn renew(
     py: Python<'_>,
-    path: PathBuf,
+    #[pyo3(from_py_with = args::path)] path: PathBuf,
     job_id: &str,
     owner: &str,
     fence: i64,
@@ -85,7 +89,7 @@ fn renew(
 #[pyfunction]
 fn complete(
     py: Python<'_>,
-    path: PathBuf,
+    #[pyo3(from_py_with = args::path)] path: PathBuf,
     job_id: &str,
     owner: &str,
     fence: i64,
@@ -99,7 +103,13 @@ fn complete(
 /// Gives the lease back (`owner = NULL`, `until = 0`, the fence kept) when `owner` and `fence`
 /// match and the job is not done; `False` otherwise.
 #[pyfunction]
-fn release(py: Python<'_>, path: PathBuf, job_id: &str, owner: &str, fence: i64) -> PyResult<bool> {
+fn release(
+    py: Python<'_>,
+    #[pyo3(from_py_with = args::path)] path: PathBuf,
+    job_id: &str,
+    owner: &str,
+    fence: i64,
+) -> PyResult<bool> {
     py.detach(|| leasefence::release(&path, job_id, owner, fence))
         .py(py)
 }

@@ -35,7 +35,7 @@ impl NewJob {
     fn new(
         py: Python<'_>,
         job_id: String,
-        payload: Option<Vec<u8>>,
+        #[pyo3(from_py_with = args::payload)] payload: Option<Vec<u8>>,
         queue: Option<String>,
         kind: Option<String>,
         #[pyo3(from_py_with = args::priority)] priority: i64,
@@ -108,6 +108,18 @@ fn now_or_system(py: Python<'_>, now: Option<f64>) -> PyResult<Now> {
         Some(now) => Now::new(now).py(py),
         None => Ok(Now::system()),
     }
+}
+
+/// A time argument other than `now` (`retry_at`, `finished_before`): the library checks it as
+/// a clock reading and would name it `now`.
+fn time_arg(py: Python<'_>, value: f64, name: &'static str) -> PyResult<Now> {
+    Now::new(value).map_err(|_| {
+        invalid(
+            py,
+            name,
+            &format!("must be a finite number of seconds, got {value}"),
+        )
+    })
 }
 
 /// `None` (every queue), a queue name, or a list of names.
@@ -272,7 +284,7 @@ impl Store {
         &self,
         py: Python<'_>,
         job_id: String,
-        payload: Option<Vec<u8>>,
+        #[pyo3(from_py_with = args::payload)] payload: Option<Vec<u8>>,
         queue: Option<String>,
         kind: Option<String>,
         #[pyo3(from_py_with = args::priority)] priority: i64,
@@ -300,6 +312,11 @@ impl Store {
     /// inserted.
     fn enqueue_many(&self, py: Python<'_>, jobs: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let mut batch = Vec::new();
+        // A lone id is one job, as for `retry` and `delete` (not one job per character).
+        if let Ok(id) = jobs.cast::<PyString>() {
+            batch.push(leasefence::NewJob::new(id.to_cow()?.into_owned()).py(py)?);
+            return self.with(py, |s| s.enqueue_many(&batch));
+        }
         for item in jobs.try_iter()? {
             let item = item?;
             if let Ok(id) = item.cast::<PyString>() {
@@ -443,7 +460,9 @@ impl Store {
         retry_at: Option<f64>,
     ) -> PyResult<Option<Failed>> {
         let now = now_or_system(py, now)?;
-        let retry_at = retry_at.map(Now::new).transpose().py(py)?;
+        let retry_at = retry_at
+            .map(|at| time_arg(py, at, "retry_at"))
+            .transpose()?;
         let lease = &lease.get().inner;
         let failed = self.with(py, |s| s.fail(lease, now, error, retry_at))?;
         Ok(failed.map(Failed::from))
@@ -503,14 +522,7 @@ impl Store {
     /// Operator verb: deletes the jobs finished before `finished_before` (fences kept); how
     /// many.
     fn purge(&self, py: Python<'_>, finished_before: f64) -> PyResult<u64> {
-        // The library names its clock reading `now`; here it is this argument.
-        let before = Now::new(finished_before).map_err(|_| {
-            invalid(
-                py,
-                "finished_before",
-                &format!("must be a finite number of seconds, got {finished_before}"),
-            )
-        })?;
+        let before = time_arg(py, finished_before, "finished_before")?;
         self.with(py, |s| s.purge(before))
     }
 

@@ -131,3 +131,69 @@ def test_the_seed_functions_keep_sqlite3s_overflow_error(db: Path):
     with pytest.raises(OverflowError):
         leasefence.complete(db, "j", "A", HUGE, 1.0, "late")
     assert read_row(db, "j") == ("j", "A", 10.0, 1, None, 0)
+
+
+def test_fail_names_retry_at(store: Store):
+    store.enqueue("j")
+    lease = store.claim("j", "A", 10.0, now=0.0)
+    assert lease is not None
+    for bad in [float("nan"), float("inf"), float("-inf")]:
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            store.fail(lease, "boom", now=1.0, retry_at=bad)
+        assert err.value.argument == "retry_at", str(err.value)
+    info = store.inspect("j", now=1.0)
+    assert (info.status, info.fence, info.owner) == ("leased", 1, "A")
+
+
+def test_a_str_payload_is_a_type_error_that_says_encode(store: Store):
+    with pytest.raises(TypeError) as err:
+        store.enqueue("k", "text")
+    assert "invalid argument `payload`: must be bytes, not str" in str(err.value)
+    with pytest.raises(TypeError) as err:
+        NewJob("k", payload=12)
+    assert "invalid argument `payload`: must be bytes, not int" in str(err.value)
+    assert store.inspect("k") is None
+    assert store.enqueue("k", bytearray(b"ok"))
+    assert store.inspect("k").payload == b"ok"
+
+
+def test_enqueue_many_takes_a_lone_id_as_one_job(store: Store):
+    assert store.enqueue_many("abc") == [True]
+    assert [job.id for job in store.list(now=0.0)] == ["abc"]
+
+
+def test_the_seed_functions_refuse_an_empty_path_or_a_nul_by_name(tmp_path: Path):
+    for bad in ["", str(tmp_path / "a\0b.db")]:
+        for call in [
+            lambda: leasefence.init_db(bad),
+            lambda: leasefence.enqueue(bad, "j"),
+            lambda: leasefence.claim(bad, "j", "A", 0.0, 1.0),
+        ]:
+            with pytest.raises(leasefence.InvalidArgument) as err:
+                call()
+            assert err.value.argument == "path", str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_timed_out_handler_is_told_no_by_check_lease_and_admit(tmp_path: Path):
+    db = tmp_path / "jobs.db"
+    store = Store(db)
+    store.enqueue("mail")
+    seen = []
+
+    def handler(job):
+        seen.append((job.lost, job.check_lease(), job.admit("mailer")))
+        # Past the time limit the worker gives the attempt up: wait until it says so.
+        assert job.wait(10.0)
+        seen.append((job.lost, job.check_lease(), job.admit("mailer")))
+        return "sent anyway"
+
+    worker = Worker(db, handler, timeout=0.3, ttl=30.0, drain=True, poll_interval=0.01)
+    stats = worker.run(handle_signals=False)
+    assert seen == [(False, True, True), (True, False, False)]
+    assert (stats.timed_out, stats.completed) == (1, 0)
+    info = store.inspect("mail")
+    assert info.result is None and info.error.startswith("timed out after 0.3 s")
+    # The gate kept the fence admitted before the limit (1): fence 1 is still admitted, not 0.
+    assert store.admit("mailer", 1) is True
+    assert store.admit("mailer", 0) is False
