@@ -75,11 +75,27 @@ pub fn usage(err: clap::Error) -> ExitCode {
         _ => None,
     };
     let argument = argument.and_then(|a| a.split_whitespace().next().map(str::to_owned));
-    let command = Cli::command();
-    let op = options
-        .filter_map(|a| a.to_str())
-        .find(|a| command.get_subcommands().any(|s| s.get_name() == *a));
-    Out::new(true).json(record(op, "usage", argument, false, 2, message, None));
+    // The op as far as the command line names one (`queue pause`); an option's value that is
+    // no subcommand's name is passed over.
+    let mut command = Cli::command();
+    let mut path: Vec<&str> = Vec::new();
+    for arg in options.filter_map(|a| a.to_str()) {
+        if let Some(sub) = command.find_subcommand(arg).cloned() {
+            path.push(arg);
+            command = sub;
+        }
+    }
+    let op = (!path.is_empty()).then(|| path.join(" "));
+    let out = Out::new(true);
+    out.json(record(
+        op.as_deref(),
+        "usage",
+        argument,
+        false,
+        2,
+        message,
+        None,
+    ));
     ExitCode::from(2)
 }
 

@@ -195,7 +195,13 @@ fn main() -> ExitCode {
         Ok(matches) => matches,
         Err(err) => return failure::usage(err),
     };
-    let op = matches.subcommand_name().map(str::to_owned);
+    // The op as the command's own `--json` lines name it: `queue pause`, not `queue`.
+    let mut op: Option<String> = None;
+    let mut level = matches.subcommand();
+    while let Some((name, sub)) = level {
+        op = Some(op.map_or_else(|| name.to_owned(), |outer| format!("{outer} {name}")));
+        level = sub.subcommand();
+    }
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(err) => return failure::usage(err),

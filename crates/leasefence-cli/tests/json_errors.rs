@@ -77,6 +77,14 @@ fn a_bad_argument_names_it_in_the_object_and_changes_nothing() {
     );
     assert_eq!(s.row(), (None, 0, 0));
 
+    // A nested command is named as its own lines name it.
+    let run = s.lf(&["--json", "schedule", "add", "s1", "--cron", "bogus"]);
+    run.error("cron");
+    let record = failure(&run, Some("schedule add"), "invalid_argument");
+    assert_eq!(record["argument"], "cron");
+    let run = s.lf(&["--json", "queue", "pause", ""]);
+    failure(&run, Some("queue pause"), "usage");
+
     // A flag the command line itself checks is named as typed.
     let run = s.lf(&["--json", "work", "--exec", " ", "--drain"]);
     run.error("--exec");

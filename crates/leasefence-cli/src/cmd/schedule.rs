@@ -49,7 +49,8 @@ struct AddArgs {
     #[arg(value_name = "NAME")]
     name: String,
     /// The cron expression: five fields (minute hour day-of-month month day-of-week), or six
-    /// with seconds first; `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly` too.
+    /// with seconds first, or seven with seconds first and a year last; `@hourly`, `@daily`,
+    /// `@weekly`, `@monthly`, `@yearly` too.
     #[arg(long, value_name = "EXPR")]
     cron: String,
     /// The IANA time zone the expression is read in (e.g. Europe/Berlin).

@@ -25,7 +25,8 @@ use crate::error::{ApiError, ErrorBody, Reason};
 pub struct ScheduleBody {
     /// The schedule's name; each run is the job `NAME@<slot in UTC>`.
     pub name: String,
-    /// A cron expression: five fields, or six with seconds, or `@hourly`, `@daily`, …
+    /// A cron expression: five fields, six with seconds first, seven with seconds first and a
+    /// year last, or `@hourly`, `@daily`, …
     pub cron: String,
     /// The IANA time zone the expression is read in (default `UTC`).
     pub tz: Option<String>,

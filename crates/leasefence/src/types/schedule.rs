@@ -70,8 +70,9 @@ impl<'a> ScheduleName<'a> {
 /// slots enqueues.
 ///
 /// The expression is parsed by [`croner`]: five fields (minute, hour, day of month, month, day
-/// of week), or six with seconds first, plus `@hourly`, `@daily` and the like, `L`, `#` and
-/// `W`. The time zone is an IANA name (`Europe/Berlin`; default `UTC`). A local time that a
+/// of week), or six with seconds first, or seven with seconds first and a year last, plus
+/// `@hourly`, `@daily` and the like, `L`, `#` and `W`. The time zone is an IANA name
+/// (`Europe/Berlin`; default `UTC`). A local time that a
 /// daylight-saving change skips (02:30 on the night the clocks go forward) has its slot at the
 /// first moment after the gap (03:00); the slots follow [`croner`]'s reading of the calendar.
 ///
