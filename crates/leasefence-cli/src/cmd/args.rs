@@ -5,11 +5,7 @@
 /// A whole number from `min` to `max`.
 pub fn count(min: u32, max: u32) -> impl Fn(&str) -> Result<u32, String> + Clone {
     move |text: &str| {
-        let range = if max == u32::MAX {
-            format!("{min} or more")
-        } else {
-            format!("from {min} to {max}")
-        };
+        let range = format!("from {min} to {max}");
         match text.trim().parse::<i128>() {
             Ok(n) if (i128::from(min)..=i128::from(max)).contains(&n) => {
                 Ok(u32::try_from(n).expect("in range"))
@@ -87,7 +83,14 @@ mod tests {
     fn counts_name_their_range() {
         let limit = count(1, u32::MAX);
         assert_eq!(limit("3"), Ok(3));
-        assert_eq!(limit("-1").unwrap_err(), "must be a whole number 1 or more");
+        assert_eq!(
+            limit("-1").unwrap_err(),
+            "must be a whole number from 1 to 4294967295"
+        );
+        assert_eq!(
+            limit("99999999999").unwrap_err(),
+            "must be a whole number from 1 to 4294967295"
+        );
         assert_eq!(
             count(1, 256)("300").unwrap_err(),
             "must be a whole number from 1 to 256"
