@@ -184,6 +184,11 @@ fn hint(err: &anyhow::Error) -> Option<String> {
                     "the server at {target} answered, but that database or role does not exist \
                      there; fix dbname= or user= in --db (or LEASEFENCE_DB), or create it"
                 )
+            } else if said("TLS") || said("tls") {
+                format!(
+                    "the server at {target} answered, but the TLS that sslmode=require asks for \
+                     failed (the server may have ssl off); see the error above"
+                )
             } else if said("authentication") || said("password") {
                 format!(
                     "the server at {target} refused the credentials; check user= and password= \

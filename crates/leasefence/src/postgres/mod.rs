@@ -23,6 +23,7 @@ mod rows;
 #[cfg(feature = "cron")]
 mod schedule;
 mod store;
+mod tls;
 mod watch;
 use errors::map_error;
 use pool::Manager;
@@ -230,8 +231,15 @@ impl PgOptions {
 
     /// The driver's configuration of `url`, with this store's connect and network timeouts.
     fn connection_config(&self, url: &str) -> Result<Config> {
-        let mut config: Config = url.parse().map_err(|e| {
-            Error::invalid("url", format!("not a PostgreSQL connection string: {e}"))
+        let mut config: Config = url.parse().map_err(|e: postgres::Error| {
+            let why = if url.contains("sslmode=verify") {
+                "sslmode verify-ca and verify-full are not supported (no certificate is \
+                 verified); sslmode=require encrypts the connection"
+                    .to_owned()
+            } else {
+                e.to_string()
+            };
+            Error::invalid("url", format!("not a PostgreSQL connection string: {why}"))
         })?;
         config.connect_timeout(self.connect_timeout);
         self.apply_network_timeout(&mut config);

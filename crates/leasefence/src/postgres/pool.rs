@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 
-use postgres::{Client, Config, NoTls, Statement};
+use postgres::{Client, Config, Statement};
 
 /// Opens the pool's connections and runs the session settings on each.
 #[derive(Debug)]
@@ -53,7 +53,7 @@ impl r2d2::ManageConnection for Manager {
     type Error = postgres::Error;
 
     fn connect(&self) -> Result<Session, postgres::Error> {
-        let mut client = self.config.connect(NoTls)?;
+        let mut client = super::tls::connect(&self.config)?;
         client.execute(super::sql::SESSION, &[&self.schema, &self.lock_timeout_ms])?;
         Ok(Session {
             client,

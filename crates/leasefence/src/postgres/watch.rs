@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator as _;
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config};
 
 use super::sql;
 use crate::deadline::Deadline;
@@ -34,7 +34,7 @@ impl PgWatch {
 
 /// A new connection that listens on the channel.
 fn listen(config: &Config, target: &str) -> Result<Client> {
-    let mut client = config.connect(NoTls).map_err(|e| Error::CannotConnect {
+    let mut client = super::tls::connect(config).map_err(|e| Error::CannotConnect {
         target: target.to_owned(),
         source: BackendError::with_causes(e),
     })?;

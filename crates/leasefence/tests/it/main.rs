@@ -61,6 +61,7 @@ mod migrate_again;
 mod model;
 mod pg_races;
 mod pg_timeouts;
+mod pg_tls;
 mod postgres;
 mod processes;
 mod reconnect;
