@@ -150,6 +150,18 @@ def claim_many(
 Handler = Callable[[Job], Optional[Union[str, bytes]]]
 
 
+def _mapping(name: str, value: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    """``value`` as a ``dict``; anything but a mapping is a ``TypeError`` naming the argument
+    (``dict()`` would take a list of pairs, or fail with a bare ``ValueError``)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"invalid argument `{name}`: must be a mapping (a dict), not {type(value).__name__}"
+        )
+    return dict(value)
+
+
 class Worker:
     """Runs ``handler(job)`` for every ready job of a store, on Rust threads.
 
@@ -190,9 +202,9 @@ class Worker:
         self._native = _native.Worker(
             db,
             handler,
-            kinds=dict(kinds) if kinds is not None else None,
+            kinds=_mapping("kinds", kinds),
             concurrency=concurrency,
-            queues=dict(queues) if queues is not None else None,
+            queues=_mapping("queues", queues),
             ttl=ttl,
             timeout=timeout,
             drain=drain,

@@ -82,3 +82,30 @@ pub(crate) fn invalid(py: Python<'_>, argument: &'static str, reason: &str) -> P
         },
     )
 }
+
+/// `result` with the argument an `InvalidArgument` names renamed by `names` (the library's
+/// name → this API's parameter): `Queues::only` names each bad element `queue`, where the
+/// caller passed `queues`.
+pub(crate) fn renamed<T>(
+    result: leasefence::Result<T>,
+    names: &[(&str, &'static str)],
+) -> leasefence::Result<T> {
+    result.map_err(|error| rename(error, names))
+}
+
+/// `error` renamed as by [`renamed`].
+pub(crate) fn rename(
+    error: leasefence::Error,
+    names: &[(&str, &'static str)],
+) -> leasefence::Error {
+    match error {
+        leasefence::Error::InvalidArgument { argument, reason } => {
+            let argument = names
+                .iter()
+                .find(|(from, _)| *from == argument)
+                .map_or(argument, |(_, to)| *to);
+            leasefence::Error::InvalidArgument { argument, reason }
+        }
+        other => other,
+    }
+}

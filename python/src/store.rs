@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use crate::args;
-use crate::errors::{IntoPy, invalid};
+use crate::errors::{IntoPy, invalid, renamed};
 use crate::values::{Failed, JobInfo, Lease, QueueInfo, Stats, state_dict};
 
 /// A job to enqueue: its id and, optionally, payload, queue, kind, priority, not-before time,
@@ -138,7 +138,7 @@ fn queues_of(py: Python<'_>, queues: Option<&Bound<'_, PyAny>>) -> PyResult<Queu
             )
         })?
     };
-    Queues::only(names).py(py)
+    renamed(Queues::only(names), &[("queue", "queues")]).py(py)
 }
 
 /// A job id or a list of them.
@@ -151,10 +151,8 @@ fn ids_of(py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 }
 
 fn parse_ids<'a>(py: Python<'_>, ids: &'a [String]) -> PyResult<Vec<JobId<'a>>> {
-    ids.iter()
-        .map(|id| JobId::new(id))
-        .collect::<leasefence::Result<_>>()
-        .py(py)
+    let ids = ids.iter().map(|id| JobId::new(id)).collect();
+    renamed(ids, &[("job_id", "job_ids")]).py(py)
 }
 
 impl Store {
@@ -320,7 +318,8 @@ impl Store {
         for item in jobs.try_iter()? {
             let item = item?;
             if let Ok(id) = item.cast::<PyString>() {
-                batch.push(leasefence::NewJob::new(id.to_cow()?.into_owned()).py(py)?);
+                let job = leasefence::NewJob::new(id.to_cow()?.into_owned());
+                batch.push(renamed(job, &[("job_id", "jobs")]).py(py)?);
             } else if let Ok(job) = item.cast::<NewJob>() {
                 batch.push(job.get().inner.clone());
             } else {
@@ -336,7 +335,10 @@ impl Store {
 
     /// Claims `job_id` for `owner` if it is claimable (known, not done, lease expired, attempts
     /// left if it has a budget).
-    #[pyo3(signature = (job_id, owner, ttl, now=None))]
+    /// `now` is keyword-only (as on `claim_next`, `renew`, `complete` and `fail`): the seed's
+    /// `claim` takes `(now, ttl)` positionally, and a call ported from it must not swap them
+    /// unseen.
+    #[pyo3(signature = (job_id, owner, ttl, *, now=None))]
     fn claim(
         &self,
         py: Python<'_>,
@@ -393,7 +395,7 @@ impl Store {
 
     /// Extends a live lease to `now + ttl`: the renewed lease, or `None` (nothing changed) when
     /// it is no longer current.
-    #[pyo3(signature = (lease, ttl, now=None))]
+    #[pyo3(signature = (lease, ttl, *, now=None))]
     fn renew(
         &self,
         py: Python<'_>,
@@ -410,7 +412,7 @@ impl Store {
 
     /// Stores `result` and finishes the job, only while `lease` is current; `False` otherwise
     /// (the stored result is unchanged).
-    #[pyo3(signature = (lease, result, now=None))]
+    #[pyo3(signature = (lease, result, *, now=None))]
     fn complete(
         &self,
         py: Python<'_>,
@@ -450,7 +452,7 @@ impl Store {
 
     /// Records a failed attempt while `lease` is current: a `Failed` (retry time, or dead),
     /// or `None` when the lease is no longer current (nothing changed).
-    #[pyo3(signature = (lease, error, now=None, retry_at=None))]
+    #[pyo3(signature = (lease, error, *, now=None, retry_at=None))]
     fn fail(
         &self,
         py: Python<'_>,

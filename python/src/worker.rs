@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::args;
-use crate::errors::{IntoPy, invalid};
+use crate::errors::{IntoPy, invalid, rename};
 use crate::values::Lease;
 
 /// The store a `Job` opens (once per worker, on first use) for `admit` and `check_lease`.
@@ -300,15 +300,17 @@ impl From<WorkerStats> for Stats {
 impl Stats {
     fn __repr__(&self) -> String {
         format!(
-            "WorkerStats(claimed={}, completed={}, retried={}, dead={}, lost={}, \
-             stale_refused={}, released={}, timed_out={}, errors={})",
+            "WorkerStats(claimed={}, renewed={}, completed={}, retried={}, dead={}, lost={}, \
+             stale_refused={}, released={}, cancelled={}, timed_out={}, errors={})",
             self.claimed,
+            self.renewed,
             self.completed,
             self.retried,
             self.dead,
             self.lost,
             self.stale_refused,
             self.released,
+            self.cancelled,
             self.timed_out,
             self.errors
         )
@@ -353,14 +355,16 @@ impl NativeWorker {
         synchronous: &str,
         schema: Option<String>,
     ) -> PyResult<Self> {
+        // Checked here as `Store` checks it, so that a bad one fails at construction, not in
+        // `run()`: the same TypeError for a type that is no path, InvalidArgument for an empty one.
         let db: String = if let Ok(text) = db.cast::<PyString>() {
-            text.to_cow()?.into_owned()
+            let text = text.to_cow()?.into_owned();
+            leasefence::Target::parse(&text).py(py)?;
+            text
         } else {
             let path: std::path::PathBuf = db.extract().map_err(|_| {
-                invalid(
-                    py,
-                    "db",
-                    "must be a str (a path or a postgres:// URL) or os.PathLike",
+                pyo3::exceptions::PyTypeError::new_err(
+                    "db must be a str (a path or a postgres:// URL) or os.PathLike",
                 )
             })?;
             path.to_str()
@@ -467,6 +471,7 @@ impl NativeWorker {
                 Some(handler) => builder.build(move |ctx| call_handler(&handler, &side, ctx)),
                 None => builder.build_kinds(),
             })
+            .map_err(|e| rename(e, &[("owner", "owner_prefix"), ("queue", "queues")]))
             .py(py)?;
         Ok(NativeWorker {
             handle: worker.shutdown_handle(),

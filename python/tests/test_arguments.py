@@ -197,3 +197,47 @@ def test_a_timed_out_handler_is_told_no_by_check_lease_and_admit(tmp_path: Path)
     # The gate kept the fence admitted before the limit (1): fence 1 is still admitted, not 0.
     assert store.admit("mailer", 1) is True
     assert store.admit("mailer", 0) is False
+
+
+def test_now_is_keyword_only_where_the_seed_order_would_swap_it(store: Store):
+    store.enqueue("z")
+    # The seed's claim is (now, ttl); Store.claim's ttl comes first, so now must be named.
+    with pytest.raises(TypeError):
+        store.claim("z", "A", 1000.0, 30.0)
+    lease = store.claim("z", "A", 30.0, now=1000.0)
+    assert lease is not None and lease.until == 1030.0
+    with pytest.raises(TypeError):
+        store.renew(lease, 30.0, 1001.0)
+    with pytest.raises(TypeError):
+        store.complete(lease, "r", 1001.0)
+    with pytest.raises(TypeError):
+        store.fail(lease, "boom", 1001.0)
+    assert store.inspect("z", now=1001.0).until == 1030.0
+
+
+def test_arguments_are_named_as_the_caller_passed_them(store: Store, tmp_path: Path):
+    for call, name in [
+        (lambda: store.claim_next("w", queues=[""], now=0.0), "queues"),
+        (lambda: store.claim_batch("w", 2, queues=["ok", ""], now=0.0), "queues"),
+        (lambda: store.retry([""]), "job_ids"),
+        (lambda: store.delete(["a", ""]), "job_ids"),
+        (lambda: store.enqueue_many(["a", ""]), "jobs"),
+    ]:
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            call()
+        assert err.value.argument == name, (name, str(err.value))
+    assert store.list(now=0.0) == []
+    db = tmp_path / "w.db"
+    for kwargs, name in [({"owner_prefix": ""}, "owner_prefix"), ({"queues": {"": 1}}, "queues")]:
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            Worker(db, lambda job: "x", **kwargs)
+        assert err.value.argument == name, (kwargs, str(err.value))
+    with pytest.raises(TypeError) as err:
+        Worker(db, lambda job: "x", queues=["a"])
+    assert "invalid argument `queues`" in str(err.value)
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        Worker("", lambda job: "x")
+    assert err.value.argument == "db"
+    with pytest.raises(TypeError):
+        Worker(b"x.db", lambda job: "x")
+    assert "renewed=0" in repr(Worker(db, lambda job: "x", drain=True).run(handle_signals=False))

@@ -186,7 +186,7 @@ def test_bad_arguments_name_themselves_and_change_nothing(store: Store):
         (lambda: store.claim_next("w", ttl=1.0, now=float("nan")), "now"),
         (lambda: store.enqueue("", b""), "job_id"),
         (lambda: store.enqueue("k", queue=""), "queue"),
-        (lambda: store.claim_next("w", queues=[""], now=0.0), "queue"),
+        (lambda: store.claim_next("w", queues=[""], now=0.0), "queues"),
     ]:
         with pytest.raises(leasefence.InvalidArgument) as err:
             call()
