@@ -22,7 +22,8 @@ pub struct BodyLimits {
 
 /// A JSON request body. Bad JSON is a 400 naming the field (`ttl`, `jobs[2].id`, or `body` for
 /// JSON that does not parse at all, has data after the value, or repeats a key); a body over
-/// the server's limit is a 413, at once when its `Content-Length` says so. A
+/// the server's limit is a 413, at once when its `Content-Length` says so and the client waits
+/// for `100 Continue`. A
 /// `Content-Encoding` other than `identity` is a 415 (none is decoded). The `Content-Type` is
 /// not checked, so `curl -d '{…}'` works as written.
 #[derive(Debug)]
@@ -44,13 +45,18 @@ where
         {
             return Err(ApiError::UnsupportedEncoding);
         }
-        // A body announced larger than the limit is refused before any of it is read (a client
-        // that sent `Expect: 100-continue` is waiting for this answer).
+        // A client that sent `Expect: 100-continue` waits for an answer before it sends the
+        // body: one announced larger than the limit is refused then and there. (Without it the
+        // client is sending already; answering before reading would cut its write short, and
+        // it might never read the 413, so the body is read up to the limit first.)
         let announced = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if let (Some(len), Some(limits)) = (announced, limits)
+        let waiting = headers
+            .get(header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        if let (true, Some(len), Some(limits)) = (waiting, announced, limits)
             && len > limits.max_bytes as u64
         {
             return Err(too_large());

@@ -309,9 +309,18 @@ pub struct AdmitBody {
 pub struct Done {
     /// Always `true` (a refusal is a 409).
     pub ok: bool,
-    /// The job (or resource) concerned.
+    /// The job concerned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
+    /// After a pause or resume: the queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// After an admit: the resource whose gate admitted the fence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// After a schedule's add or removal: its name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
     /// After a renew: the lease's new end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub until: Option<f64>,
@@ -327,15 +336,50 @@ pub struct Done {
 }
 
 impl Done {
-    /// `{"ok": true, "job_id": id}`.
-    pub fn job(id: impl Into<String>) -> Self {
+    /// `{"ok": true}` alone.
+    fn ok() -> Self {
         Done {
             ok: true,
-            job_id: Some(id.into()),
+            job_id: None,
+            queue: None,
+            resource: None,
+            schedule: None,
             until: None,
             outcome: None,
             retry_at: None,
             changed: None,
+        }
+    }
+
+    /// `{"ok": true, "job_id": id}`.
+    pub fn job(id: impl Into<String>) -> Self {
+        Done {
+            job_id: Some(id.into()),
+            ..Done::ok()
+        }
+    }
+
+    /// `{"ok": true, "queue": name}`.
+    pub fn queue(name: impl Into<String>) -> Self {
+        Done {
+            queue: Some(name.into()),
+            ..Done::ok()
+        }
+    }
+
+    /// `{"ok": true, "resource": name}`.
+    pub fn resource(name: impl Into<String>) -> Self {
+        Done {
+            resource: Some(name.into()),
+            ..Done::ok()
+        }
+    }
+
+    /// `{"ok": true, "schedule": name}`.
+    pub fn schedule(name: impl Into<String>) -> Self {
+        Done {
+            schedule: Some(name.into()),
+            ..Done::ok()
         }
     }
 }

@@ -41,7 +41,8 @@ pub enum Reason {
     /// A claim by id: the job's attempts budget is spent (its last attempt's lease expired);
     /// the next claim of any job finishes it as dead.
     AttemptsSpent,
-    /// An enqueue: the id is known (the job is left untouched).
+    /// An enqueue: the id is known (the job is left untouched); a schedule's add: a schedule
+    /// of that name exists (left as stored).
     Known,
     /// An enqueue: another unfinished job holds the same unique key in the queue.
     Duplicate,

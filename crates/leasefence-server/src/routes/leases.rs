@@ -396,7 +396,7 @@ pub async fn admit(
         .call(move |s| s.admit(Resource::new(&name)?, body.fence))
         .await?;
     if admitted {
-        Ok(Json(Done::job(resource)))
+        Ok(Json(Done::resource(resource)))
     } else {
         Err(ApiError::refused(
             Reason::LowerFence,

@@ -57,7 +57,7 @@ pub async fn pause(
     let changed = state.store.call(move |s| s.pause(&queue)).await?;
     Ok(Json(Done {
         changed: Some(changed),
-        ..Done::job(name)
+        ..Done::queue(name)
     }))
 }
 
@@ -78,7 +78,7 @@ pub async fn resume(
     let changed = state.store.call(move |s| s.resume(&queue)).await?;
     Ok(Json(Done {
         changed: Some(changed),
-        ..Done::job(name)
+        ..Done::queue(name)
     }))
 }
 

@@ -166,12 +166,16 @@ pub async fn add(
         })
         .await?;
     if added {
-        Ok((StatusCode::CREATED, Json(Done::job(name))).into_response())
+        Ok((StatusCode::CREATED, Json(Done::schedule(name))).into_response())
     } else {
-        Err(ApiError::refused(
-            Reason::Known,
-            &format!("add of schedule {name}"),
-        ))
+        Err(ApiError::Refused {
+            reason: Reason::Known,
+            message: format!(
+                "refused: add of schedule {name}: a schedule of that name exists; it is left as \
+                 stored; nothing was changed"
+            ),
+            of: None,
+        })
     }
 }
 
@@ -195,7 +199,7 @@ pub async fn remove(
         .call(move |s| s.remove_schedule(ScheduleName::new(&n)?))
         .await?;
     if removed {
-        Ok(Json(Done::job(name)))
+        Ok(Json(Done::schedule(name)))
     } else {
         Err(ApiError::NotFound(format!("no schedule {name}")))
     }

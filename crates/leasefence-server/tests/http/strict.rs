@@ -143,3 +143,26 @@ backends! {
         assert_eq!((row.fence, row.owner), (0, None));
     }
 }
+
+backends! {
+    fn names_come_back_under_their_own_keys(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        let (status, answer) = c.post_empty("/v1/queues/mail/pause");
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!((answer["queue"].as_str(), answer.get("job_id")), (Some("mail"), None), "{answer}");
+        let (status, answer) = c.post("/v1/fences/bucket%2Fa/admit", serde_json::json!({"fence": 3}));
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!((answer["resource"].as_str(), answer.get("job_id")), (Some("bucket/a"), None), "{answer}");
+        let schedule = serde_json::json!({"name": "nightly", "cron": "0 3 * * *"});
+        let (status, answer) = c.post("/v1/schedules", schedule.clone());
+        assert_eq!(status, 201, "{answer}");
+        assert_eq!((answer["schedule"].as_str(), answer.get("job_id")), (Some("nightly"), None), "{answer}");
+        // A second add is refused, and says it is about a schedule.
+        let (status, answer) = c.post("/v1/schedules", schedule);
+        assert_eq!((status, answer["reason"].as_str()), (409, Some("known")), "{answer}");
+        assert!(answer["message"].as_str().unwrap().contains("a schedule of that name exists"), "{answer}");
+        let (status, answer) = c.delete("/v1/schedules/nightly");
+        assert_eq!((status, answer["schedule"].as_str()), (200, Some("nightly")), "{answer}");
+    }
+}
