@@ -133,7 +133,7 @@ pub fn summary(history: &History) -> String {
 /// The readable form: the summary, then a table of attempts, then refusals under fences that
 /// no attempt of this job holds (forged, or from before the ledger).
 fn human(id: &str, history: &History, times: Times) -> String {
-    let mut lines = vec![format!("{id}: {}", summary(history))];
+    let mut lines = vec![format!("{}: {}", one_line(id), summary(history))];
     if history.attempts.is_empty() && history.refusals.is_empty() {
         return lines.join("\n");
     }
@@ -162,7 +162,7 @@ fn human(id: &str, history: &History, times: Times) -> String {
     for a in &history.attempts {
         rows.push([
             a.fence.to_string(),
-            a.owner.clone(),
+            one_line(&a.owner),
             a.claimed_at
                 .map_or_else(|| "unknown".to_owned(), |t| times.show(t)),
             times.show_opt(a.ended_at),

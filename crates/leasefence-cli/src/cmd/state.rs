@@ -5,6 +5,7 @@ use serde_json::json;
 
 use leasefence::{History, JobId, JobInfo, Store as _};
 
+use crate::cmd::shared::one_line;
 use crate::cmd::time::Times;
 use crate::cmd::{at_now, history, list};
 use crate::ctx::Ctx;
@@ -79,10 +80,13 @@ fn human(job: &JobInfo, history: &History, times: Times) -> String {
     };
     let fields = [
         ("status", job.status.to_string()),
-        ("queue", job.queue.clone()),
-        ("kind", job.kind.clone().unwrap_or_else(dash)),
-        ("unique key", job.unique_key.clone().unwrap_or_else(dash)),
-        ("owner", s.owner.clone().unwrap_or_else(dash)),
+        ("queue", one_line(job.queue.as_str())),
+        ("kind", job.kind.as_deref().map_or_else(dash, one_line)),
+        (
+            "unique key",
+            job.unique_key.as_deref().map_or_else(dash, one_line),
+        ),
+        ("owner", s.owner.as_deref().map_or_else(dash, one_line)),
         ("fence", s.fence.to_string()),
         ("lease until", times.show(s.until)),
         ("attempts", attempts),
@@ -97,7 +101,8 @@ fn human(job: &JobInfo, history: &History, times: Times) -> String {
         ("error", job.error.clone().unwrap_or_else(dash)),
         ("result", s.result.clone().unwrap_or_else(dash)),
     ];
-    let mut lines = vec![s.id.clone()];
+    // The short fields on their line (a stored newline written `\n`); the long texts whole.
+    let mut lines = vec![one_line(&s.id)];
     lines.extend(
         fields
             .iter()
