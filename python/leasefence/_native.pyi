@@ -20,7 +20,21 @@ def check_claim_args(job_id: str, owner: str, now: float, ttl: float) -> None: .
 
 @final
 class Lease:
-    """A lease handed out by a claim; immutable."""
+    """A lease handed out by a claim; immutable, hashable, picklable."""
+    def __init__(
+        self,
+        job_id: str,
+        owner: str,
+        fence: int,
+        until: float,
+        queue: str = "default",
+        kind: Optional[str] = None,
+        payload: Optional[bytes] = None,
+        priority: int = 0,
+        max_attempts: int = 0,
+        last_error: Optional[str] = None,
+        attempt: int = 1,
+    ) -> None: ...
     @property
     def job_id(self) -> str: ...
     @property

@@ -37,8 +37,81 @@ pub(crate) struct Lease {
     pub(crate) inner: leasefence::Lease,
 }
 
+/// A `Lease`'s fields, in `Lease(...)`'s order (what `__reduce__` hands to pickle).
+type LeaseFields = (
+    String,
+    String,
+    i64,
+    f64,
+    String,
+    Option<String>,
+    Option<Vec<u8>>,
+    i64,
+    u32,
+    Option<String>,
+    u32,
+);
+
 #[pymethods]
 impl Lease {
+    /// A lease from its fields, as `pickle` and `copy` rebuild one (a claim is what hands
+    /// leases out; one made up here is only as good as its owner and fence are current).
+    #[new]
+    #[pyo3(signature = (job_id, owner, fence, until, queue="default".to_owned(), kind=None,
+                        payload=None, priority=0, max_attempts=0, last_error=None, attempt=1))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        job_id: String,
+        owner: String,
+        fence: i64,
+        until: f64,
+        queue: String,
+        kind: Option<String>,
+        #[pyo3(from_py_with = crate::args::payload)] payload: Option<Vec<u8>>,
+        priority: i64,
+        max_attempts: u32,
+        last_error: Option<String>,
+        attempt: u32,
+    ) -> Self {
+        Lease {
+            inner: leasefence::Lease {
+                job_id,
+                queue,
+                kind,
+                owner,
+                fence,
+                until,
+                payload,
+                priority,
+                max_attempts,
+                last_error,
+                attempt,
+            },
+        }
+    }
+
+    /// For `pickle` and `copy`: the class and its fields (a lease may go to another process,
+    /// e.g. through `multiprocessing`, and be used there).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> (Bound<'py, pyo3::types::PyType>, LeaseFields) {
+        let l = &slf.get().inner;
+        (
+            slf.get_type(),
+            (
+                l.job_id.clone(),
+                l.owner.clone(),
+                l.fence,
+                l.until,
+                l.queue.clone(),
+                l.kind.clone(),
+                l.payload.clone(),
+                l.priority,
+                l.max_attempts,
+                l.last_error.clone(),
+                l.attempt,
+            ),
+        )
+    }
+
     /// The job id.
     #[getter]
     fn job_id(&self) -> &str {
@@ -200,8 +273,8 @@ impl JobInfo {
 }
 
 /// Jobs by status.
-#[pyclass(frozen, module = "leasefence", get_all, eq)]
-#[derive(Clone, PartialEq)]
+#[pyclass(frozen, module = "leasefence", get_all, eq, hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Stats {
     /// Claimable now.
     ready: u64,

@@ -241,3 +241,27 @@ def test_arguments_are_named_as_the_caller_passed_them(store: Store, tmp_path: P
     with pytest.raises(TypeError):
         Worker(b"x.db", lambda job: "x")
     assert "renewed=0" in repr(Worker(db, lambda job: "x", drain=True).run(handle_signals=False))
+
+
+def test_a_lease_survives_pickle_and_copy_and_still_holds(store: Store):
+    import copy
+    import pickle
+
+    store.enqueue("p", b"pay", kind="k", priority=3, max_attempts=2)
+    lease = store.claim_next("A", 30.0, now=0.0)
+    assert lease is not None
+    for back in [pickle.loads(pickle.dumps(lease)), copy.copy(lease), copy.deepcopy(lease)]:
+        assert back == lease and hash(back) == hash(lease)
+        assert (back.job_id, back.owner, back.fence, back.until) == ("p", "A", 1, 30.0)
+        assert (back.queue, back.kind, back.payload, back.priority) == ("default", "k", b"pay", 3)
+        assert (back.max_attempts, back.attempt, back.last_error) == (2, 1, None)
+    # The copy is as good as the original: the store judges owner and fence, nothing else.
+    back = pickle.loads(pickle.dumps(lease))
+    assert store.complete(back, "done", now=1.0) is True
+    assert store.complete(lease, "again", now=1.0) is False
+    assert store.state("p")["result"] == "done"
+
+
+def test_stats_are_hashable_values(store: Store):
+    a, b = store.stats(now=0.0), store.stats(now=0.0)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
