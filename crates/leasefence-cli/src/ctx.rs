@@ -280,10 +280,10 @@ impl Drop for Scratch {
             return;
         };
         let schema = &self.schema;
-        let dropped = leasefence::postgres::Client::connect(url, leasefence::postgres::NoTls)
-            .and_then(|mut client| {
-                client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-            });
+        // As the store connected (TLS with sslmode=require), or the drop would fail there.
+        let dropped = leasefence::pg_connect(url).and_then(|mut client| {
+            client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        });
         if let Err(e) = dropped {
             eprintln!("leasefence: warning: could not drop the demo's schema {schema}: {e}");
         }

@@ -175,16 +175,20 @@ fn hint(err: &anyhow::Error) -> Option<String> {
                 None
             }
         }
-        leasefence::Error::CannotConnect { target, .. } => {
+        leasefence::Error::CannotConnect { target, source } => {
             // The server's own reason is in the message; the hint names the next step for it.
             let reason = err.chain().map(ToString::to_string).collect::<Vec<_>>();
             let said = |needle: &str| reason.iter().any(|r| r.contains(needle));
+            // The driver's own words only: the target (a host named `tls…`) is in the chain too.
+            let driver = source.to_string();
             Some(if said("does not exist") {
                 format!(
                     "the server at {target} answered, but that database or role does not exist \
                      there; fix dbname= or user= in --db (or LEASEFENCE_DB), or create it"
                 )
-            } else if said("TLS") || said("tls") {
+            } else if driver.contains("error performing TLS handshake")
+                || driver.contains("server does not support TLS")
+            {
                 format!(
                     "the server at {target} answered, but the TLS that sslmode=require asks for \
                      failed (the server may have ssl off); see the error above"

@@ -140,7 +140,7 @@ pub use error::{BackendError, Error, Result};
 pub use open::{AnyOptions, AnyStore, Target};
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use pg::{PgOptions, PgStore};
+pub use pg::{PgOptions, PgStore, pg_connect};
 #[cfg(feature = "cron")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cron")))]
 pub use schedule::{Due, SCHEDULER_JOB, SCHEDULER_QUEUE, Scheduler, Step, Tick, due_runs, tick};

@@ -216,14 +216,24 @@ fn redact(url: &str) -> String {
     let Some(start) = url.find("://").map(|i| i + 3) else {
         return redact_key_value(url);
     };
-    let authority_end = url[start..]
+    let mut out = String::with_capacity(url.len());
+    out.push_str(&url[..start]);
+    // The user info ends at the last `@` before the first `/` or `?` (a password with an
+    // unencoded `@` masked whole), or, when there is none there, at the first `@` anywhere if a
+    // `:` comes before it: the driver reads the credentials up to that `@`, so a password may
+    // hold `/` or `?` unencoded (base64 ones often do). Masking too much is harmless; an `@`
+    // in a query (`?password=se@cret`) is left to the query's masking below.
+    let first_end = url[start..]
         .find(['/', '?'])
         .map_or(url.len(), |i| start + i);
-    let mut out = String::with_capacity(url.len());
-    match url[start..authority_end].rfind('@') {
+    let at = url[start..first_end].rfind('@').or_else(|| {
+        url[start..]
+            .find('@')
+            .filter(|&at| url[start..start + at].contains(':'))
+    });
+    let host_start = match at {
         Some(at) => {
             let userinfo = &url[start..start + at];
-            out.push_str(&url[..start]);
             match userinfo.find(':') {
                 Some(colon) => {
                     out.push_str(&userinfo[..colon]);
@@ -231,10 +241,15 @@ fn redact(url: &str) -> String {
                 }
                 None => out.push_str(userinfo),
             }
-            out.push_str(&url[start + at..authority_end]);
+            out.push('@');
+            start + at + 1
         }
-        None => out.push_str(&url[..authority_end]),
-    }
+        None => start,
+    };
+    let authority_end = url[host_start..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| host_start + i);
+    out.push_str(&url[host_start..authority_end]);
     let rest = &url[authority_end..];
     match rest.split_once('?') {
         Some((path, query)) => {
@@ -343,6 +358,17 @@ mod tests {
             "host=h password = *** dbname=d"
         );
         assert_eq!(shown("dbname=d password="), "dbname=d password=***");
+        // The driver reads the user info up to the first `@`, `/` and `?` included.
+        assert_eq!(shown("postgres://u:a/b@h/d"), "postgres://u:***@h/d");
+        assert_eq!(
+            shown("postgres://u:a?b@h:5432/d?x=1"),
+            "postgres://u:***@h:5432/d?x=1"
+        );
+        assert_eq!(
+            shown("postgres://h/d?user=u&password=se@cret"),
+            "postgres://h/d?user=u&password=***"
+        );
+        assert!(!shown("postgres://h:5432/d?password=se@cret").contains("se"));
         // The driver percent-decodes query keys: `%70assword` is the password as well.
         assert_eq!(
             shown("postgres://h/d?user=u&%70assword=pw&%50%41SSWORD=pw2&%7=x"),

@@ -24,6 +24,7 @@ mod rows;
 mod schedule;
 mod store;
 mod tls;
+pub use tls::pg_connect;
 mod watch;
 use errors::map_error;
 use pool::Manager;
@@ -232,7 +233,9 @@ impl PgOptions {
     /// The driver's configuration of `url`, with this store's connect and network timeouts.
     fn connection_config(&self, url: &str) -> Result<Config> {
         let mut config: Config = url.parse().map_err(|e: postgres::Error| {
-            let why = if url.contains("sslmode=verify") {
+            // `sslmode = verify-full` is the same word in a libpq string.
+            let words: String = url.split_whitespace().collect();
+            let why = if words.to_ascii_lowercase().contains("sslmode=verify") {
                 "sslmode verify-ca and verify-full are not supported (no certificate is \
                  verified); sslmode=require encrypts the connection"
                     .to_owned()

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use postgres::config::SslMode;
+use postgres::config::{Host, SslMode};
 use postgres::{Client, Config, NoTls};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
@@ -20,10 +20,49 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-/// Connects with `config`, over TLS exactly when its `sslmode` is `require`.
+/// A plain driver connection to `url` (a `postgres://` URL or a libpq string), made as the
+/// store makes its own: over TLS exactly when `sslmode=require` says so. For a side connection
+/// of your own next to a [`PgStore`](crate::PgStore) — e.g. the transaction
+/// [`PgStore::enqueue_in`](crate::PgStore::enqueue_in) joins — that must follow the same
+/// `sslmode`.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut client = leasefence::pg_connect("postgres://app@db.internal/jobs?sslmode=require")?;
+/// client.batch_execute("SELECT 1")?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// The driver's, for a string it cannot parse or a connection that fails.
+pub fn pg_connect(url: &str) -> Result<Client, postgres::Error> {
+    connect(&url.parse::<Config>()?)
+}
+
+/// Connects with `config`, over TLS exactly when its `sslmode` is `require` — and, as libpq,
+/// never over a Unix socket, which has no TLS to offer.
 pub(super) fn connect(config: &Config) -> Result<Client, postgres::Error> {
+    let hosts = config.get_hosts();
+    let sockets_only = !hosts.is_empty() && hosts.iter().all(|h| !matches!(h, Host::Tcp(_)));
     match config.get_ssl_mode() {
-        SslMode::Require => config.connect(encrypting()),
+        SslMode::Require if !sockets_only => {
+            if hosts.is_empty() && !config.get_hostaddrs().is_empty() {
+                // `hostaddr=` alone: the handshake needs a name; the address is one.
+                let mut named = config.clone();
+                for addr in config.get_hostaddrs() {
+                    named.host(&addr.to_string());
+                }
+                return named.connect(encrypting());
+            }
+            config.connect(encrypting())
+        }
+        SslMode::Require => {
+            // A Unix socket: libpq ignores sslmode there; the driver would still ask the
+            // server for TLS, and fail on its answer.
+            let mut local = config.clone();
+            local.ssl_mode(SslMode::Disable);
+            local.connect(NoTls)
+        }
         _ => config.connect(NoTls),
     }
 }
@@ -32,12 +71,15 @@ pub(super) fn connect(config: &Config) -> Result<Client, postgres::Error> {
 /// handshake signatures still checked by ring.
 fn encrypting() -> MakeRustlsConnect {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default TLS versions")
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
         .with_no_client_auth();
+    // As libpq 17 sends it: a server doing direct TLS (`sslnegotiation=direct`) requires it,
+    // older servers ignore it.
+    config.alpn_protocols = vec![b"postgresql".to_vec()];
     MakeRustlsConnect::new(config)
 }
 

@@ -91,15 +91,109 @@ fn sslmode_require_encrypts_and_the_default_stays_plaintext() {
 )]
 fn verify_full_is_refused_by_name_before_connecting() {
     let Some(db) = PgDb::new() else { return };
-    for mode in ["verify-full", "verify-ca"] {
-        let err = db
-            .options()
-            .open(&with(&db.url, "sslmode", mode))
-            .expect_err("refused");
+    let spaced = format!("{} sslmode = verify-full", db.url);
+    let spaced = if db.url.contains("://") {
+        with(&db.url, "sslmode", "verify-full")
+    } else {
+        spaced
+    };
+    for target in [
+        with(&db.url, "sslmode", "verify-full"),
+        with(&db.url, "sslmode", "verify-ca"),
+        spaced,
+    ] {
+        let err = db.options().open(&target).expect_err("refused");
         assert_eq!(err.argument(), Some("url"), "{err}");
         assert!(
             err.to_string().contains("sslmode=require encrypts"),
             "{err}"
         );
+    }
+}
+
+/// The test database as a libpq string of `words` in place of its host, with `sslmode=require`
+/// and `application_name=app`; `None` when its host is not an IP address on TCP.
+fn require_via(db: &PgDb, host: &str, app: &str) -> String {
+    let config: leasefence::postgres::Config = db.url.parse().unwrap();
+    let user = config.get_user().unwrap_or("postgres");
+    let dbname = config.get_dbname().unwrap_or(user);
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let password = config
+        .get_password()
+        .map(|p| {
+            format!(
+                " password='{}'",
+                String::from_utf8_lossy(p).replace('\'', "\\'")
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{host} port={port} user={user} dbname={dbname}{password} sslmode=require \
+         application_name={app}"
+    )
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn require_works_with_hostaddr_alone_and_skips_tls_on_a_unix_socket() {
+    let Some(db) = PgDb::new() else { return };
+    let mut raw = Client::connect(&db.url, NoTls).unwrap();
+    let ssl_on = raw.query_one("SHOW ssl", &[]).unwrap().get::<_, String>(0) == "on";
+    let config: leasefence::postgres::Config = db.url.parse().unwrap();
+    let ip = config.get_hosts().iter().find_map(|h| match h {
+        leasefence::postgres::config::Host::Tcp(name) => name.parse::<std::net::IpAddr>().ok(),
+        #[cfg(unix)]
+        leasefence::postgres::config::Host::Unix(_) => None,
+    });
+    match (ip, ssl_on) {
+        (Some(ip), true) => {
+            // `hostaddr=` alone gives the handshake no name: the address stands in for one.
+            let app = format!("lf_tls_addr_{}", db.schema);
+            let store = db
+                .options()
+                .pool_size(1)
+                .open(&require_via(&db, &format!("hostaddr={ip}"), &app))
+                .unwrap();
+            store.stats(Now::new(0.0).unwrap()).unwrap();
+            assert_eq!(encrypted(&mut raw, &app), Some(true));
+        }
+        _ => eprintln!("the test database is not on an IP address with ssl on: hostaddr skipped"),
+    }
+    // A Unix socket has no TLS: sslmode=require connects there all the same, as libpq does.
+    let socket = raw
+        .query_one("SHOW unix_socket_directories", &[])
+        .unwrap()
+        .get::<_, String>(0);
+    let dir = socket
+        .split(',')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    if dir.starts_with('/') && std::path::Path::new(&dir).is_dir() {
+        let app = format!("lf_tls_sock_{}", db.schema);
+        match db
+            .options()
+            .pool_size(1)
+            .open(&require_via(&db, &format!("host={dir}"), &app))
+        {
+            Ok(store) => {
+                store.stats(Now::new(0.0).unwrap()).unwrap();
+                assert_eq!(encrypted(&mut raw, &app), Some(false));
+            }
+            // A socket the server's pg_hba.conf does not trust is not what this case is about.
+            Err(Error::CannotConnect { source, .. })
+                if source.to_string().contains("password")
+                    || source.to_string().contains("authentication") =>
+            {
+                eprintln!("the Unix socket asks for credentials this test lacks: skipped")
+            }
+            Err(e) => panic!("sslmode=require over a Unix socket: {e}"),
+        }
+    } else {
+        eprintln!("no Unix socket directory on this machine: skipped");
     }
 }
