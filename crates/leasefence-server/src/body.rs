@@ -40,9 +40,17 @@ where
         let limits = req.extensions().get::<BodyLimits>().copied();
         let timeout = limits.map_or(std::time::Duration::from_secs(30), |l| l.timeout);
         let headers = req.headers();
-        if let Some(encoding) = headers.get(header::CONTENT_ENCODING)
-            && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
-        {
+        // Every Content-Encoding header, every coding in each: only `identity` is no coding.
+        let encoded = headers
+            .get_all(header::CONTENT_ENCODING)
+            .iter()
+            .any(|value| {
+                value.as_bytes().split(|&b| b == b',').any(|coding| {
+                    let coding = coding.trim_ascii();
+                    !coding.is_empty() && !coding.eq_ignore_ascii_case(b"identity")
+                })
+            });
+        if encoded {
             return Err(ApiError::UnsupportedEncoding);
         }
         // A client that sent `Expect: 100-continue` waits for an answer before it sends the

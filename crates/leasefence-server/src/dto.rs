@@ -309,7 +309,9 @@ pub struct AdmitBody {
 pub struct Done {
     /// Always `true` (a refusal is a 409).
     pub ok: bool,
-    /// The job concerned.
+    /// The job concerned. (After a pause, resume, admit or a schedule's add or removal it
+    /// repeats the name of `queue`, `resource` or `schedule`, as answers before those keys
+    /// did; read those.)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
     /// After a pause or resume: the queue.
@@ -359,26 +361,32 @@ impl Done {
         }
     }
 
-    /// `{"ok": true, "queue": name}`.
+    /// `{"ok": true, "queue": name}` (and `job_id`, as before that key).
     pub fn queue(name: impl Into<String>) -> Self {
+        let name = name.into();
         Done {
-            queue: Some(name.into()),
+            job_id: Some(name.clone()),
+            queue: Some(name),
             ..Done::ok()
         }
     }
 
-    /// `{"ok": true, "resource": name}`.
+    /// `{"ok": true, "resource": name}` (and `job_id`, as before that key).
     pub fn resource(name: impl Into<String>) -> Self {
+        let name = name.into();
         Done {
-            resource: Some(name.into()),
+            job_id: Some(name.clone()),
+            resource: Some(name),
             ..Done::ok()
         }
     }
 
-    /// `{"ok": true, "schedule": name}`.
+    /// `{"ok": true, "schedule": name}` (and `job_id`, as before that key).
     pub fn schedule(name: impl Into<String>) -> Self {
+        let name = name.into();
         Done {
-            schedule: Some(name.into()),
+            job_id: Some(name.clone()),
+            schedule: Some(name),
             ..Done::ok()
         }
     }
