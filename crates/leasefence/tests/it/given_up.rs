@@ -121,3 +121,93 @@ fn pg_a_timed_out_attempt_is_no_longer_current_to_its_handler() {
     let (url, options) = (db.url.clone(), db.options().pool_size(1));
     case::<PgStore>(Arc::new(move || options.open(&url)), &db);
 }
+
+/// A handler whose lease was taken over before its worker noticed (no heartbeat has run: the
+/// clock has not moved) still asks the fence gate, and the gate refuses it: a newer fence was
+/// admitted for the resource. Its late completion is refused by the store.
+fn stale_holder_case<S: Store + Send + 'static>(
+    open: Arc<dyn Fn() -> Result<S, Error> + Send + Sync>,
+    probe: &dyn Probe,
+) {
+    let store = open().unwrap();
+    store.enqueue_many(&[NewJob::new("mail").unwrap()]).unwrap();
+    let clock = ManualClock::new(0.0);
+    let (seen_tx, seen) = channel::<(bool, bool)>();
+    let seen_tx = Mutex::new(seen_tx);
+    let (go_tx, go) = channel::<()>();
+    let go = Mutex::new(go);
+    let opener = open.clone();
+    let worker = Worker::builder(move || opener())
+        .clock(clock.clone())
+        .owner_prefix("A")
+        .poll_interval(Duration::from_millis(2))
+        .ttl(10.0)
+        .drain(true)
+        .build(move |ctx| {
+            go.lock().unwrap().recv_timeout(PATIENCE)?;
+            let tx = seen_tx.lock().unwrap().clone();
+            tx.send((ctx.is_lost(), ctx.admit("mailer")?))?;
+            Ok("A's late result".to_string())
+        })
+        .unwrap();
+    let run = std::thread::spawn(move || worker.run());
+    wait_for(|| probe.row("mail").is_some_and(|r| r.fence == 1));
+    // B takes the expired lease (by the store's judgment at 20) and admits its fence.
+    let b = store
+        .claim(
+            leasefence::JobId::new("mail").unwrap(),
+            leasefence::Owner::new("B").unwrap(),
+            leasefence::Now::new(20.0).unwrap(),
+            leasefence::Ttl::new(10.0).unwrap(),
+        )
+        .unwrap()
+        .expect("B claims the expired job");
+    assert_eq!(b.fence, 2);
+    assert!(
+        store
+            .admit(leasefence::Resource::new("mailer").unwrap(), 2)
+            .unwrap()
+    );
+    go_tx.send(()).unwrap();
+    let (lost, admitted) = seen.recv_timeout(PATIENCE).expect("A reported");
+    assert_eq!(
+        (lost, admitted),
+        (false, false),
+        "not yet noticed, and still refused by the gate"
+    );
+    let stats = run.join().unwrap().unwrap();
+    assert_eq!((stats.stale_refused, stats.completed), (1, 0), "{stats:?}");
+    assert_eq!(probe.fence_gate("mailer"), Some(2));
+    let row = probe.row("mail").unwrap();
+    assert_eq!(
+        (row.fence, row.owner.as_deref(), row.result),
+        (2, Some("B"), None)
+    );
+}
+
+/// Waits (real time, bounded) until `cond` holds.
+fn wait_for(mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "gave up waiting");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn sqlite_a_stale_holder_that_has_not_noticed_is_refused_by_the_gate() {
+    let db = Db::new();
+    let path = db.path.clone();
+    stale_holder_case::<SqliteStore>(Arc::new(move || SqliteStore::open(&path)), &db);
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn pg_a_stale_holder_that_has_not_noticed_is_refused_by_the_gate() {
+    let Some(db) = PgDb::new() else { return };
+    let (url, options) = (db.url.clone(), db.options().pool_size(1));
+    stale_holder_case::<PgStore>(Arc::new(move || options.open(&url)), &db);
+}
