@@ -312,7 +312,8 @@ impl Store {
         let mut batch = Vec::new();
         // A lone id is one job, as for `retry` and `delete` (not one job per character).
         if let Ok(id) = jobs.cast::<PyString>() {
-            batch.push(leasefence::NewJob::new(id.to_cow()?.into_owned()).py(py)?);
+            let job = leasefence::NewJob::new(id.to_cow()?.into_owned());
+            batch.push(renamed(job, &[("job_id", "jobs")]).py(py)?);
             return self.with(py, |s| s.enqueue_many(&batch));
         }
         for item in jobs.try_iter()? {

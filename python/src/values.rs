@@ -2,6 +2,8 @@
 //! jobs and counts. Each is a snapshot; nothing here reads the database again.
 
 use pyo3::prelude::*;
+
+use crate::errors::IntoPy;
 use pyo3::types::{PyBytes, PyDict};
 
 /// The seed's row `dict`, valued as Python's `sqlite3` module returns the row: `until` a
@@ -55,25 +57,40 @@ type LeaseFields = (
 #[pymethods]
 impl Lease {
     /// A lease from its fields, as `pickle` and `copy` rebuild one (a claim is what hands
-    /// leases out; one made up here is only as good as its owner and fence are current).
+    /// leases out; one made up here is only as good as its owner and fence are current). Bad
+    /// fields are refused as anywhere else: `InvalidArgument` naming them.
     #[new]
     #[pyo3(signature = (job_id, owner, fence, until, queue="default".to_owned(), kind=None,
                         payload=None, priority=0, max_attempts=0, last_error=None, attempt=1))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         job_id: String,
         owner: String,
-        fence: i64,
+        #[pyo3(from_py_with = crate::args::fence)] fence: i64,
         until: f64,
         queue: String,
         kind: Option<String>,
         #[pyo3(from_py_with = crate::args::payload)] payload: Option<Vec<u8>>,
-        priority: i64,
-        max_attempts: u32,
+        #[pyo3(from_py_with = crate::args::priority)] priority: i64,
+        #[pyo3(from_py_with = crate::args::max_attempts)] max_attempts: u32,
         last_error: Option<String>,
-        attempt: u32,
-    ) -> Self {
-        Lease {
+        #[pyo3(from_py_with = crate::args::attempt)] attempt: u32,
+    ) -> PyResult<Self> {
+        let check = || -> leasefence::Result<()> {
+            leasefence::JobId::new(&job_id)?;
+            leasefence::Owner::new(&owner)?;
+            leasefence::Queue::new(queue.clone())?;
+            if !until.is_finite() {
+                return Err(leasefence::Error::InvalidArgument {
+                    argument: "until",
+                    reason: format!("must be a finite number of seconds, got {until}"),
+                });
+            }
+            Ok(())
+        };
+        check().py(py)?;
+        Ok(Lease {
             inner: leasefence::Lease {
                 job_id,
                 queue,
@@ -87,7 +104,7 @@ impl Lease {
                 last_error,
                 attempt,
             },
-        }
+        })
     }
 
     /// For `pickle` and `copy`: the class and its fields (a lease may go to another process,

@@ -401,18 +401,19 @@ impl NativeWorker {
                 "give a handler, or kinds={name: handler}",
             ));
         }
-        for callable in handler
-            .iter()
-            .map(|h| h.bind(py).clone())
-            .chain(kinds.into_iter().flat_map(|k| k.values().into_iter()))
-        {
-            if !callable.is_callable() {
-                return Err(invalid(
-                    py,
-                    "handler",
-                    "must be callable (it is called with a Job)",
-                ));
-            }
+        if handler.as_ref().is_some_and(|h| !h.bind(py).is_callable()) {
+            return Err(invalid(
+                py,
+                "handler",
+                "must be callable (it is called with a Job)",
+            ));
+        }
+        if kinds.is_some_and(|k| k.values().iter().any(|h| !h.is_callable())) {
+            return Err(invalid(
+                py,
+                "kinds",
+                "maps kind names to callables (each is called with a Job)",
+            ));
         }
         // Workers judge leases by the database's clock on PostgreSQL, one connection a thread.
         let mut pg = PgOptions::new();
@@ -471,7 +472,14 @@ impl NativeWorker {
                 Some(handler) => builder.build(move |ctx| call_handler(&handler, &side, ctx)),
                 None => builder.build_kinds(),
             })
-            .map_err(|e| rename(e, &[("owner", "owner_prefix"), ("queue", "queues")]))
+            .map_err(|e| {
+                let names = [
+                    ("owner", "owner_prefix"),
+                    ("queue", "queues"),
+                    ("kind", "kinds"),
+                ];
+                rename(e, &names)
+            })
             .py(py)?;
         Ok(NativeWorker {
             handle: worker.shutdown_handle(),

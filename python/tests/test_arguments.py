@@ -265,3 +265,31 @@ def test_a_lease_survives_pickle_and_copy_and_still_holds(store: Store):
 def test_stats_are_hashable_values(store: Store):
     a, b = store.stats(now=0.0), store.stats(now=0.0)
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+
+
+def test_kinds_and_lone_ids_are_named_as_passed(store: Store, tmp_path: Path):
+    db = tmp_path / "k.db"
+    for kwargs, name in [({"kinds": {"": lambda job: "x"}}, "kinds"), ({"kinds": {"a": 5}}, "kinds")]:
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            Worker(db, **kwargs)
+        assert err.value.argument == name, (kwargs, str(err.value))
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        store.enqueue_many("")
+    assert err.value.argument == "jobs"
+
+
+def test_a_lease_built_by_hand_is_checked_like_any_input():
+    for kwargs, name in [
+        ({"job_id": ""}, "job_id"),
+        ({"owner": ""}, "owner"),
+        ({"until": float("nan")}, "until"),
+        ({"priority": 2**63}, "priority"),
+        ({"max_attempts": -1}, "max_attempts"),
+        ({"attempt": -1}, "attempt"),
+        ({"fence": 2**64}, "fence"),
+        ({"queue": ""}, "queue"),
+    ]:
+        fields = {"job_id": "j", "owner": "A", "fence": 1, "until": 10.0, **kwargs}
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            leasefence.Lease(**fields)
+        assert err.value.argument == name, (kwargs, str(err.value))
