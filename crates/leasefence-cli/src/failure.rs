@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::CommandFactory as _;
-use clap::error::{ContextKind, ContextValue};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use serde_json::{Value, json};
 
 use crate::Cli;
@@ -75,17 +75,14 @@ pub fn usage(err: clap::Error) -> ExitCode {
         _ => None,
     };
     let argument = argument.and_then(|a| a.split_whitespace().next().map(str::to_owned));
-    // The op as far as the command line names one (`queue pause`); an option's value that is
-    // no subcommand's name is passed over.
-    let mut command = Cli::command();
-    let mut path: Vec<&str> = Vec::new();
-    for arg in options.filter_map(|a| a.to_str()) {
-        if let Some(sub) = command.find_subcommand(arg).cloned() {
-            path.push(arg);
-            command = sub;
+    let op = op_of(options.filter_map(|a| a.to_str()));
+    let message = match (err.kind(), &op) {
+        // clap's "error" here is the subcommand's help: say what is missing instead.
+        (ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand, Some(op)) => {
+            format!("`{op}` needs a subcommand; `leasefence {op} --help` lists them")
         }
-    }
-    let op = (!path.is_empty()).then(|| path.join(" "));
+        _ => message,
+    };
     let out = Out::new(true);
     out.json(record(
         op.as_deref(),
@@ -97,6 +94,52 @@ pub fn usage(err: clap::Error) -> ExitCode {
         None,
     ));
     ExitCode::from(2)
+}
+
+/// The subcommands the command line names, as far as it names them (`queue pause`): an
+/// option's value is passed over (`--db queue` is no `queue`), also for the global options.
+fn op_of<'a>(args: impl Iterator<Item = &'a str>) -> Option<String> {
+    let root = Cli::command();
+    let takes_value = |command: &clap::Command, arg: &str| {
+        let (long, short) = match arg.strip_prefix("--") {
+            Some(long) if !long.contains('=') => (Some(long), None),
+            Some(_) => return false,
+            None => (
+                None,
+                arg.strip_prefix('-').filter(|s| s.chars().count() == 1),
+            ),
+        };
+        let short = short.and_then(|s| s.chars().next());
+        command
+            .get_arguments()
+            .chain(root.get_arguments().filter(|a| a.is_global_set()))
+            .any(|a| {
+                let named = long.is_some_and(|l| a.get_long() == Some(l))
+                    || short.is_some_and(|c| a.get_short() == Some(c));
+                named && a.get_action().takes_values()
+            })
+    };
+    let mut command = root.clone();
+    let mut path: Vec<&str> = Vec::new();
+    let mut value_next = false;
+    for arg in args {
+        if std::mem::take(&mut value_next) {
+            continue;
+        }
+        if arg.starts_with('-') {
+            value_next = takes_value(&command, arg);
+            continue;
+        }
+        match command.find_subcommand(arg).cloned() {
+            Some(sub) => {
+                path.push(arg);
+                command = sub;
+            }
+            // A positional argument: no subcommand follows it.
+            None => break,
+        }
+    }
+    (!path.is_empty()).then(|| path.join(" "))
 }
 
 /// The object printed with `--json`.

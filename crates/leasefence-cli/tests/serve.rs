@@ -136,10 +136,60 @@ fn unsafe_or_bad_settings_are_refused_before_serving() {
     assert!(!sb.dir.path().join("no").exists());
 }
 
+/// Runs `leasefence ARGS` with `var` set to `value` and returns its exit status and stderr; a
+/// server that starts instead of refusing is killed after 20 s and the case fails, never hangs.
+fn refused_with(
+    dir: &std::path::Path,
+    args: &[&str],
+    var: &str,
+    value: &std::ffi::OsStr,
+) -> (i32, String) {
+    use std::io::Read as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_leasefence"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("LEASEFENCE_DB")
+        .env_remove("LEASEFENCE_WORKER_TOKEN")
+        .env_remove("LEASEFENCE_ADMIN_TOKEN")
+        .env(var, value)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("{var}={value:?}: serve started instead of refusing the token");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status.code().unwrap_or(-1), stderr)
+}
+
 #[test]
 fn a_token_variable_set_empty_or_not_utf8_is_refused_not_read_as_unset() {
     let sb = Sandbox::new();
     let db = sb.db();
+    let args = [
+        "--db",
+        db.to_str().unwrap(),
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+    ];
     for var in ["LEASEFENCE_WORKER_TOKEN", "LEASEFENCE_ADMIN_TOKEN"] {
         let what = if var.contains("WORKER") {
             "`worker token`"
@@ -148,35 +198,38 @@ fn a_token_variable_set_empty_or_not_utf8_is_refused_not_read_as_unset() {
         };
         // Empty, as `LEASEFENCE_WORKER_TOKEN=$(cat missing)` leaves it: without a token every
         // route would be open.
-        let args = [
-            "--db",
-            db.to_str().unwrap(),
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-        ];
-        support::Run::of(sb.dir.path(), &args, None, &[(var, "")]).bad(what);
+        let (code, stderr) = refused_with(sb.dir.path(), &args, var, std::ffi::OsStr::new(""));
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains(what), "{stderr}");
         #[cfg(unix)]
         {
             use std::os::unix::ffi::OsStrExt as _;
-            let out = std::process::Command::new(env!("CARGO_BIN_EXE_leasefence"))
-                .args(args)
-                .env_remove("LEASEFENCE_DB")
-                .env(
-                    var,
-                    std::ffi::OsStr::from_bytes(b"\xff\xfeaaaaaaaaaaaaaaaaaaaa"),
-                )
-                .stdin(std::process::Stdio::null())
-                .output()
-                .unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{stderr}");
+            let bad = std::ffi::OsStr::from_bytes(b"\xff\xfeaaaaaaaaaaaaaaaaaaaa");
+            let (code, stderr) = refused_with(sb.dir.path(), &args, var, bad);
+            assert_eq!(code, 2, "{stderr}");
             assert!(
                 stderr.contains(what) && stderr.contains("UTF-8"),
                 "{stderr}"
             );
         }
     }
+    // `work --server` reads its token the same way.
+    let work = [
+        "work",
+        "--server",
+        "http://127.0.0.1:9",
+        "--exec",
+        "true",
+        "--drain",
+    ];
+    let (code, stderr) = refused_with(
+        sb.dir.path(),
+        &work,
+        "LEASEFENCE_WORKER_TOKEN",
+        std::ffi::OsStr::new(""),
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("`worker token`"), "{stderr}");
 }
 
 #[test]

@@ -3,13 +3,14 @@
 //! requests in flight and exits 0.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use leasefence::{SqliteOptions, Synchronous};
-use leasefence_server::{AsyncOptions, AsyncStore, ServerConfig, Token, Tokens};
+use leasefence_server::{AsyncOptions, AsyncStore, ServerConfig, Tokens};
 
+use crate::cmd::shared;
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -69,39 +70,15 @@ pub struct Args {
     hide_payloads: bool,
 }
 
-/// A token from its file or the environment variable; `None` when neither is set. A variable
-/// that is set but empty or not UTF-8 is refused like such a file: read as unset, a slip such
-/// as `LEASEFENCE_WORKER_TOKEN=$(cat missing)` would serve every route without a token.
-fn token(file: Option<&Path>, var: &str, what: &'static str) -> anyhow::Result<Option<Token>> {
-    let text = match file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("reading the {what} from {}", path.display()))?,
-        ),
-        None => match std::env::var(var) {
-            Ok(value) => Some(value),
-            Err(std::env::VarError::NotPresent) => None,
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(leasefence::Error::InvalidArgument {
-                    argument: what,
-                    reason: format!("{var} is not valid UTF-8"),
-                }
-                .into());
-            }
-        },
-    };
-    Ok(text.map(|t| Token::new(&t, what)).transpose()?)
-}
-
 /// Serves until SIGTERM or SIGINT (exit 0).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let tokens = Tokens {
-        worker: token(
+        worker: shared::token(
             args.worker_token_file.as_deref(),
             "LEASEFENCE_WORKER_TOKEN",
             "worker token",
         )?,
-        admin: token(
+        admin: shared::token(
             args.admin_token_file.as_deref(),
             "LEASEFENCE_ADMIN_TOKEN",
             "admin token",

@@ -173,6 +173,36 @@ pub fn table(rows: &[Vec<String>], right: impl Fn(usize) -> bool) -> String {
         .join("\n")
 }
 
+/// A token from its file or the environment variable; `None` when neither is set. A variable
+/// that is set but empty or not UTF-8 is refused like such a file: read as unset, a slip such
+/// as `LEASEFENCE_WORKER_TOKEN=$(cat missing)` would serve every route without a token.
+pub fn token(
+    file: Option<&Path>,
+    var: &str,
+    what: &'static str,
+) -> anyhow::Result<Option<leasefence_server::Token>> {
+    let text = match file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading the {what} from {}", path.display()))?,
+        ),
+        None => match std::env::var(var) {
+            Ok(value) => Some(value),
+            Err(std::env::VarError::NotPresent) => None,
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(leasefence::Error::InvalidArgument {
+                    argument: what,
+                    reason: format!("{var} is not valid UTF-8"),
+                }
+                .into());
+            }
+        },
+    };
+    Ok(text
+        .map(|t| leasefence_server::Token::new(&t, what))
+        .transpose()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

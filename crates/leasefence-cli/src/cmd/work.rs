@@ -50,9 +50,10 @@ Each job's command gets the payload on stdin and, in its environment, LEASEFENCE
 job id), LEASEFENCE_FENCE (the lease's fence: pass it to `leasefence admit` before writing to \
 an external resource), LEASEFENCE_ATTEMPT (1 on the first run, counting the runs of the job), \
 LEASEFENCE_QUEUE (the job's queue) and, for a job with a kind, LEASEFENCE_KIND. Its stdout \
-becomes the result when it exits 0. The rest of the worker's environment is passed on, \
-LEASEFENCE_DB included (a password in it too), so that the command can run `leasefence admit`; \
-the tokens (LEASEFENCE_WORKER_TOKEN, LEASEFENCE_ADMIN_TOKEN) are not.
+becomes the result when it exits 0. The rest of the worker's environment is passed on as it \
+is — LEASEFENCE_DB too when the worker read the database from it (a password in it included), \
+so that the command can run `leasefence admit` (with --db on the command line, give the \
+command its own); the tokens (LEASEFENCE_WORKER_TOKEN, LEASEFENCE_ADMIN_TOKEN) never are.
 
 Queues: without --queue the worker takes jobs of every queue, --concurrency at a time. Each \
 --queue Q serves only the queue Q, with jobs of its own: N at a time for --queue Q=N, else \
@@ -224,17 +225,12 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
                      the database",
                 ));
             }
-            let token = match &args.token_file {
-                Some(path) => Some(std::fs::read_to_string(path).with_context(|| {
-                    format!("reading the worker token from {}", path.display())
-                })?),
-                None => std::env::var("LEASEFENCE_WORKER_TOKEN")
-                    .ok()
-                    .filter(|t| !t.is_empty()),
-            };
-            let token = token
-                .map(|t| leasefence_server::Token::new(&t, "worker token"))
-                .transpose()?;
+            // Read as serve reads it: a variable set but empty or not UTF-8 is an error.
+            let token = crate::cmd::shared::token(
+                args.token_file.as_deref(),
+                "LEASEFENCE_WORKER_TOKEN",
+                "worker token",
+            )?;
             let store = leasefence_server::HttpStore::new(&url, token)?;
             work(out, &args, backoff, poll, deadline, move || {
                 Ok(store.clone())
