@@ -116,12 +116,23 @@ fn a_usage_error_is_an_object_naming_the_flag() {
     assert!(!message.contains("Usage:"), "{message}");
 
     // An option's value is no subcommand: `--db queue` names a database, the op is `claim`.
-    let run = Run::of(s.dir.path(), &["--db", "queue", "--json", "claim"], None, &[]);
+    let run = Run::of(
+        s.dir.path(),
+        &["--db", "queue", "--json", "claim"],
+        None,
+        &[],
+    );
     failure(&run, Some("claim"), "usage");
     // A missing subcommand is said so, not answered with the help text.
     let run = s.lf(&["--json", "queue"]);
     let record = failure(&run, Some("queue"), "usage");
-    assert!(record["message"].as_str().unwrap().contains("needs a subcommand"), "{record}");
+    assert!(
+        record["message"]
+            .as_str()
+            .unwrap()
+            .contains("needs a subcommand"),
+        "{record}"
+    );
 
     // An unknown subcommand has no op.
     let run = s.lf(&["--json", "inspect", "j"]);

@@ -76,6 +76,9 @@
 //!   disagree still agree on when a lease expires; `Worker::postgres` uses it by default.
 //!   PostgreSQL `text` cannot hold NUL bytes, so `PgStore` refuses ids, owners and results
 //!   containing one as invalid arguments, and job ids longer than `PgStore::MAX_KEY_BYTES`.
+//!   With the feature `postgres-tls`, `sslmode=require` in the target connects over TLS
+//!   (encrypted, the certificate not verified, as libpq's `require`); without it such a target
+//!   is refused.
 //! - [`AnyStore`] / [`Target`]: either backend chosen by a string at run time — a
 //!   `postgres://` URL or an SQLite path — as the `leasefence` command's `--db` takes it.
 //!

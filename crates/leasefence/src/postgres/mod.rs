@@ -244,6 +244,7 @@ impl PgOptions {
             };
             Error::invalid("url", format!("not a PostgreSQL connection string: {why}"))
         })?;
+        tls::check(&config)?;
         config.connect_timeout(self.connect_timeout);
         self.apply_network_timeout(&mut config);
         Ok(config)

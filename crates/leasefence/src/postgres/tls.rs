@@ -9,16 +9,16 @@
 //!   root certificate, the server's certificate is **not verified**: the connection is
 //!   encrypted against eavesdroppers, not authenticated against an active man in the middle.
 //!   `verify-ca` and `verify-full` are not offered (the driver refuses them as values).
-
-use std::sync::Arc;
+//!
+//! TLS is the feature `postgres-tls` (rustls on ring; the command line, the server and the
+//! Python package have it on). Without it, a target with `sslmode=require` is refused by name
+//! when a store is opened, never connected in plaintext.
 
 use postgres::config::{Host, SslMode};
 use postgres::{Client, Config, NoTls};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
-use tokio_postgres_rustls::MakeRustlsConnect;
+
+#[cfg(feature = "postgres-tls")]
+use rustls_connector::encrypting;
 
 /// A plain driver connection to `url` (a `postgres://` URL or a libpq string), made as the
 /// store makes its own: over TLS exactly when `sslmode=require` says so. For a side connection
@@ -42,19 +42,23 @@ pub fn pg_connect(url: &str) -> Result<Client, postgres::Error> {
 /// Connects with `config`, over TLS exactly when its `sslmode` is `require` — and, as libpq,
 /// never over a Unix socket, which has no TLS to offer.
 pub(super) fn connect(config: &Config) -> Result<Client, postgres::Error> {
-    let hosts = config.get_hosts();
-    let sockets_only = !hosts.is_empty() && hosts.iter().all(|h| !matches!(h, Host::Tcp(_)));
     match config.get_ssl_mode() {
-        SslMode::Require if !sockets_only => {
-            if hosts.is_empty() && !config.get_hostaddrs().is_empty() {
-                // `hostaddr=` alone: the handshake needs a name; the address is one.
-                let mut named = config.clone();
-                for addr in config.get_hostaddrs() {
-                    named.host(&addr.to_string());
+        SslMode::Require if !sockets_only(config) => {
+            #[cfg(feature = "postgres-tls")]
+            {
+                if config.get_hosts().is_empty() && !config.get_hostaddrs().is_empty() {
+                    // `hostaddr=` alone: the handshake needs a name; the address is one.
+                    let mut named = config.clone();
+                    for addr in config.get_hostaddrs() {
+                        named.host(&addr.to_string());
+                    }
+                    return named.connect(encrypting());
                 }
-                return named.connect(encrypting());
+                config.connect(encrypting())
             }
-            config.connect(encrypting())
+            // Refused by `check` when a store opens; a `pg_connect` gets the driver's "no TLS".
+            #[cfg(not(feature = "postgres-tls"))]
+            config.connect(NoTls)
         }
         SslMode::Require => {
             // A Unix socket: libpq ignores sslmode there; the driver would still ask the
@@ -67,67 +71,101 @@ pub(super) fn connect(config: &Config) -> Result<Client, postgres::Error> {
     }
 }
 
-/// A TLS connector that encrypts without checking whom it talks to (libpq's `require`), its
-/// handshake signatures still checked by ring.
-fn encrypting() -> MakeRustlsConnect {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default TLS versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
-        .with_no_client_auth();
-    // As libpq 17 sends it: a server doing direct TLS (`sslnegotiation=direct`) requires it,
-    // older servers ignore it.
-    config.alpn_protocols = vec![b"postgresql".to_vec()];
-    MakeRustlsConnect::new(config)
+/// Whether every host of `config` is a Unix socket (which has no TLS to offer).
+fn sockets_only(config: &Config) -> bool {
+    let hosts = config.get_hosts();
+    !hosts.is_empty() && hosts.iter().all(|h| !matches!(h, Host::Tcp(_)))
 }
 
-/// Accepts any server certificate; checks that the handshake was signed by its key.
-#[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
+/// `Ok` unless `config` asks for TLS (`sslmode=require`, not over a Unix socket) and this build
+/// has none: then an `InvalidArgument` naming `url`, before any connection is tried.
+pub(super) fn check(config: &Config) -> crate::Result<()> {
+    if cfg!(feature = "postgres-tls")
+        || config.get_ssl_mode() != SslMode::Require
+        || sockets_only(config)
+    {
+        return Ok(());
+    }
+    Err(crate::Error::invalid(
+        "url",
+        "sslmode=require asks for TLS, and this build of leasefence has none: enable the \
+         feature `postgres-tls`",
+    ))
+}
 
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+/// The rustls side (feature `postgres-tls`).
+#[cfg(feature = "postgres-tls")]
+mod rustls_connector {
+    use std::sync::Arc;
+
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::{DigitallySignedStruct, SignatureScheme};
+    use tokio_postgres_rustls::MakeRustlsConnect;
+
+    /// A TLS connector that encrypts without checking whom it talks to (libpq's `require`), its
+    /// handshake signatures still checked by ring.
+    pub(super) fn encrypting() -> MakeRustlsConnect {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default TLS versions")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
+            .with_no_client_auth();
+        // As libpq 17 sends it: a server doing direct TLS (`sslnegotiation=direct`) requires it,
+        // older servers ignore it.
+        config.alpn_protocols = vec![b"postgresql".to_vec()];
+        MakeRustlsConnect::new(config)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
+    /// Accepts any server certificate; checks that the handshake was signed by its key.
+    #[derive(Debug)]
+    struct Unverified(Arc<CryptoProvider>);
 
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
+    impl ServerCertVerifier for Unverified {
+        fn verify_server_cert(
+            &self,
+            _end_entity: &CertificateDer<'_>,
+            _intermediates: &[CertificateDer<'_>],
+            _server_name: &ServerName<'_>,
+            _ocsp_response: &[u8],
+            _now: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
 
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            verify_tls12_signature(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            verify_tls13_signature(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
     }
 }
