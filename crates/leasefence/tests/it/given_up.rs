@@ -17,10 +17,7 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// What the handler saw: (timed out, check_lease, admit) at one moment.
 type Seen = (bool, bool, bool);
 
-fn case<S: Store + Send + 'static>(
-    open: Arc<dyn Fn() -> Result<S, Error> + Send + Sync>,
-    probe: &dyn Probe,
-) {
+fn case<S: Store + Send + 'static>(open: Opener<S>, probe: &dyn Probe) {
     let store = open().unwrap();
     store
         .enqueue_many(&[NewJob::new("mail").unwrap().max_attempts(3)])
@@ -106,9 +103,7 @@ fn case<S: Store + Send + 'static>(
 
 #[test]
 fn sqlite_a_timed_out_attempt_is_no_longer_current_to_its_handler() {
-    let db = Db::new();
-    let path = db.path.clone();
-    case::<SqliteStore>(Arc::new(move || SqliteStore::open(&path)), &db);
+    on_sqlite(case);
 }
 
 #[test]
@@ -117,18 +112,30 @@ fn sqlite_a_timed_out_attempt_is_no_longer_current_to_its_handler() {
     ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
 )]
 fn pg_a_timed_out_attempt_is_no_longer_current_to_its_handler() {
+    on_pg(case);
+}
+
+/// Opens one store of a backend, as a worker's opener does.
+type Opener<S> = Arc<dyn Fn() -> Result<S, Error> + Send + Sync>;
+
+/// Runs `case` on a fresh SQLite file.
+fn on_sqlite(case: fn(Opener<SqliteStore>, &dyn Probe)) {
+    let db = Db::new();
+    let path = db.path.clone();
+    case(Arc::new(move || SqliteStore::open(&path)), &db);
+}
+
+/// Runs `case` on a fresh PostgreSQL schema, each store one connection (as a worker's are).
+fn on_pg(case: fn(Opener<PgStore>, &dyn Probe)) {
     let Some(db) = PgDb::new() else { return };
     let (url, options) = (db.url.clone(), db.options().pool_size(1));
-    case::<PgStore>(Arc::new(move || options.open(&url)), &db);
+    case(Arc::new(move || options.open(&url)), &db);
 }
 
 /// A handler whose lease was taken over before its worker noticed (no heartbeat has run: the
 /// clock has not moved) still asks the fence gate, and the gate refuses it: a newer fence was
 /// admitted for the resource. Its late completion is refused by the store.
-fn stale_holder_case<S: Store + Send + 'static>(
-    open: Arc<dyn Fn() -> Result<S, Error> + Send + Sync>,
-    probe: &dyn Probe,
-) {
+fn stale_holder_case<S: Store + Send + 'static>(open: Opener<S>, probe: &dyn Probe) {
     let store = open().unwrap();
     store.enqueue_many(&[NewJob::new("mail").unwrap()]).unwrap();
     let clock = ManualClock::new(0.0);
@@ -196,9 +203,7 @@ fn wait_for(mut cond: impl FnMut() -> bool) {
 
 #[test]
 fn sqlite_a_stale_holder_that_has_not_noticed_is_refused_by_the_gate() {
-    let db = Db::new();
-    let path = db.path.clone();
-    stale_holder_case::<SqliteStore>(Arc::new(move || SqliteStore::open(&path)), &db);
+    on_sqlite(stale_holder_case);
 }
 
 #[test]
@@ -207,7 +212,5 @@ fn sqlite_a_stale_holder_that_has_not_noticed_is_refused_by_the_gate() {
     ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
 )]
 fn pg_a_stale_holder_that_has_not_noticed_is_refused_by_the_gate() {
-    let Some(db) = PgDb::new() else { return };
-    let (url, options) = (db.url.clone(), db.options().pool_size(1));
-    stale_holder_case::<PgStore>(Arc::new(move || options.open(&url)), &db);
+    on_pg(stale_holder_case);
 }
