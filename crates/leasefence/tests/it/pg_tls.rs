@@ -185,6 +185,16 @@ fn require_works_with_hostaddr_alone_and_skips_tls_on_a_unix_socket() {
                 .unwrap();
             store.stats(Now::new(0.0).unwrap()).unwrap();
             assert_eq!(encrypted(&mut raw, &app), Some(true));
+            // With a host name as well, the name is the handshake's; nothing is added.
+            let app = format!("lf_tls_both_{}", db.schema);
+            let both = format!("host=localhost hostaddr={ip}");
+            let store = db
+                .options()
+                .pool_size(1)
+                .open(&require_via(&db, &both, &app))
+                .unwrap();
+            store.stats(Now::new(0.0).unwrap()).unwrap();
+            assert_eq!(encrypted(&mut raw, &app), Some(true));
         }
         _ => eprintln!("the test database is not on an IP address with ssl on: hostaddr skipped"),
     }
