@@ -80,10 +80,13 @@ fn sockets_only(config: &Config) -> bool {
 /// `Ok` unless `config` asks for TLS (`sslmode=require`, not over a Unix socket) and this build
 /// has none: then an `InvalidArgument` naming `url`, before any connection is tried.
 pub(super) fn check(config: &Config) -> crate::Result<()> {
-    if cfg!(feature = "postgres-tls")
-        || config.get_ssl_mode() != SslMode::Require
-        || sockets_only(config)
-    {
+    refuse_without_tls(config, cfg!(feature = "postgres-tls"))
+}
+
+/// `check` with this build's TLS support as an argument (so both answers are tested in one
+/// build).
+fn refuse_without_tls(config: &Config, tls_available: bool) -> crate::Result<()> {
+    if tls_available || config.get_ssl_mode() != SslMode::Require || sockets_only(config) {
         return Ok(());
     }
     Err(crate::Error::invalid(
@@ -167,5 +170,51 @@ mod rustls_connector {
         fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
             self.0.signature_verification_algorithms.supported_schemes()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(url: &str, tls_available: bool) -> Option<String> {
+        let config: Config = url.parse().expect("a valid target");
+        refuse_without_tls(&config, tls_available)
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_build_without_tls_refuses_sslmode_require_over_tcp_by_name() {
+        let err = refused("host=db.internal user=app sslmode=require", false)
+            .expect("refused without TLS");
+        assert!(err.contains("url"), "{err}");
+        assert!(err.contains("postgres-tls"), "{err}");
+        assert!(refused("postgres://app@db.internal/jobs?sslmode=require", false).is_some());
+        // One TCP host among sockets still needs TLS.
+        assert!(
+            refused(
+                "host=/var/run/postgresql,db.internal sslmode=require",
+                false
+            )
+            .is_some()
+        );
+    }
+
+    #[test]
+    fn only_sslmode_require_over_tcp_without_tls_is_refused() {
+        assert_eq!(refused("host=db.internal sslmode=require", true), None);
+        assert_eq!(refused("host=db.internal sslmode=prefer", false), None);
+        assert_eq!(refused("host=db.internal sslmode=disable", false), None);
+        assert_eq!(refused("host=db.internal", false), None);
+        assert_eq!(
+            refused("host=/var/run/postgresql sslmode=require", false),
+            None
+        );
+        assert!(sockets_only(
+            &"host=/tmp,/var/run/postgresql".parse().unwrap()
+        ));
+        assert!(!sockets_only(&"host=/tmp,db".parse().unwrap()));
+        assert!(!sockets_only(&"hostaddr=127.0.0.1".parse().unwrap()));
     }
 }
