@@ -160,8 +160,8 @@ pub use types::{
 #[cfg_attr(docsrs, doc(cfg(feature = "cron")))]
 pub use types::{MAX_SCHEDULE_NAME, Schedule, ScheduleInfo, ScheduleName, SlotRun, run_id};
 pub use worker::{
-    CancelToken, Clock, HandlerError, JobContext, JobOutcome, ManualClock, ShutdownHandle,
-    SystemClock, Worker, WorkerBuilder, WorkerStats,
+    CancelToken, Clock, HandlerError, JobContext, JobOutcome, ManualClock, OUTAGE_TARGET,
+    ShutdownHandle, SystemClock, Worker, WorkerBuilder, WorkerStats,
 };
 
 /// The SQLite driver, re-exported for [`SqliteStore::complete_with`], whose closure writes

@@ -432,6 +432,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
             now: CancelToken::new(),
             slots,
             fatal: Default::default(),
+            outage: std::sync::Mutex::new(None),
         };
         Ok(Worker {
             open: self.open,

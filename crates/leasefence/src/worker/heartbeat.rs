@@ -135,8 +135,13 @@ pub(super) fn enforce_timeouts<S>(shared: &Shared<S>) {
 /// call: the cancelled handler's thread, finding the job released, writes nothing (see
 /// `run_batch`), so the release never races a late outcome and no job's lock waits on the
 /// database. A job already finishing (its outcome being written) is left to that write.
-pub(super) fn release_in_flight<S: Store>(shared: &Shared<S>, store: &S) {
-    let releasing: Vec<Arc<Job>> = shared
+///
+/// This first half needs no database (the supervising thread makes it at the deadline itself):
+/// it marks every job still queued or running released and cancels its token (its handler is
+/// told at once, and its thread will write nothing), and returns those jobs, whose leases
+/// [`release`] gives back.
+pub(super) fn mark_released<S>(shared: &Shared<S>) -> Vec<Arc<Job>> {
+    shared
         .in_flight()
         .into_iter()
         .filter(|job| {
@@ -148,7 +153,11 @@ pub(super) fn release_in_flight<S: Store>(shared: &Shared<S>, store: &S) {
             job.token.cancel();
             true
         })
-        .collect();
+        .collect()
+}
+
+/// The second half (on the heartbeat's thread): gives back the leases of `releasing`, fenced.
+pub(super) fn release<S: Store>(shared: &Shared<S>, store: &S, releasing: Vec<Arc<Job>>) {
     for job in releasing {
         let lease = &job.lease;
         match busy_retry(shared, || store.release_lease(lease)) {

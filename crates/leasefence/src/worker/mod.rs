@@ -93,5 +93,6 @@ pub use cancel::CancelToken;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::{HandlerError, JobContext};
 pub use run::Worker;
+pub use shared::OUTAGE_TARGET;
 pub use shutdown::ShutdownHandle;
 pub use stats::{JobOutcome, WorkerStats};

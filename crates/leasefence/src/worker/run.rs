@@ -9,7 +9,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::batch::{batch_size_for, run_batch};
-use super::heartbeat::{enforce_expiry, enforce_timeouts, heartbeat, release_in_flight};
+use super::cancel::CancelToken;
+use super::heartbeat::{enforce_expiry, enforce_timeouts, heartbeat, mark_released, release};
+use super::job::Job;
 use super::shared::{RECONNECT_WAIT, Shared, TICK, is_connection_fault};
 use super::shutdown::ShutdownHandle;
 use super::stats::{WorkerStats, bump};
@@ -23,6 +25,11 @@ use crate::types::{BatchSize, Owner};
 /// The shortest wait for cancelled handlers to return after the shutdown deadline, and the
 /// whole wait after [`ShutdownHandle::shutdown_now`].
 const GRACE: Duration = Duration::from_millis(100);
+
+/// How long a shutdown waits at least for the leases released at its deadline to be given
+/// back, when the store is slow to answer; a store that does not answer by then (a host cut
+/// off from it) is left to let them expire.
+const RELEASE_WAIT: Duration = Duration::from_secs(5);
 
 /// Opens one store; called once per thread, plus once for the heartbeat.
 pub(super) type Opener<S> = dyn Fn() -> Result<S> + Send + Sync;
@@ -97,6 +104,12 @@ impl<S: Store + Send + 'static> Worker<S> {
     /// `shutdown_now`) are left running in the background; whatever they try to store later is
     /// refused by the fence.
     ///
+    /// The heartbeat renews on a thread of its own, and the clock's limits are kept by another:
+    /// a store call that hangs (a host cut off from its database or server) never delays giving
+    /// a lease up when it ends, a [`timeout`](crate::WorkerBuilder::timeout), or the shutdown
+    /// deadline. Leases released at the deadline that the store has not taken back within the
+    /// deadline again (at least 5 s) are left to expire.
+    ///
     /// # Errors
     /// A store that could not be opened (before anything was claimed), a non-finite clock
     /// reading, or a non-retryable store error while claiming (the worker then shut down
@@ -104,7 +117,8 @@ impl<S: Store + Send + 'static> Worker<S> {
     /// database server that fail once running ([`Error::ConnectionLost`](crate::Error::ConnectionLost),
     /// [`Error::CannotConnect`](crate::Error::CannotConnect): a restart, a terminated
     /// session, a server out of connections): the worker waits and goes on with new
-    /// connections. An outcome write whose answer was lost with its connection is tried again
+    /// connections, and logs such an outage once as it begins and once as it ends (target
+    /// [`OUTAGE_TARGET`](crate::OUTAGE_TARGET)). An outcome write whose answer was lost with its connection is tried again
     /// and, when refused, read back: stored under the job's own fence, it is reported as what
     /// it was, never written twice.
     ///
@@ -158,10 +172,16 @@ impl<S: Store + Send + 'static> Worker<S> {
             })
             .collect();
 
-        // Running: heartbeats until asked to stop (or drained).
+        // The heartbeat makes its store calls on a thread of its own, so that one which hangs
+        // (a host cut off from its database or server, waiting out a TCP timeout) never keeps
+        // this thread from giving leases up by the clock, from the run-time limits, or from
+        // the shutdown deadline.
+        let beats = Arc::new(Beats::default());
+        let beater = spawn_heartbeat(&shared, beat_store, &beats);
+
+        // Running: the clock's limits enforced every tick, until asked to stop (or drained).
         loop {
             enforce_timeouts(&shared);
-            heartbeat(&shared, &beat_store);
             enforce_expiry(&shared);
             if shared.stop.is_cancelled() {
                 break;
@@ -185,22 +205,37 @@ impl<S: Store + Send + 'static> Worker<S> {
                 deadline = deadline.earlier(Deadline::after(Duration::ZERO));
             }
             if deadline.passed() {
-                release_in_flight(&shared, &beat_store);
+                // Told at once; their leases given back by the heartbeat's thread.
+                *lock(&beats.releasing) = mark_released(&shared);
                 break;
             }
             enforce_timeouts(&shared);
-            heartbeat(&shared, &beat_store);
             enforce_expiry(&shared);
             std::thread::sleep(TICK.min(deadline.left()));
         }
+        beats.ended.cancel();
         // The cancelled handlers' grace to return: as long again as the deadline (at least
-        // `GRACE`), cut to `GRACE` by `shutdown_now`.
+        // `GRACE`), cut to `GRACE` by `shutdown_now`. The heartbeat's to give their leases
+        // back: as long again as the deadline, at least `RELEASE_WAIT`, never cut.
         let mut grace = Deadline::after(shared.config.deadline.max(GRACE));
-        while !threads.iter().all(JoinHandle::is_finished) && !grace.passed() {
+        let releases = Deadline::after(shared.config.deadline.max(RELEASE_WAIT));
+        while !((threads.iter().all(JoinHandle::is_finished) || grace.passed())
+            && (beater.is_finished() || releases.passed()))
+        {
             if shared.now.is_cancelled() {
                 grace = grace.earlier(Deadline::after(GRACE));
             }
             std::thread::sleep(Duration::from_millis(5));
+        }
+        if !beater.is_finished() {
+            bump(&shared.counters.errors);
+            tracing::warn!(
+                "a renewal or release has not returned from the store; leaving the heartbeat's \
+                 thread behind (the leases it could not give back expire instead)"
+            );
+        } else if beater.join().is_err() {
+            bump(&shared.counters.errors);
+            tracing::error!("the worker's heartbeat thread panicked");
         }
         #[cfg(feature = "cron")]
         if let Some(scheduler) = scheduler
@@ -232,6 +267,36 @@ impl<S: Store + Send + 'static> Worker<S> {
             None => Ok(stats),
         }
     }
+}
+
+/// What the supervising thread tells the heartbeat's thread.
+#[derive(Default)]
+struct Beats {
+    /// Renew no more: give back `releasing`, then end.
+    ended: CancelToken,
+    /// The jobs marked released at the shutdown deadline, whose leases are still held.
+    releasing: std::sync::Mutex<Vec<Arc<Job>>>,
+}
+
+/// Starts the heartbeat's thread: renews what is due every tick until `beats.ended`, then gives
+/// back the leases of `beats.releasing`.
+fn spawn_heartbeat<S: Store + Send + 'static>(
+    shared: &Arc<Shared<S>>,
+    store: S,
+    beats: &Arc<Beats>,
+) -> JoinHandle<()> {
+    let (shared, beats) = (Arc::clone(shared), Arc::clone(beats));
+    std::thread::Builder::new()
+        .name("leasefence-heartbeat".into())
+        .spawn(move || {
+            while !beats.ended.is_cancelled() {
+                heartbeat(&shared, &store);
+                beats.ended.wait_timeout(TICK);
+            }
+            let releasing = std::mem::take(&mut *lock(&beats.releasing));
+            release(&shared, &store, releasing);
+        })
+        .expect("spawn the heartbeat thread")
 }
 
 /// How long the watch thread waits per call, so that it notices a shutdown in time.
@@ -298,11 +363,13 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
         });
         match claimed {
             Ok(leases) if !leases.is_empty() => {
+                shared.reachable(&owner);
                 slot.idle.store(false, Ordering::SeqCst);
                 let per_job = run_batch(shared, slot, &store, leases, now.seconds());
                 want = batch_size_for(per_job, shared);
             }
             Ok(_) => {
+                shared.reachable(&owner);
                 slot.idle.store(true, Ordering::SeqCst);
                 // Until the poll interval, or earlier when the store's watch says jobs may be
                 // ready (see `watch`).
@@ -311,7 +378,11 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
             Err(e) if e.is_retryable() => {
                 slot.idle.store(false, Ordering::SeqCst);
                 bump(&shared.counters.errors);
-                tracing::warn!(%owner, error = %e, "claim_next met a busy database; trying again");
+                if matches!(e, crate::Error::Unavailable { .. }) {
+                    shared.unreachable(&owner, &e);
+                } else {
+                    tracing::warn!(%owner, error = %e, "claim_next met a busy database; trying again");
+                }
                 shared.stop.wait_timeout(shared.config.poll);
             }
             // The server restarted, ended the session or has no connection to spare: a claim
@@ -320,7 +391,7 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
             Err(e) if is_connection_fault(&e) => {
                 slot.idle.store(false, Ordering::SeqCst);
                 bump(&shared.counters.errors);
-                tracing::warn!(%owner, error = %e, "claim_next met a failed database connection; trying again");
+                shared.unreachable(&owner, &e);
                 shared
                     .stop
                     .wait_timeout(shared.config.poll.min(RECONNECT_WAIT * 5));

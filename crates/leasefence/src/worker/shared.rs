@@ -37,6 +37,31 @@ pub(super) fn is_connection_fault(error: &Error) -> bool {
     )
 }
 
+/// The `tracing` target of the two warnings a [`Worker`](crate::Worker) logs when its store —
+/// the database, or the `leasefence serve` in front of it — becomes unreachable to its claims
+/// (with the reason: connection refused, too many clients, …) and when it answers again
+/// (with how long it was gone), so that a subscriber can show those alone — as the command
+/// line's `work` does on stderr. The retries in between are `debug` lines of the worker's own
+/// target.
+///
+/// ```
+/// assert_eq!(leasefence::OUTAGE_TARGET, "leasefence::outage");
+/// ```
+pub const OUTAGE_TARGET: &str = "leasefence::outage";
+
+/// `error` with the chain of its causes (the driver's reason: connection refused, too many
+/// clients), as one line.
+fn with_causes(error: &Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
+}
+
 pub(super) type Handler<S> =
     dyn Fn(&JobContext<'_, S>) -> std::result::Result<String, String> + Send + Sync;
 pub(super) type OutcomeHook = dyn Fn(&Lease, &JobOutcome) + Send + Sync;
@@ -97,6 +122,9 @@ pub(super) struct Shared<S> {
     pub(super) now: CancelToken,
     pub(super) slots: Vec<Slot>,
     pub(super) fatal: Mutex<Option<Error>>,
+    /// When the store became unreachable to this worker's claims (`None` while it answers):
+    /// an outage is logged once as it begins and once as it ends, not at every retry.
+    pub(super) outage: Mutex<Option<std::time::Instant>>,
 }
 
 impl<S> Shared<S> {
@@ -120,6 +148,33 @@ impl<S> Shared<S> {
             .iter()
             .flat_map(|s| lock(&s.jobs).clone())
             .collect()
+    }
+
+    /// A claim met an unreachable store (`error`: a connection fault, or a server that is
+    /// unavailable): the first of an outage is a warning naming the cause, the
+    /// retries after it are debug lines.
+    pub(super) fn unreachable(&self, owner: &str, error: &Error) {
+        let mut outage = lock(&self.outage);
+        if outage.is_none() {
+            *outage = Some(std::time::Instant::now());
+            tracing::warn!(
+                target: OUTAGE_TARGET, %owner, error = %with_causes(error),
+                "the store cannot be reached; claiming again until it answers"
+            );
+        } else {
+            tracing::debug!(%owner, error = %error, "the store still cannot be reached");
+        }
+    }
+
+    /// A claim was answered: ends an outage, if one was going on, with a warning that says how
+    /// long it lasted.
+    pub(super) fn reachable(&self, owner: &str) {
+        if let Some(began) = lock(&self.outage).take() {
+            tracing::warn!(
+                target: OUTAGE_TARGET, %owner, seconds = began.elapsed().as_secs_f64(),
+                "the store answers again"
+            );
+        }
     }
 
     /// Records an error that stops the worker, then asks every thread to stop.

@@ -38,6 +38,7 @@ mod fail;
 mod fences;
 mod find_jobs;
 mod given_up;
+mod hung_store;
 mod inspect;
 mod ledger;
 mod list;

@@ -1,0 +1,364 @@
+//! A store call that hangs — a host cut off from its database or server, whose request waits
+//! out a TCP timeout — must not suspend the worker's own clock: the lease is given up at its
+//! end, the run-time limit and the shutdown deadline are kept, while the renewal still hangs.
+//! (`tests/partition.rs` cuts a real network; these pin the rule on one machine, exactly.)
+
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use leasefence::{
+    Error, JobId, Lease, ManualClock, NewJob, Now, Owner, SqliteStore, Status, Store, Ttl, Worker,
+    WorkerBuilder, WorkerStats,
+};
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Whether the next renewals hang, and whether one is hanging now.
+#[derive(Default)]
+struct Gate {
+    state: Mutex<(bool, bool)>,
+    cv: Condvar,
+}
+
+impl Gate {
+    /// From now on every `renew_batch` hangs until [`Gate::open`].
+    fn close(&self) {
+        self.state.lock().unwrap().0 = true;
+    }
+    fn open(&self) {
+        *self.state.lock().unwrap() = (false, false);
+        self.cv.notify_all();
+    }
+    /// Waits (bounded) until a renewal hangs inside the store.
+    #[track_caller]
+    fn wait_hanging(&self) {
+        let st = self.state.lock().unwrap();
+        let (st, _) = self.cv.wait_timeout_while(st, PATIENCE, |s| !s.1).unwrap();
+        assert!(st.1, "no renewal reached the store");
+    }
+    fn hanging(&self) -> bool {
+        self.state.lock().unwrap().1
+    }
+    /// Called by a renewal: hangs while the gate is closed (bounded, so a failed test ends).
+    fn pass(&self) {
+        let mut st = self.state.lock().unwrap();
+        if st.0 {
+            st.1 = true;
+            self.cv.notify_all();
+            let _ = self
+                .cv
+                .wait_timeout_while(st, 3 * PATIENCE, |s| s.0)
+                .unwrap();
+        }
+    }
+}
+
+/// A store that forwards everything to SQLite, except that its renewals hang while the gate is
+/// closed.
+struct Hung {
+    inner: SqliteStore,
+    gate: Arc<Gate>,
+}
+
+fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung> {
+    let (path, gate) = (db.path.clone(), gate.clone());
+    Worker::builder(move || {
+        Ok(Hung {
+            inner: SqliteStore::open(&path)?,
+            gate: gate.clone(),
+        })
+    })
+    .clock(clock.clone())
+    .owner_prefix("cut")
+    .poll_interval(Duration::from_millis(2))
+    .shutdown_deadline(Duration::from_millis(200))
+    .ttl(30.0)
+}
+
+/// The worker's handle, its thread, its handler's start and whether its handler was told.
+type Running = (
+    leasefence::ShutdownHandle,
+    std::thread::JoinHandle<Result<WorkerStats, Error>>,
+    Receiver<()>,
+    Receiver<bool>,
+);
+
+/// A worker whose one handler reports its start and then waits (bounded) for its token;
+/// `told` receives whether the token was cancelled.
+fn run_one(w: WorkerBuilder<Hung>) -> Running {
+    let (started_tx, started) = channel();
+    let (told_tx, told) = channel();
+    let (started_tx, told_tx) = (Mutex::new(started_tx), Mutex::new(told_tx));
+    let w = w
+        .build(move |ctx| {
+            started_tx.lock().unwrap().send(()).unwrap();
+            let cancelled = ctx.token().wait_timeout(3 * PATIENCE);
+            told_tx.lock().unwrap().send(cancelled).unwrap();
+            Err("stopped".into())
+        })
+        .unwrap();
+    let handle = w.shutdown_handle();
+    let run = std::thread::spawn(move || w.run());
+    (handle, run, started, told)
+}
+
+fn one_job(db: &Db) {
+    SqliteStore::open(&db.path)
+        .unwrap()
+        .enqueue_many(&[job("j")])
+        .unwrap();
+}
+
+#[test]
+fn a_renewal_that_hangs_does_not_keep_the_worker_from_giving_the_lease_up_at_its_end() {
+    let db = Db::new();
+    one_job(&db);
+    let (clock, gate) = (ManualClock::new(0.0), Arc::new(Gate::default()));
+    let (handle, run, started, told) = run_one(worker(&db, &clock, &gate));
+    started.recv_timeout(PATIENCE).unwrap();
+    gate.close();
+    clock.set(10.0); // a third of the ttl: the renewal is due, and hangs
+    gate.wait_hanging();
+    clock.set(30.0); // the lease's end on the worker's clock
+    let cancelled = told
+        .recv_timeout(PATIENCE)
+        .expect("the handler is told at the lease's end");
+    assert!(cancelled, "told by its token, not by its own timeout");
+    assert!(gate.hanging(), "told while the renewal still hangs");
+    assert_eq!(handle.stats().lost, 1, "{:?}", handle.stats());
+    // Its failure, written at 30 by the worker's clock, is refused: the lease has ended.
+    let waited = Instant::now();
+    while handle.stats().stale_refused == 0 && waited.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(gate.hanging(), "refused while the renewal still hangs");
+    gate.open();
+    handle.shutdown();
+    let stats = run.join().unwrap().expect("run ends without an error");
+    assert_eq!(
+        (
+            stats.lost,
+            stats.stale_refused,
+            stats.completed,
+            stats.retried
+        ),
+        (1, 1, 0, 0),
+        "{stats:?}"
+    );
+    // Nothing stored under fence 1 (the job, claimable again at 30, may have been taken once
+    // more before the shutdown and given back).
+    let row = db.row("j").unwrap();
+    assert_eq!((row.done, row.result.as_deref()), (0, None), "{row:?}");
+    assert!(
+        row.fence == 1 || (row.fence == 2 && stats.released == 1),
+        "{row:?} {stats:?}"
+    );
+}
+
+#[test]
+fn a_run_time_limit_is_kept_while_a_renewal_hangs() {
+    let db = Db::new();
+    one_job(&db);
+    let (clock, gate) = (ManualClock::new(0.0), Arc::new(Gate::default()));
+    let (handle, run, started, told) = run_one(worker(&db, &clock, &gate).timeout(15.0));
+    started.recv_timeout(PATIENCE).unwrap();
+    gate.close();
+    clock.set(10.0);
+    gate.wait_hanging();
+    clock.set(15.0); // the limit; the lease (until 30) still runs
+    assert!(told.recv_timeout(PATIENCE).expect("timed out at the limit"));
+    assert!(gate.hanging(), "timed out while the renewal still hangs");
+    assert_eq!(handle.stats().timed_out, 1, "{:?}", handle.stats());
+    gate.open();
+    handle.shutdown();
+    let stats = run.join().unwrap().expect("run ends without an error");
+    assert_eq!((stats.timed_out, stats.lost), (1, 0), "{stats:?}");
+    // The timed-out attempt is recorded as a failure, under its fence, once the store answers.
+    let state = SqliteStore::open(&db.path)
+        .unwrap()
+        .inspect(JobId::new("j").unwrap(), Now::new(16.0).unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!((state.state.fence, state.state.owner), (1, None));
+    assert_ne!(state.status, Status::Done);
+}
+
+#[test]
+fn the_shutdown_deadline_is_kept_while_a_renewal_hangs() {
+    let db = Db::new();
+    one_job(&db);
+    let (clock, gate) = (ManualClock::new(0.0), Arc::new(Gate::default()));
+    let w = worker(&db, &clock, &gate).shutdown_deadline(Duration::from_millis(200));
+    let (handle, run, started, told) = run_one(w);
+    started.recv_timeout(PATIENCE).unwrap();
+    gate.close();
+    clock.set(10.0);
+    gate.wait_hanging();
+    let asked = Instant::now();
+    handle.shutdown();
+    assert!(
+        told.recv_timeout(PATIENCE)
+            .expect("cancelled at the deadline")
+    );
+    // run returns once its wait for the hung store is over (5 s), the renewal still hanging.
+    let waited = Instant::now();
+    while !run.is_finished() && waited.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        run.is_finished(),
+        "run returned {:?} after the shutdown",
+        asked.elapsed()
+    );
+    assert!(gate.hanging(), "returned while the renewal still hangs");
+    let stats = run.join().unwrap().expect("run ends without an error");
+    assert_eq!((stats.released, stats.lost), (0, 0), "{stats:?}");
+    assert!(
+        stats.errors >= 1,
+        "the heartbeat left behind is counted: {stats:?}"
+    );
+    // Not given back: the lease (fence 1, until 30) expires instead; nothing was stored.
+    let row = db.row("j").unwrap();
+    assert_eq!((row.fence, row.done, row.until), (1, 0, 30.0), "{row:?}");
+    gate.open();
+}
+
+impl Store for Hung {
+    fn enqueue(&self, job_id: JobId<'_>) -> Result<bool, Error> {
+        self.inner.enqueue(job_id)
+    }
+    fn state(&self, job_id: JobId<'_>) -> Result<Option<leasefence::JobState>, Error> {
+        self.inner.state(job_id)
+    }
+    fn claim(
+        &self,
+        id: JobId<'_>,
+        o: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<Option<Lease>, Error> {
+        self.inner.claim(id, o, now, ttl)
+    }
+    fn renew(
+        &self,
+        id: JobId<'_>,
+        o: Owner<'_>,
+        f: i64,
+        now: Now,
+        ttl: Ttl,
+    ) -> Result<bool, Error> {
+        self.inner.renew(id, o, f, now, ttl)
+    }
+    fn complete(
+        &self,
+        id: JobId<'_>,
+        o: Owner<'_>,
+        f: i64,
+        now: Now,
+        r: &str,
+    ) -> Result<bool, Error> {
+        self.inner.complete(id, o, f, now, r)
+    }
+    fn release(&self, id: JobId<'_>, o: Owner<'_>, f: i64) -> Result<bool, Error> {
+        self.inner.release(id, o, f)
+    }
+    fn enqueue_jobs(&self, jobs: &[NewJob]) -> Result<Vec<leasefence::Enqueued>, Error> {
+        self.inner.enqueue_jobs(jobs)
+    }
+    fn claim_batch_in(
+        &self,
+        queues: &leasefence::Queues,
+        o: Owner<'_>,
+        now: Now,
+        ttl: Ttl,
+        n: leasefence::BatchSize,
+    ) -> Result<Vec<Lease>, Error> {
+        self.inner.claim_batch_in(queues, o, now, ttl, n)
+    }
+    fn pause(&self, queue: &leasefence::Queue) -> Result<bool, Error> {
+        self.inner.pause(queue)
+    }
+    fn resume(&self, queue: &leasefence::Queue) -> Result<bool, Error> {
+        self.inner.resume(queue)
+    }
+    fn queues(&self, now: Now) -> Result<Vec<leasefence::QueueInfo>, Error> {
+        self.inner.queues(now)
+    }
+    fn fail(
+        &self,
+        l: &Lease,
+        now: Now,
+        e: &str,
+        at: Option<Now>,
+    ) -> Result<Option<leasefence::Failed>, Error> {
+        self.inner.fail(l, now, e, at)
+    }
+    fn cancel(&self, id: JobId<'_>, now: Now) -> Result<bool, Error> {
+        self.inner.cancel(id, now)
+    }
+    fn purge(&self, before: Now) -> Result<u64, Error> {
+        self.inner.purge(before)
+    }
+    fn list(
+        &self,
+        now: Now,
+        s: Option<Status>,
+        after: Option<JobId<'_>>,
+        limit: usize,
+    ) -> Result<Vec<leasefence::JobInfo>, Error> {
+        self.inner.list(now, s, after, limit)
+    }
+    fn history(&self, id: JobId<'_>) -> Result<Option<leasefence::History>, Error> {
+        self.inner.history(id)
+    }
+    fn add_schedule(&self, schedule: &leasefence::Schedule, now: Now) -> leasefence::Result<bool> {
+        self.inner.add_schedule(schedule, now)
+    }
+    fn remove_schedule(&self, name: leasefence::ScheduleName<'_>) -> leasefence::Result<bool> {
+        self.inner.remove_schedule(name)
+    }
+    fn schedules(&self) -> leasefence::Result<Vec<leasefence::ScheduleInfo>> {
+        self.inner.schedules()
+    }
+    fn enqueue_slots(
+        &self,
+        scheduler: &Lease,
+        now: Now,
+        runs: &[leasefence::SlotRun],
+    ) -> leasefence::Result<Option<Vec<Option<leasefence::Enqueued>>>> {
+        self.inner.enqueue_slots(scheduler, now, runs)
+    }
+    fn inspect(&self, id: JobId<'_>, now: Now) -> Result<Option<leasefence::JobInfo>, Error> {
+        self.inner.inspect(id, now)
+    }
+    fn retry(&self, ids: &[JobId<'_>], now: Now) -> Result<Vec<bool>, Error> {
+        self.inner.retry(ids, now)
+    }
+    fn retry_dead_in(&self, queues: &leasefence::Queues, now: Now) -> Result<u64, Error> {
+        self.inner.retry_dead_in(queues, now)
+    }
+    fn delete(&self, ids: &[JobId<'_>]) -> Result<Vec<bool>, Error> {
+        self.inner.delete(ids)
+    }
+    fn stats(&self, now: Now) -> Result<leasefence::Stats, Error> {
+        self.inner.stats(now)
+    }
+    fn admit(&self, resource: leasefence::Resource<'_>, f: i64) -> Result<bool, Error> {
+        self.inner.admit(resource, f)
+    }
+    fn complete_lease(&self, l: &Lease, now: Now, r: &str) -> Result<bool, Error> {
+        self.inner.complete_lease(l, now, r)
+    }
+    fn complete_batch(&self, c: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>, Error> {
+        self.inner.complete_batch(c, now)
+    }
+    fn release_lease(&self, l: &Lease) -> Result<bool, Error> {
+        self.inner.release_lease(l)
+    }
+    fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>, Error> {
+        self.gate.pass();
+        self.inner.renew_batch(leases, now, ttl)
+    }
+}
