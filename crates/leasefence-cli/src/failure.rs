@@ -35,7 +35,7 @@ pub fn report(op: Option<&str>, out: Out, err: &anyhow::Error) -> ExitCode {
         eprintln!("leasefence: hint: {hint}");
     }
     let lib = library_error(err);
-    let retryable = lib.is_some_and(leasefence::Error::is_retryable);
+    let retryable = lib.is_some_and(|e| e.is_retryable() || server_unavailable(e));
     // Contention is told apart from bad input, so that a script can retry it alone.
     let exit: u8 = if retryable { 3 } else { 2 };
     let (kind, argument) = match (lib, err.chain().find_map(|e| e.downcast_ref::<BadFlag>())) {
@@ -191,6 +191,30 @@ fn kind_of(error: &leasefence::Error) -> &'static str {
     }
 }
 
+/// Whether a connection that could not be made failed for a reason that passes by itself — no
+/// server listening yet, one starting up or shutting down, every connection slot taken, no
+/// answer in time — rather than for a setting to fix (credentials, database name, TLS): then the
+/// command exits 3, "run it again", as for a `serve` that cannot be reached.
+fn server_unavailable(error: &leasefence::Error) -> bool {
+    let leasefence::Error::CannotConnect { source, .. } = error else {
+        return false;
+    };
+    let driver = source.to_string();
+    [
+        "Connection refused",
+        "too many clients",
+        "remaining connection slots are reserved",
+        "the database system is starting up",
+        "the database system is shutting down",
+        "the database system is in recovery mode",
+        "the database system is not yet accepting connections",
+        "timed out",
+        "timeout",
+    ]
+    .iter()
+    .any(|needle| driver.contains(needle))
+}
+
 /// A next step for the library errors that have an obvious one.
 fn hint(err: &anyhow::Error) -> Option<String> {
     match library_error(err)? {
@@ -235,6 +259,19 @@ fn hint(err: &anyhow::Error) -> Option<String> {
                 format!(
                     "the server at {target} answered, but the TLS that sslmode=require asks for \
                      failed (the server may have ssl off); see the error above"
+                )
+            } else if driver.contains("too many clients")
+                || driver.contains("remaining connection slots are reserved")
+            {
+                format!(
+                    "the server at {target} answered, but every connection slot is taken \
+                     (max_connections); retry once some are free, or give leasefence fewer \
+                     (--connections, --concurrency)"
+                )
+            } else if driver.contains("the database system is") {
+                format!(
+                    "the server at {target} is starting up, shutting down or recovering; retry \
+                     in a moment"
                 )
             } else if said("authentication") || said("password") {
                 format!(

@@ -47,8 +47,10 @@
 //! - `2`: bad input (including clap's usage errors) or a database error, reason on stderr as
 //!   `leasefence: error: …`.
 //! - `3`: the database was busy (another writer held the lock past the busy timeout: nothing
-//!   was written) or the server unavailable (a reply cut short may hide a write that took
-//!   effect): the same command can be run again — a fenced write is never stored twice, and a
+//!   was written), the server unavailable (a reply cut short may hide a write that took
+//!   effect), or a PostgreSQL server that could not be connected to for a passing reason (none
+//!   listening, starting up or shutting down, every connection slot taken, no answer in time;
+//!   not credentials, database name or TLS, which exit 2): the same command can be run again — a fenced write is never stored twice, and a
 //!   repeat of one that took effect is refused. The message says so.
 //!
 //! With `--json` a failure also prints one object on stdout, `{"op", "ok": false, "error",
@@ -91,8 +93,8 @@ the database's clock (seconds since the Unix epoch).
 since the Unix epoch. A command that finds nothing to print (an empty `list`) prints no lines.
 
 Exit status: 0 the operation took effect, 1 the contract refused it (reason on stderr), 2 bad \
-input or a database error, 3 the database was busy or the server unavailable (run the command \
-again; a fenced write is never stored twice).";
+input or a database error, 3 the database was busy, or the server or database unavailable for \
+now (run the command again; a fenced write is never stored twice).";
 
 /// Time-limited job leases with fencing tokens, on an SQLite file or PostgreSQL.
 #[derive(Debug, Parser)]

@@ -69,7 +69,13 @@ fn a_refused_connection_says_so_within_seconds() {
         "stats",
     ]);
     let took = started.elapsed();
-    run.error("Connection refused").error("port=1");
+    // No server listening yet passes by itself: exit 3, run it again (as for a `serve` that
+    // cannot be reached), with the hint to check the address.
+    run.busy("Connection refused").busy("port=1");
+    assert!(
+        run.stderr.contains("hint: no PostgreSQL server answered"),
+        "{run:#?}"
+    );
     assert!(!run.stderr.contains("secret"), "{run:#?}");
     assert!(
         took < Duration::from_secs(3),
@@ -81,7 +87,26 @@ fn a_refused_connection_says_so_within_seconds() {
         "postgres://postgres:secret@127.0.0.1:1/test",
         "init",
     ])
-    .error("Connection refused");
+    .busy("Connection refused");
+    // With --json: the error object says it is worth retrying.
+    let run = lf(&[
+        "--db",
+        "postgres://postgres:secret@127.0.0.1:1/test",
+        "--json",
+        "stats",
+    ]);
+    run.busy("Connection refused");
+    let failure = run.json();
+    assert_eq!(
+        (&failure["error"], &failure["retryable"], &failure["exit"]),
+        (
+            &serde_json::json!("cannot_connect"),
+            &serde_json::json!(true),
+            &serde_json::json!(3)
+        ),
+        "{failure}"
+    );
+    assert!(!run.stdout.contains("secret"), "{run:#?}");
 }
 
 #[test]

@@ -190,6 +190,7 @@ fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
 /// stopped cleanly, 2 on a database error or bad flags (3 for a busy database, in `main`).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let out = ctx.out;
+    init_logging();
     if args.exec.trim().is_empty() {
         return Err(invalid(
             "--exec",
@@ -239,6 +240,25 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         // One store per worker thread (and one for the heartbeat).
         None => work(out, &args, backoff, poll, deadline, ctx.opener()?),
     }
+}
+
+/// The worker's outage lines on stderr — the store (database or server) unreachable, with the
+/// reason, and answering again, once each — and nothing else of the library's log: every job's
+/// outcome is already a line on stdout.
+fn init_logging() {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let outages = tracing_subscriber::filter::Targets::new()
+        .with_target(leasefence::OUTAGE_TARGET, tracing::Level::WARN);
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_target(false)
+                .with_filter(outages),
+        )
+        .try_init();
 }
 
 /// Runs the worker on the stores `open` makes (the database's, or a server's).
@@ -317,7 +337,8 @@ fn work<S: Store + Send + 'static>(
     out.line(
         format!(
             "stopped: {} claimed, {} completed, {} retried, {} dead, {} timed out, {} leases lost, \
-             {} stale writes refused, {} released at shutdown, {} cancelled by an operator",
+             {} stale writes refused, {} released at shutdown, {} cancelled by an operator, \
+             {} store errors",
             stats.claimed,
             stats.completed,
             stats.retried,
@@ -326,7 +347,8 @@ fn work<S: Store + Send + 'static>(
             stats.lost,
             stats.stale_refused,
             stats.released,
-            stats.cancelled
+            stats.cancelled,
+            stats.errors
         ),
         json!({
             "op": "work",

@@ -17,15 +17,15 @@ impl Serving {
     /// `leasefence --db DB serve --bind 127.0.0.1:0 ARGS…` in `sb`, with `env` (and no token
     /// from this process's environment).
     pub fn start(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Serving {
+        Self::start_on(sb, "127.0.0.1:0", args, env)
+    }
+
+    /// The same on `bind` (e.g. the address of a server stopped before).
+    #[allow(dead_code)]
+    pub fn start_on(sb: &Sandbox, bind: &str, args: &[&str], env: &[(&str, &str)]) -> Serving {
         let db = sb.db();
         let mut child = Command::new(env!("CARGO_BIN_EXE_leasefence"))
-            .args([
-                "--db",
-                db.to_str().unwrap(),
-                "serve",
-                "--bind",
-                "127.0.0.1:0",
-            ])
+            .args(["--db", db.to_str().unwrap(), "serve", "--bind", bind])
             .args(args)
             .current_dir(sb.dir.path())
             .env_remove("LEASEFENCE_DB")

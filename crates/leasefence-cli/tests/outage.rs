@@ -1,0 +1,113 @@
+//! A worker whose store goes away and comes back says so on stderr once each — the store
+//! unreachable, with the reason, then answering again — instead of nothing (or a line per
+//! retry), and goes on by itself.
+
+#![cfg(unix)]
+
+mod support;
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::Sandbox;
+use support::serving::Serving;
+
+const WORKER: &str = "outage-worker-5d1e";
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `serve` on `bind` (an address of a server stopped before, to come back on the same one).
+fn serve_on(sb: &Sandbox, bind: &str) -> Serving {
+    Serving::start_on(sb, bind, &[], &[("LEASEFENCE_WORKER_TOKEN", WORKER)])
+}
+
+fn done(sb: &Sandbox, id: &str) -> bool {
+    let run = sb.lf(&["--json", "state", id]);
+    run.code == 0 && run.json()["done"] == json!(true)
+}
+
+#[test]
+fn a_worker_says_once_when_its_server_goes_away_and_once_when_it_answers_again() {
+    let sb = Sandbox::new();
+    let first = Serving::start(&sb, &[], &[("LEASEFENCE_WORKER_TOKEN", WORKER)]);
+    let url = first.url.clone();
+    let bind = url.trim_start_matches("http://").to_owned();
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_leasefence"))
+        .args(["work", "--server", &url, "--exec", "cat", "--poll", "0.05"])
+        .current_dir(sb.dir.path())
+        .env_remove("LEASEFENCE_DB")
+        .env("LEASEFENCE_WORKER_TOKEN", WORKER)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let (pipe, stderr) = (worker.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let mut all = stderr.lock().unwrap();
+                all.push_str(&line.unwrap());
+                all.push('\n');
+            }
+        })
+    };
+    let said = |needle: &str| stderr.lock().unwrap().matches(needle).count();
+
+    let enqueue = |serving: &Serving, id: &str| {
+        let body = json!({"jobs": [{"id": id, "payload": id}]});
+        assert_eq!(serving.post("/v1/jobs", Some(WORKER), body).0, 200);
+    };
+    enqueue(&first, "before");
+    wait_for("the first job is done", || done(&sb, "before"));
+    assert_eq!(said("cannot be reached"), 0, "{}", stderr.lock().unwrap());
+
+    let (code, _) = first.stop();
+    assert_eq!(code, 0);
+    wait_for("the worker says the store cannot be reached", || {
+        said("the store cannot be reached") == 1
+    });
+    // It keeps claiming every 50 ms meanwhile; it says so only once.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(said("cannot be reached"), 1, "{}", stderr.lock().unwrap());
+    assert!(
+        said("Connection refused") >= 1,
+        "the reason: {}",
+        stderr.lock().unwrap()
+    );
+
+    let second = serve_on(&sb, &bind);
+    enqueue(&second, "after");
+    wait_for("the job enqueued after the outage is done", || {
+        done(&sb, "after")
+    });
+    wait_for("the worker says the store answers again", || {
+        said("the store answers again") == 1
+    });
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(worker.wait().unwrap().code(), Some(0));
+    reader.join().unwrap();
+    let all = stderr.lock().unwrap().clone();
+    assert_eq!(
+        (said("cannot be reached"), said("answers again")),
+        (1, 1),
+        "{all}"
+    );
+    assert!(!all.contains(WORKER), "the token is never echoed: {all}");
+    second.stop();
+}
