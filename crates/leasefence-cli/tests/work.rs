@@ -325,6 +325,28 @@ fn a_command_past_its_time_limit_is_killed_and_its_attempt_fails() {
         .unwrap();
 }
 
+/// A command is stopped with SIGTERM first: one that traps it gets to clean up before its
+/// group is killed; its attempt still fails, timed out.
+#[test]
+fn a_command_stopped_gets_sigterm_first_and_may_clean_up() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "tidy", "--max-attempts", "1"]);
+    let marker = s.dir.path().join("cleaned-up");
+    let exec = format!(
+        "trap 'echo \"$LEASEFENCE_FENCE\" > {}; exit 143' TERM; sleep 60 & wait",
+        marker.display()
+    );
+    let out = s.ok(&["work", "--exec", &exec, "--drain", "--timeout", "1"]);
+    assert!(out.contains("killed tidy (fence 1): timed out"), "{out}");
+    let cleaned = std::fs::read_to_string(&marker).expect("the command's TERM trap ran");
+    assert_eq!(cleaned.trim(), "1");
+    let row = s.row("tidy");
+    assert_eq!(
+        (row.fence, row.done, row.outcome.as_deref()),
+        (1, 1, Some("dead"))
+    );
+}
+
 /// The crate's story with a real process: the worker is frozen (SIGSTOP) past its ttl while its
 /// command runs, another owner takes over and finishes; when the worker wakes up its renew is
 /// refused, it kills the command, and nothing of its attempt is stored.

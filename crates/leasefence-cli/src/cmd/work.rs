@@ -7,8 +7,10 @@
 //! renewed every third of the ttl. Exit status 0 stores its stdout as the result; any other
 //! exit is a failure, retried with exponential backoff (stderr's tail is the recorded error) or
 //! dead after the job's last attempt. When the lease is lost — the worker stalled past its ttl,
-//! or the job was cancelled — the command's process group is killed and nothing it produced is
-//! stored.
+//! or the job was cancelled — the command's process group is stopped and nothing it produced
+//! is stored. Stopping a command (lease lost, time limit, shutdown deadline) sends its process
+//! group SIGTERM, and SIGKILL to whatever is left 2 s later: a command may trap SIGTERM to clean
+//! up, but what it writes to the store after its lease is refused.
 //!
 //! SIGTERM (the stop signal of systemd, Docker and Kubernetes), SIGINT (Ctrl-C) and SIGHUP all
 //! stop the worker the same way: no new claims, running commands get `--shutdown-deadline`
@@ -65,7 +67,8 @@ completed; then one `stopped` object with the counts.
 
 Stopping: SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop claiming; running commands get \
 --shutdown-deadline seconds to finish, then their process groups are killed and their jobs \
-released (fence kept), claimable again at once. A second signal does that now.
+released (fence kept), claimable again at once. A second signal does that now. A command is \
+killed as SIGTERM to its process group, then SIGKILL 2 s later to what is left.
 
 Exit status: 0 after a clean stop (by a signal or --drain, also when commands were killed at \
 the deadline; a failing command is a retried or dead job, not a failed worker), 2 on bad flags \
@@ -520,11 +523,35 @@ fn failure(status: ExitStatus, stderr: &[u8]) -> String {
     }
 }
 
-/// Kills the command and everything in its process group, then reaps it.
+/// How long a command asked to stop (SIGTERM to its process group) has to exit before it and
+/// its group are killed (SIGKILL).
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Stops the command: SIGTERM to its process group, then — if it has not exited within
+/// [`STOP_GRACE`] — SIGKILL to everything left in the group; then reaps it. Its lease is
+/// already over (lost, timed out or given back), so nothing it writes afterwards is stored;
+/// the grace only lets it clean up.
 fn kill(child: &mut Child) {
+    signal_group(child.id(), Stop::Ask);
+    let asked = std::time::Instant::now();
+    while asked.elapsed() < STOP_GRACE {
+        match child.try_wait() {
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            _ => break,
+        }
+    }
     kill_group(child);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// How a command's process group is signalled.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// SIGTERM.
+    Ask,
+    /// SIGKILL.
+    Force,
 }
 
 /// Kills the command's process group (its pid is the group's id).
@@ -532,15 +559,23 @@ fn kill_group(child: &Child) {
     kill_pgid(child.id());
 }
 
-#[cfg(unix)]
 fn kill_pgid(group: u32) {
+    signal_group(group, Stop::Force);
+}
+
+#[cfg(unix)]
+fn signal_group(group: u32, how: Stop) {
     use nix::sys::signal::{Signal, killpg};
     use nix::unistd::Pid;
+    let signal = match how {
+        Stop::Ask => Signal::SIGTERM,
+        Stop::Force => Signal::SIGKILL,
+    };
     if let Ok(pid) = i32::try_from(group) {
         // ESRCH (the group is already gone) is the common case after a normal exit.
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = killpg(Pid::from_raw(pid), signal);
     }
 }
 
 #[cfg(not(unix))]
-fn kill_pgid(_group: u32) {}
+fn signal_group(_group: u32, _how: Stop) {}
