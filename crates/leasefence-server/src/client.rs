@@ -96,6 +96,34 @@ impl HttpStore {
         }
     }
 
+    /// A request that got no HTTP answer: a TLS handshake that failed — an `https://` URL of a
+    /// plain-HTTP server, a certificate not trusted — is a setting to fix (bad `server`); the
+    /// rest (refused, reset, timed out) is [`Error::Unavailable`], retried.
+    fn transport(&self, e: &ureq::Error) -> Error {
+        let text = e.to_string();
+        let tls = matches!(e, ureq::Error::Tls(_))
+            || [
+                "InvalidContentType",
+                "corrupt message",
+                "certificate",
+                "handshake",
+            ]
+            .iter()
+            .any(|needle| text.contains(needle));
+        if tls && self.base.starts_with("https://") {
+            let hint = if text.contains("InvalidContentType") || text.contains("corrupt message") {
+                "the server answered without TLS: use http://, or put TLS in front of it"
+            } else {
+                "check the server's certificate and the URL's host name"
+            };
+            return Error::InvalidArgument {
+                argument: "server",
+                reason: format!("TLS with {} failed ({text}); {hint}", self.base),
+            };
+        }
+        self.unavailable(text)
+    }
+
     /// Sends one request; `(status, body)` for 200, 201 and 409 — and 404 where `found`
     /// names what a 404 means (an unknown job or schedule) — an error otherwise: a 404
     /// elsewhere is a wrong URL, never a refusal.
@@ -134,7 +162,7 @@ impl HttpStore {
                 req.send_json(body.unwrap_or_else(|| json!({})))
             }
         };
-        let mut resp = answer.map_err(|e| self.unavailable(e.to_string()))?;
+        let mut resp = answer.map_err(|e| self.transport(&e))?;
         let status = resp.status().as_u16();
         let text = resp
             .body_mut()

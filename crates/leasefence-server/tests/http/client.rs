@@ -123,6 +123,27 @@ fn what_http_does_not_offer_is_unsupported_and_a_gone_server_is_retryable() {
     );
 }
 
+/// An `https://` URL of a plain-HTTP server is a setting to fix, not an outage: the bad
+/// argument `server`, not retryable (the worker stops instead of retrying forever).
+#[test]
+fn https_to_a_plain_server_is_a_bad_server_argument_not_an_outage() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    let tls_url = server.url.replacen("http://", "https://", 1);
+    let s = HttpStore::new(&tls_url, None).unwrap();
+    let err = s.enqueue(id("x")).unwrap_err();
+    assert_eq!(err.argument(), Some("server"), "{err}");
+    assert!(!err.is_retryable(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("without TLS") && text.contains("http://"),
+        "{text}"
+    );
+    // Nothing was written: the plain URL finds no job.
+    let plain = HttpStore::new(&server.url, None).unwrap();
+    assert_eq!(plain.state(id("x")).unwrap(), None);
+}
+
 #[test]
 fn a_refused_token_names_it_and_is_never_shown() {
     let db = Db::new(crate::support::Backend::Sqlite).unwrap();
