@@ -263,11 +263,14 @@ impl From<leasefence::Error> for ApiError {
             // Busy: the lock, or (AsyncStore's acquire timeout) every connection; nothing ran.
             leasefence::Error::Busy | leasefence::Error::Unavailable { .. } => ApiError::Busy,
             leasefence::Error::CannotConnect { .. } => {
-                tracing::warn!(error = %e, "store unreachable");
+                crate::outage::unreachable(&e);
                 ApiError::Unavailable
             }
             leasefence::Error::ConnectionLost { .. } => {
-                tracing::warn!(error = %e, "store connection lost during a call");
+                tracing::warn!(
+                    error = %crate::outage::with_causes(&e),
+                    "store connection lost during a call"
+                );
                 ApiError::Lost
             }
             other => {

@@ -88,6 +88,7 @@ mod dto;
 mod error;
 mod metrics;
 mod openapi;
+mod outage;
 mod routes;
 mod serve;
 
@@ -252,6 +253,11 @@ async fn measure(State(state): State<AppState>, mut req: Request, next: Next) ->
     });
     let start = Instant::now();
     let response = next.run(req).await;
+    // An answer only the store gives (a route's success, a refusal, an unknown job) ends an
+    // outage of the store, if one was logged.
+    if op.contains(" /v1/") && matches!(response.status().as_u16(), 200 | 201 | 404 | 409) {
+        outage::answered();
+    }
     let labels = metrics::OpLabel { op: op.clone() };
     state
         .metrics

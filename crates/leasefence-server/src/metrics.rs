@@ -2,7 +2,8 @@
 //!
 //! | metric | type | what |
 //! |---|---|---|
-//! | `leasefence_jobs{queue,status}` | gauge | jobs by queue and status, read from the store at scrape time |
+//! | `leasefence_jobs{queue,status}` | gauge | jobs by queue and status, read from the store at scrape time (absent while it cannot be read) |
+//! | `leasefence_store_up` | gauge | 1 when the scrape read the job counts from the store (or within the last 5 s), 0 when it could not |
 //! | `leasefence_claims_total` | counter | leases granted |
 //! | `leasefence_completions_total` | counter | results stored |
 //! | `leasefence_failures_total` | counter | fenced `fail` calls taken |
@@ -81,6 +82,8 @@ pub struct Metrics {
     pub requests: Family<RequestLabels, Counter>,
     /// Jobs by queue and status (set at scrape time).
     jobs: Family<JobLabels, Gauge>,
+    /// Whether the scrape could read the store.
+    store_up: Gauge,
     /// One scrape at a time rewrites `jobs`.
     scrape: Mutex<()>,
     /// The last queue counts read and when: a scrape within [`COUNTS_MAX_AGE`] of it reuses
@@ -122,6 +125,7 @@ impl Metrics {
         });
         let requests = Family::<RequestLabels, Counter>::default();
         let jobs = Family::<JobLabels, Gauge>::default();
+        let store_up = Gauge::default();
         registry.register("claims", "Leases granted", claims.clone());
         registry.register("completions", "Results stored", completions.clone());
         registry.register("failures", "Fenced failures taken", failures.clone());
@@ -157,6 +161,11 @@ impl Metrics {
             requests.clone(),
         );
         registry.register("jobs", "Jobs by queue and status", jobs.clone());
+        registry.register(
+            "store_up",
+            "1 when the scrape could read the job counts from the store, 0 when it could not",
+            store_up.clone(),
+        );
         Metrics {
             registry,
             claims,
@@ -170,6 +179,7 @@ impl Metrics {
             latency,
             requests,
             jobs,
+            store_up,
             scrape: Mutex::new(()),
             counts: Mutex::new(None),
         }
@@ -197,11 +207,14 @@ impl Metrics {
             .inc();
     }
 
-    /// The text of a scrape in OpenMetrics 1.0, with the job counts of `queues`.
-    pub fn render(&self, queues: &[leasefence::QueueInfo]) -> String {
+    /// The text of a scrape in OpenMetrics 1.0, with the job counts of `queues` — or, when the
+    /// store could not be read (`None`), without any, and `leasefence_store_up` 0: the server's
+    /// own counters are served all the same.
+    pub fn render(&self, queues: Option<&[leasefence::QueueInfo]>) -> String {
         let _one = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
         self.jobs.clear();
-        for q in queues {
+        self.store_up.set(i64::from(queues.is_some()));
+        for q in queues.unwrap_or_default() {
             for status in leasefence::Status::ALL {
                 self.jobs
                     .get_or_create(&JobLabels {

@@ -136,26 +136,36 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 /// Prometheus metrics: OpenMetrics 1.0 when the scraper asks for it (`Accept:
 /// application/openmetrics-text`), else the classic text format 0.0.4.
 #[utoipa::path(get, path = "/metrics", tag = "health",
-    responses((status = 200, description = "The metrics (OpenMetrics when asked for)", content_type = "text/plain")))]
+    responses((status = 200, description = "The metrics (OpenMetrics when asked for); while the store cannot be read, without the job counts and with leasefence_store_up 0", content_type = "text/plain")))]
 pub async fn metrics(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     let queues = match state.metrics.fresh_counts() {
-        Some(queues) => queues,
+        Some(queues) => Some(queues),
         None => {
-            let queues = state
+            let read = state
                 .store
                 .call(|s| {
                     let now = s.database_now()?.unwrap_or_else(leasefence::Now::system);
                     s.queues(now)
                 })
-                .await?;
-            state.metrics.keep_counts(&queues);
-            queues
+                .await;
+            match read {
+                Ok(queues) => {
+                    state.metrics.keep_counts(&queues);
+                    Some(queues)
+                }
+                // The server's own counters are worth most while the store is down: served
+                // without the job counts, `leasefence_store_up` 0 (the error logged as any).
+                Err(e) => {
+                    let _ = ApiError::from(e);
+                    None
+                }
+            }
         }
     };
-    let text = state.metrics.render(&queues);
+    let text = state.metrics.render(queues.as_deref());
     let openmetrics = headers
         .get_all(header::ACCEPT)
         .iter()

@@ -99,6 +99,7 @@ backends! {
         assert_eq!(m["leasefence_heartbeat_headroom_seconds_count"], 1.0);
         assert_eq!(m["leasefence_jobs{queue=\"default\",status=\"done\"}"], 1.0);
         assert_eq!(m["leasefence_jobs{queue=\"default\",status=\"ready\"}"], 1.0);
+        assert_eq!(m["leasefence_store_up"], 1.0);
         assert_eq!(m["leasefence_requests_total{op=\"POST /v1/jobs/{id}/complete\",status=\"409\"}"], 1.0);
         assert!(m["leasefence_operation_duration_seconds_count{op=\"POST /v1/claims\"}"] >= 2.0);
     }
@@ -175,6 +176,41 @@ fn the_openapi_document_lists_every_route() {
             "{method} {path}: {status} {body}"
         );
     }
+}
+
+/// A scrape while the store cannot be read still answers 200 with the server's own counters,
+/// without job counts, and says so: `leasefence_store_up` 0.
+#[test]
+fn metrics_are_served_while_the_store_cannot_be_read() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    let c = server.client(None);
+    c.enqueue("a");
+    c.claim("a", "A", 60.0);
+    // The store's table gone from under it (a broken database stands in for one that is down).
+    let raw = leasefence::rusqlite::Connection::open(&db.db).unwrap();
+    raw.execute_batch("ALTER TABLE jobs RENAME TO jobs_gone")
+        .unwrap();
+    let (status, text, _) = c.get_text_accepting("/metrics", "application/openmetrics-text");
+    assert_eq!(status, 200, "{text}");
+    let m = samples(&text, true);
+    assert_eq!(m["leasefence_store_up"], 0.0, "{text}");
+    assert_eq!(m["leasefence_claims_total"], 1.0, "{text}");
+    assert!(
+        !m.keys().any(|k| k.starts_with("leasefence_jobs{")),
+        "{text}"
+    );
+    // And back: the counts again, store_up 1.
+    raw.execute_batch("ALTER TABLE jobs_gone RENAME TO jobs")
+        .unwrap();
+    let (status, text, _) = c.get_text_accepting("/metrics", "application/openmetrics-text");
+    assert_eq!(status, 200, "{text}");
+    let m = samples(&text, true);
+    assert_eq!(m["leasefence_store_up"], 1.0, "{text}");
+    assert_eq!(
+        m["leasefence_jobs{queue=\"default\",status=\"leased\"}"], 1.0,
+        "{text}"
+    );
 }
 
 #[test]
