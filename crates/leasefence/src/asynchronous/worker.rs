@@ -210,8 +210,15 @@ impl AsyncWorker {
     /// first). Busy and unavailable stores are retried.
     pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> Result<WorkerStats> {
         let inner = &self.inner;
+        // The store's clock against this process's (a store judging leases by the database's
+        // clock), so that a lease is given up when it ends on the store's timescale.
+        let offset = match inner.store.call(|s| s.database_now()).await {
+            Ok(Some(database)) => database.seconds() - Now::system().seconds(),
+            _ => 0.0,
+        };
         let (stop_tx, stop_rx) = watch::channel(false);
-        let beat = tokio::spawn(heartbeat(Arc::clone(inner), stop_rx));
+        let beat = tokio::spawn(heartbeat(Arc::clone(inner), stop_rx.clone(), offset));
+        let expiring = tokio::spawn(expiry(Arc::clone(inner), stop_rx, offset));
         let mut tasks: JoinSet<()> = JoinSet::new();
         let mut fatal = None;
         tokio::pin!(shutdown);
@@ -308,6 +315,7 @@ impl AsyncWorker {
         }
         let _ = stop_tx.send(true);
         let _ = beat.await;
+        let _ = expiring.await;
         match fatal {
             Some(e) => Err(e),
             None => Ok(self.stats()),
@@ -315,8 +323,40 @@ impl AsyncWorker {
     }
 }
 
-/// Renews every held lease in one store call per tick; a refused one ends that lease.
-async fn heartbeat(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
+/// How often held leases are checked against the clock.
+const EXPIRY_TICK: Duration = Duration::from_millis(20);
+
+/// Gives up, by this process's clock (`offset` puts it on the store's timescale), every held
+/// lease whose end has passed with no renewal granted — a store that does not answer, a host
+/// cut off from it: its handler's `lost` fires and the loss is counted. A task of its own, so
+/// that a heartbeat waiting for the store delays nothing.
+async fn expiry(inner: Arc<Inner>, mut stop: watch::Receiver<bool>, offset: f64) {
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(EXPIRY_TICK) => {}
+        }
+        let now = Now::system().seconds() + offset;
+        let ended: Vec<Key> = lock(&inner.held)
+            .iter()
+            .filter(|(_, h)| !h.writing && h.lost.borrow().is_none() && now >= h.lease.until)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in ended {
+            if inner.end(&k, Loss::TakenOver) {
+                inner.count(|s| s.lost += 1);
+                tracing::warn!(
+                    job_id = %k.0, fence = k.1,
+                    "the lease ended with no renewal granted; the handler is told"
+                );
+            }
+        }
+    }
+}
+
+/// Renews every held lease in one store call per tick; a refused one ends that lease, a
+/// granted one runs on from the time it was asked (`offset`: the store's clock).
+async fn heartbeat(inner: Arc<Inner>, mut stop: watch::Receiver<bool>, offset: f64) {
     loop {
         tokio::select! {
             _ = stop.changed() => return,
@@ -327,11 +367,12 @@ async fn heartbeat(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
             continue;
         }
         let (batch, ttl) = (leases.clone(), inner.ttl);
+        let asked = Now::system();
         let answer = inner
             .store
             .call(move |s| {
                 let refs: Vec<&Lease> = batch.iter().collect();
-                let taken = s.renew_batch(&refs, Now::system(), ttl)?;
+                let taken = s.renew_batch(&refs, asked, ttl)?;
                 // Why each refused one ended: one read each; a read that fails counts as
                 // taken over (as in the blocking worker), never as a reason to keep it.
                 let why: Vec<(Key, u8)> = batch
@@ -355,6 +396,14 @@ async fn heartbeat(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
             Ok((taken, why)) => {
                 let renewed = taken.iter().filter(|ok| **ok).count() as u64;
                 inner.count(|s| s.renewed += renewed);
+                let until = asked.seconds() + offset + ttl.seconds();
+                let mut held = lock(&inner.held);
+                for (lease, _) in leases.iter().zip(&taken).filter(|(_, ok)| **ok) {
+                    if let Some(h) = held.get_mut(&key(lease)) {
+                        h.lease.until = h.lease.until.max(until);
+                    }
+                }
+                drop(held);
                 for (k, reason) in why {
                     let loss = if reason == LOSS_OPERATOR {
                         Loss::Operator

@@ -21,6 +21,7 @@ mod state;
 
 // The queue on top of them.
 mod admit;
+mod async_expiry;
 mod audit;
 mod cancel;
 mod claim_batch;
