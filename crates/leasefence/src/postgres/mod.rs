@@ -230,7 +230,8 @@ impl PgOptions {
         Ok(())
     }
 
-    /// The driver's configuration of `url`, with this store's connect and network timeouts.
+    /// The driver's configuration of `url`, with this store's connect and network timeouts, and
+    /// `application_name` `leasefence` unless the string names one.
     fn connection_config(&self, url: &str) -> Result<Config> {
         let mut config: Config = url.parse().map_err(|e: postgres::Error| {
             // `sslmode = verify-full` is the same word in a libpq string.
@@ -247,6 +248,10 @@ impl PgOptions {
         tls::check(&config)?;
         config.connect_timeout(self.connect_timeout);
         self.apply_network_timeout(&mut config);
+        // A DBA finds the sessions in `pg_stat_activity` by name (a string's own is kept).
+        if config.get_application_name().is_none() {
+            config.application_name("leasefence");
+        }
         Ok(config)
     }
 

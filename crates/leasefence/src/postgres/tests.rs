@@ -128,3 +128,17 @@ fn a_timeout_beyond_the_limit_is_refused_by_name_before_connecting() {
     assert_eq!(config.get_keepalives_idle(), secs(32_767.0));
     assert_eq!(config.get_keepalives_interval(), Some(secs(32_767.0)));
 }
+
+#[test]
+fn the_sessions_are_named_leasefence_unless_the_string_names_them() {
+    let config = PgOptions::new().connection_config(URL).unwrap();
+    assert_eq!(config.get_application_name(), Some("leasefence"));
+    let named = PgOptions::new()
+        .connection_config(&format!("{URL} application_name=billing"))
+        .unwrap();
+    assert_eq!(named.get_application_name(), Some("billing"));
+    let url = PgOptions::new()
+        .connection_config("postgres://app@127.0.0.1/jobs?application_name=reports")
+        .unwrap();
+    assert_eq!(url.get_application_name(), Some("reports"));
+}
