@@ -102,17 +102,32 @@ pub async fn healthz() -> Json<Health> {
     })
 }
 
-/// The store answers: one indexed read through a pooled connection.
+/// How long `/readyz` waits for the store.
+const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The store answers within 2 s: one indexed read through a pooled connection.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses(
         (status = 200, description = "The store answers", body = Health),
         (status = 503, description = "It does not", body = Health),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    let probe = state
-        .store
-        .call(|s| s.state(JobId::new("leasefence.readyz")?).map(|_| ()))
-        .await;
+    // A probe answers within `READY_WAIT`: a store that takes longer (a connection being
+    // tried against a server that is down) is not ready, and a load balancer's probe with a
+    // short timeout sees a 503, not a timeout of its own.
+    let probe = tokio::time::timeout(
+        READY_WAIT,
+        state
+            .store
+            .call(|s| s.state(JobId::new("leasefence.readyz")?).map(|_| ())),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(leasefence::Error::Unavailable {
+            target: "the store".into(),
+            reason: format!("no answer within {} s", READY_WAIT.as_secs_f64()),
+        })
+    });
     match probe {
         Ok(()) => Json(Health {
             status: "ok",
