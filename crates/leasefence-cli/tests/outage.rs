@@ -111,3 +111,85 @@ fn a_worker_says_once_when_its_server_goes_away_and_once_when_it_answers_again()
     assert!(!all.contains(WORKER), "the token is never echoed: {all}");
     second.stop();
 }
+
+/// A result finished while the server is gone cannot be recorded: the line says so, without the
+/// library's "retry the call" (the worker has retried), and the job runs again — under a higher
+/// fence — once the server is back and the lease has ended.
+#[test]
+fn a_result_that_cannot_be_recorded_says_the_job_runs_again_and_it_does() {
+    let sb = Sandbox::new();
+    let first = Serving::start(&sb, &[], &[("LEASEFENCE_WORKER_TOKEN", WORKER)]);
+    let url = first.url.clone();
+    let bind = url.trim_start_matches("http://").to_owned();
+    let gate = sb.dir.path().join("go");
+    // The first run waits for the test's go (the server stopped by then); later runs at once.
+    let exec = format!(
+        "while [ ! -e {0} ]; do sleep 0.02; done; echo \"fence $LEASEFENCE_FENCE\"",
+        gate.display()
+    );
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_leasefence"))
+        .args([
+            "work", "--server", &url, "--exec", &exec, "--poll", "0.05", "--ttl", "2",
+        ])
+        .current_dir(sb.dir.path())
+        .env_remove("LEASEFENCE_DB")
+        .env("LEASEFENCE_WORKER_TOKEN", WORKER)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let (pipe, stdout) = (worker.stdout.take().unwrap(), stdout.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let mut all = stdout.lock().unwrap();
+                all.push_str(&line.unwrap());
+                all.push('\n');
+            }
+        })
+    };
+    let body = json!({"jobs": [{"id": "r", "payload": ""}]});
+    assert_eq!(first.post("/v1/jobs", Some(WORKER), body).0, 200);
+    wait_for("the job to be claimed", || {
+        first.get("/v1/jobs/r", Some(WORKER)).1["fence"] == json!(1)
+    });
+    let (code, _) = first.stop();
+    assert_eq!(code, 0);
+    std::fs::write(&gate, "").unwrap();
+    wait_for("the failed record to be reported", || {
+        stdout
+            .lock()
+            .unwrap()
+            .contains("error r (fence 1): could not record the outcome")
+    });
+    let line = stdout
+        .lock()
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("error r (fence 1)"))
+        .unwrap()
+        .to_owned();
+    assert!(
+        line.ends_with("the job runs again once its lease ends"),
+        "{line}"
+    );
+    assert!(!line.contains("retry the call"), "{line}");
+
+    let second = serve_on(&sb, &bind);
+    wait_for("the job done again, under fence 2", || done(&sb, "r"));
+    let state = sb.lf(&["--json", "state", "r"]).json();
+    assert_eq!(
+        (&state["fence"], &state["result"]),
+        (&json!(2), &json!("fence 2\n"))
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(worker.wait().unwrap().code(), Some(0));
+    reader.join().unwrap();
+    second.stop();
+}

@@ -117,8 +117,14 @@ impl Progress {
             JobOutcome::StoreError(error) => {
                 record["event"] = json!("store_error");
                 record["error"] = json!(error);
+                // The worker already tried the write again; the library's "(retry the call)"
+                // is advice for a caller of its own, not for this job.
+                let error = error.trim_end_matches(" (retry the call)");
                 (
-                    format!("error {id} (fence {fence}): could not record the outcome: {error}"),
+                    format!(
+                        "error {id} (fence {fence}): could not record the outcome: {error}; the \
+                         job runs again once its lease ends"
+                    ),
                     REFUSED,
                 )
             }
