@@ -7,7 +7,7 @@
 mod support;
 
 use std::io::{BufRead as _, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,33 +35,55 @@ fn done(sb: &Sandbox, id: &str) -> bool {
     run.code == 0 && run.json()["done"] == json!(true)
 }
 
+/// `leasefence work --server URL ARGS…`, the lines of one of its outputs (`stderr` or stdout)
+/// gathered as they come, and the thread gathering them.
+fn worker(
+    sb: &Sandbox,
+    url: &str,
+    args: &[&str],
+    stderr: bool,
+) -> (Child, Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
+    let (out, err) = if stderr {
+        (Stdio::null(), Stdio::piped())
+    } else {
+        (Stdio::piped(), Stdio::null())
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_leasefence"))
+        .args(["work", "--server", url])
+        .args(args)
+        .current_dir(sb.dir.path())
+        .env_remove("LEASEFENCE_DB")
+        .env("LEASEFENCE_WORKER_TOKEN", WORKER)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let pipe: Box<dyn std::io::Read + Send> = if stderr {
+        Box::new(child.stderr.take().unwrap())
+    } else {
+        Box::new(child.stdout.take().unwrap())
+    };
+    let text = Arc::new(Mutex::new(String::new()));
+    let gathered = text.clone();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let mut all = gathered.lock().unwrap();
+            all.push_str(&line.unwrap());
+            all.push('\n');
+        }
+    });
+    (child, text, reader)
+}
+
 #[test]
 fn a_worker_says_once_when_its_server_goes_away_and_once_when_it_answers_again() {
     let sb = Sandbox::new();
     let first = Serving::start(&sb, &[], &[("LEASEFENCE_WORKER_TOKEN", WORKER)]);
     let url = first.url.clone();
     let bind = url.trim_start_matches("http://").to_owned();
-    let mut worker = Command::new(env!("CARGO_BIN_EXE_leasefence"))
-        .args(["work", "--server", &url, "--exec", "cat", "--poll", "0.05"])
-        .current_dir(sb.dir.path())
-        .env_remove("LEASEFENCE_DB")
-        .env("LEASEFENCE_WORKER_TOKEN", WORKER)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let reader = {
-        let (pipe, stderr) = (worker.stderr.take().unwrap(), stderr.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let mut all = stderr.lock().unwrap();
-                all.push_str(&line.unwrap());
-                all.push('\n');
-            }
-        })
-    };
+    let (mut worker, stderr, reader) =
+        worker(&sb, &url, &["--exec", "cat", "--poll", "0.05"], true);
     let said = |needle: &str| stderr.lock().unwrap().matches(needle).count();
 
     let enqueue = |serving: &Serving, id: &str| {
@@ -127,29 +149,12 @@ fn a_result_that_cannot_be_recorded_says_the_job_runs_again_and_it_does() {
         "while [ ! -e {0} ]; do sleep 0.02; done; echo \"fence $LEASEFENCE_FENCE\"",
         gate.display()
     );
-    let mut worker = Command::new(env!("CARGO_BIN_EXE_leasefence"))
-        .args([
-            "work", "--server", &url, "--exec", &exec, "--poll", "0.05", "--ttl", "2",
-        ])
-        .current_dir(sb.dir.path())
-        .env_remove("LEASEFENCE_DB")
-        .env("LEASEFENCE_WORKER_TOKEN", WORKER)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = Arc::new(Mutex::new(String::new()));
-    let reader = {
-        let (pipe, stdout) = (worker.stdout.take().unwrap(), stdout.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let mut all = stdout.lock().unwrap();
-                all.push_str(&line.unwrap());
-                all.push('\n');
-            }
-        })
-    };
+    let (mut worker, stdout, reader) = worker(
+        &sb,
+        &url,
+        &["--exec", &exec, "--poll", "0.05", "--ttl", "2"],
+        false,
+    );
     let body = json!({"jobs": [{"id": "r", "payload": ""}]});
     assert_eq!(first.post("/v1/jobs", Some(WORKER), body).0, 200);
     wait_for("the job to be claimed", || {
