@@ -48,21 +48,47 @@ impl DerefMut for Session {
     }
 }
 
+/// A driver error that says everything in its own text: the pool keeps only the text of the
+/// last failed connection, and the driver's own is a bare "db error" (the server's reason —
+/// too many clients, starting up — is in its causes).
+#[derive(Debug)]
+pub(super) struct ConnectError(postgres::Error);
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(e) = cause {
+            write!(f, ": {e}")?;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
 impl r2d2::ManageConnection for Manager {
     type Connection = Session;
-    type Error = postgres::Error;
+    type Error = ConnectError;
 
-    fn connect(&self) -> Result<Session, postgres::Error> {
-        let mut client = super::tls::connect(&self.config)?;
-        client.execute(super::sql::SESSION, &[&self.schema, &self.lock_timeout_ms])?;
+    fn connect(&self) -> Result<Session, ConnectError> {
+        let mut client = super::tls::connect(&self.config).map_err(ConnectError)?;
+        client
+            .execute(super::sql::SESSION, &[&self.schema, &self.lock_timeout_ms])
+            .map_err(ConnectError)?;
         Ok(Session {
             client,
             statements: HashMap::new(),
         })
     }
 
-    fn is_valid(&self, session: &mut Session) -> Result<(), postgres::Error> {
-        session.client.simple_query("").map(|_| ())
+    fn is_valid(&self, session: &mut Session) -> Result<(), ConnectError> {
+        session
+            .client
+            .simple_query("")
+            .map(|_| ())
+            .map_err(ConnectError)
     }
 
     fn has_broken(&self, session: &mut Session) -> bool {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::job::{Beat, Job, LOSS_TAKEN_OVER, Phase};
 use super::loss::{classify, mark_lost};
-use super::shared::{Shared, busy_retry};
+use super::shared::{Shared, busy_retry, is_connection_fault};
 use super::stats::bump;
 use super::sync::lock;
 use crate::store::Store;
@@ -36,6 +36,7 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
     let answers = Now::new(now).and_then(|at| store.renew_batch(&leases, at, shared.config.ttl));
     match answers {
         Ok(answers) => {
+            shared.reachable("heartbeat");
             let mut refused = Vec::new();
             for (job, renewed) in due.into_iter().zip(answers) {
                 if renewed {
@@ -51,6 +52,12 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
             for (job, reason) in refused {
                 mark_lost(&shared.counters, job, reason, now);
             }
+        }
+        // The store unreachable (a restart, a cut network): an outage, said once; the leases
+        // are given up by the clock if it lasts past their end.
+        Err(e) if is_connection_fault(&e) || matches!(e, crate::Error::Unavailable { .. }) => {
+            bump(&shared.counters.errors);
+            shared.unreachable("heartbeat", &e);
         }
         Err(e) => {
             bump(&shared.counters.errors);

@@ -302,6 +302,10 @@ fn spawn_heartbeat<S: Store + Send + 'static>(
 /// How long the watch thread waits per call, so that it notices a shutdown in time.
 const WATCH_SLICE: Duration = Duration::from_millis(100);
 
+/// The longest wait between two tries of a watch whose connection keeps failing (idle threads
+/// poll meanwhile, so nothing waits longer than the poll interval for it).
+const WATCH_BACKOFF: Duration = Duration::from_secs(5);
+
 /// Starts the thread that wakes idle worker threads as soon as the store's
 /// [`Watch`](crate::Watch) says jobs may be ready, so an enqueue does not wait out the poll
 /// interval. Without a watch (a store that has none, or one that cannot be opened) the
@@ -319,14 +323,22 @@ fn watch<S: Store>(shared: &Arc<Shared<S>>, store: &S) -> Option<JoinHandle<()>>
     std::thread::Builder::new()
         .name("leasefence-watch".into())
         .spawn(move || {
+            // After a failed connection, the wait before the next: doubled up to `WATCH_BACKOFF`
+            // while the server stays away, so a server out of connections is not asked 10 times
+            // a second.
+            let mut pause = WATCH_SLICE;
             while !stop.is_cancelled() {
                 match watch.wait(WATCH_SLICE) {
-                    Ok(true) => stop.nudge(),
-                    Ok(false) => {}
+                    Ok(true) => {
+                        pause = WATCH_SLICE;
+                        stop.nudge();
+                    }
+                    Ok(false) => pause = WATCH_SLICE,
                     // The watch reconnects on its next wait (a server restart, say).
                     Err(e) if is_connection_fault(&e) => {
-                        tracing::warn!(error = %e, "the store's watch lost its connection; listening again");
-                        stop.wait_timeout(WATCH_SLICE);
+                        tracing::debug!(error = %e, "the store's watch lost its connection; listening again");
+                        stop.wait_timeout(pause);
+                        pause = (pause * 2).min(WATCH_BACKOFF);
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "the store's watch failed: idle threads poll");

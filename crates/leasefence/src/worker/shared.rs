@@ -52,7 +52,8 @@ pub const OUTAGE_TARGET: &str = "leasefence::outage";
 /// `error` with the chain of its causes (the driver's reason: connection refused, too many
 /// clients), as one line.
 fn with_causes(error: &Error) -> String {
-    let mut text = error.to_string();
+    // The worker retries by itself: the error's advice to its caller is not for the log.
+    let mut text = error.to_string().replace(" (retry the call)", "");
     let mut cause = std::error::Error::source(error);
     while let Some(e) = cause {
         text.push_str(": ");
