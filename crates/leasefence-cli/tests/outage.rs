@@ -198,3 +198,63 @@ fn a_result_that_cannot_be_recorded_says_the_job_runs_again_and_it_does() {
     reader.join().unwrap();
     second.stop();
 }
+
+/// An outage while the worker's only thread runs a command (no claim to notice it) is said by
+/// the heartbeat: once as its renewal fails, once as one is granted again; the job then
+/// completes under its fence.
+#[test]
+fn an_outage_during_a_running_command_is_said_by_the_heartbeat() {
+    let sb = Sandbox::new();
+    let first = Serving::start(&sb, &[], &[("LEASEFENCE_WORKER_TOKEN", WORKER)]);
+    let url = first.url.clone();
+    let bind = url.trim_start_matches("http://").to_owned();
+    let gate = sb.dir.path().join("go");
+    let exec = format!(
+        "while [ ! -e {0} ]; do sleep 0.02; done; echo done",
+        gate.display()
+    );
+    let (mut worker, stderr, reader) = worker(
+        &sb,
+        &url,
+        &["--exec", &exec, "--poll", "0.05", "--ttl", "6"],
+        true,
+    );
+    let said = |needle: &str| stderr.lock().unwrap().matches(needle).count();
+    let body = json!({"jobs": [{"id": "h", "payload": ""}]});
+    assert_eq!(first.post("/v1/jobs", Some(WORKER), body).0, 200);
+    wait_for("the job to be claimed", || {
+        first.get("/v1/jobs/h", Some(WORKER)).1["fence"] == json!(1)
+    });
+    let (code, _) = first.stop();
+    assert_eq!(code, 0);
+    // The next renewal (every 2 s) fails: said once, while the command still runs.
+    wait_for("the heartbeat to say the store cannot be reached", || {
+        said("the store cannot be reached") == 1
+    });
+    let second = serve_on(&sb, &bind);
+    wait_for("the heartbeat to say the store answers again", || {
+        said("the store answers again") == 1
+    });
+    std::fs::write(&gate, "").unwrap();
+    wait_for("the job to be done under fence 1", || done(&sb, "h"));
+    let state = sb.lf(&["--json", "state", "h"]).json();
+    assert_eq!(
+        (&state["fence"], &state["result"]),
+        (&json!(1), &json!("done\n"))
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(worker.wait().unwrap().code(), Some(0));
+    reader.join().unwrap();
+    let all = stderr.lock().unwrap().clone();
+    assert_eq!(
+        (said("cannot be reached"), said("answers again")),
+        (1, 1),
+        "{all}"
+    );
+    assert!(!all.contains("retry the call"), "{all}");
+    second.stop();
+}

@@ -332,10 +332,18 @@ fn a_command_stopped_gets_sigterm_first_and_may_clean_up() {
     let s = Sandbox::new();
     s.ok(&["enqueue", "tidy", "--max-attempts", "1"]);
     let marker = s.dir.path().join("cleaned-up");
-    let exec = format!(
-        "trap 'echo \"$LEASEFENCE_FENCE\" > {}; exit 143' TERM; sleep 60 & wait",
-        marker.display()
-    );
+    // A script of its own under `sh -c` (the shell dies on TERM at once; the script is given
+    // its grace), cleaning up slowly.
+    let script = s.dir.path().join("tidy.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "trap 'sleep 0.5; echo \"$LEASEFENCE_FENCE\" > {}; exit 143' TERM\nsleep 60 &\nwait\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let exec = format!("sh {}; true", script.display());
     let out = s.ok(&["work", "--exec", &exec, "--drain", "--timeout", "1"]);
     assert!(out.contains("killed tidy (fence 1): timed out"), "{out}");
     let cleaned = std::fs::read_to_string(&marker).expect("the command's TERM trap ran");

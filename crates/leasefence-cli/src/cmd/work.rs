@@ -534,15 +534,31 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 fn kill(child: &mut Child) {
     signal_group(child.id(), Stop::Ask);
     let asked = std::time::Instant::now();
+    // Until every process of the group is gone — not only the shell: `sh -c 'script'` dies on
+    // SIGTERM at once while the script it runs traps it and cleans up.
     while asked.elapsed() < STOP_GRACE {
-        match child.try_wait() {
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            _ => break,
+        let _ = child.try_wait(); // reaps the shell once it exits
+        if !group_alive(child.id()) {
+            break;
         }
+        std::thread::sleep(Duration::from_millis(10));
     }
     kill_group(child);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Whether any process of the group `group` is still alive (a zombie not yet reaped counts).
+#[cfg(unix)]
+fn group_alive(group: u32) -> bool {
+    use nix::sys::signal::killpg;
+    use nix::unistd::Pid;
+    i32::try_from(group).is_ok_and(|pid| killpg(Pid::from_raw(pid), None).is_ok())
+}
+
+#[cfg(not(unix))]
+fn group_alive(_group: u32) -> bool {
+    false
 }
 
 /// How a command's process group is signalled.
