@@ -34,7 +34,7 @@ pub fn with_causes(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// A store call found the database unreachable.
+/// A store call found the database unreachable (or, from `/readyz`, not answering in time).
 pub fn unreachable(error: &leasefence::Error) {
     let mut outage = outage();
     match outage.as_mut() {

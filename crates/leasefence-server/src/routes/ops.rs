@@ -128,6 +128,9 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
             reason: format!("no answer within {} s", READY_WAIT.as_secs_f64()),
         })
     });
+    if probe.is_ok() {
+        crate::outage::answered();
+    }
     match probe {
         Ok(()) => Json(Health {
             status: "ok",
@@ -135,7 +138,8 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         })
         .into_response(),
         Err(e) => {
-            tracing::warn!(error = %e, "readiness probe failed");
+            // Logged as an outage (once, then a reminder every 30 s), not once per probe.
+            crate::outage::unreachable(&e);
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 Json(Health {
@@ -168,6 +172,7 @@ pub async fn metrics(
                 .await;
             match read {
                 Ok(queues) => {
+                    crate::outage::answered();
                     state.metrics.keep_counts(&queues);
                     Some(queues)
                 }
