@@ -93,3 +93,49 @@ fn an_async_lease_that_ends_while_every_renewal_waits_is_given_up_at_its_end() {
         "{row:?}"
     );
 }
+
+/// Renewals granted keep the lease: a handler that runs three times its ttl is not told
+/// anything and its result is stored under its fence.
+#[test]
+fn an_async_handler_that_outruns_its_first_lease_is_kept_by_its_renewals() {
+    let db = Db::new();
+    SqliteStore::open(&db.path)
+        .unwrap()
+        .enqueue_job(NewJob::new("long").unwrap())
+        .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let stats = runtime.block_on(async {
+        let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
+            .await
+            .unwrap();
+        let worker = AsyncWorker::builder(store)
+            .owner("async-long")
+            .ttl(1.0)
+            .heartbeat_fraction(0.2)
+            .poll_interval(Duration::from_millis(20))
+            .drain(true)
+            .build(|job: AsyncJob| async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(3)) => Ok("kept".to_owned()),
+                    loss = job.lost() => panic!("told {loss:?} while its renewals were granted"),
+                }
+            })
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(30), worker.run(std::future::pending()))
+            .await
+            .expect("the drained run ends")
+            .unwrap()
+    });
+    assert_eq!((stats.completed, stats.lost), (1, 0), "{stats:?}");
+    assert!(stats.renewed >= 5, "{stats:?}");
+    let row = db.row("long").unwrap();
+    assert_eq!(
+        (row.fence, row.done, row.result.as_deref()),
+        (1, 1, Some("kept")),
+        "{row:?}"
+    );
+}

@@ -3,14 +3,15 @@
 //! end, the run-time limit and the shutdown deadline are kept, while the renewal still hangs.
 //! (`tests/partition.rs` cuts a real network; these pin the rule on one machine, exactly.)
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
 use leasefence::{
-    Error, JobId, Lease, ManualClock, NewJob, Now, Owner, SqliteStore, Status, Store, Ttl, Worker,
-    WorkerBuilder, WorkerStats,
+    Error, JobId, JobOutcome, Lease, ManualClock, NewJob, Now, Owner, SqliteStore, Status, Store,
+    Ttl, Worker, WorkerBuilder, WorkerStats,
 };
 
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -56,10 +57,11 @@ impl Gate {
 }
 
 /// A store that forwards everything to SQLite, except that its renewals hang while the gate is
-/// closed.
+/// closed, and its first `unreachable` claims fail as a server that cannot be reached would.
 struct Hung {
     inner: SqliteStore,
     gate: Arc<Gate>,
+    unreachable: Arc<AtomicUsize>,
 }
 
 fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung> {
@@ -68,6 +70,7 @@ fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung>
         Ok(Hung {
             inner: SqliteStore::open(&path)?,
             gate: gate.clone(),
+            unreachable: Arc::default(),
         })
     })
     .clock(clock.clone())
@@ -83,15 +86,21 @@ type Running = (
     std::thread::JoinHandle<Result<WorkerStats, Error>>,
     Receiver<()>,
     Receiver<bool>,
+    Receiver<JobOutcome>,
 );
 
 /// A worker whose one handler reports its start and then waits (bounded) for its token;
-/// `told` receives whether the token was cancelled.
+/// `told` receives whether the token was cancelled, the last receiver each outcome.
 fn run_one(w: WorkerBuilder<Hung>) -> Running {
     let (started_tx, started) = channel();
     let (told_tx, told) = channel();
+    let (outcome_tx, outcomes) = channel();
     let (started_tx, told_tx) = (Mutex::new(started_tx), Mutex::new(told_tx));
+    let outcome_tx = Mutex::new(outcome_tx);
     let w = w
+        .on_outcome(move |_, outcome| {
+            let _ = outcome_tx.lock().unwrap().send(outcome.clone());
+        })
         .build(move |ctx| {
             started_tx.lock().unwrap().send(()).unwrap();
             let cancelled = ctx.token().wait_timeout(3 * PATIENCE);
@@ -101,7 +110,7 @@ fn run_one(w: WorkerBuilder<Hung>) -> Running {
         .unwrap();
     let handle = w.shutdown_handle();
     let run = std::thread::spawn(move || w.run());
-    (handle, run, started, told)
+    (handle, run, started, told, outcomes)
 }
 
 fn one_job(db: &Db) {
@@ -116,7 +125,7 @@ fn a_renewal_that_hangs_does_not_keep_the_worker_from_giving_the_lease_up_at_its
     let db = Db::new();
     one_job(&db);
     let (clock, gate) = (ManualClock::new(0.0), Arc::new(Gate::default()));
-    let (handle, run, started, told) = run_one(worker(&db, &clock, &gate));
+    let (handle, run, started, told, outcomes) = run_one(worker(&db, &clock, &gate));
     started.recv_timeout(PATIENCE).unwrap();
     gate.close();
     clock.set(10.0); // a third of the ttl: the renewal is due, and hangs
@@ -129,10 +138,9 @@ fn a_renewal_that_hangs_does_not_keep_the_worker_from_giving_the_lease_up_at_its
     assert!(gate.hanging(), "told while the renewal still hangs");
     assert_eq!(handle.stats().lost, 1, "{:?}", handle.stats());
     // Its failure, written at 30 by the worker's clock, is refused: the lease has ended.
-    let waited = Instant::now();
-    while handle.stats().stale_refused == 0 && waited.elapsed() < PATIENCE {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let outcome = outcomes.recv_timeout(PATIENCE).expect("an outcome");
+    assert_eq!(outcome, JobOutcome::Refused);
+    assert_eq!(handle.stats().stale_refused, 1, "{:?}", handle.stats());
     assert!(gate.hanging(), "refused while the renewal still hangs");
     gate.open();
     handle.shutdown();
@@ -162,7 +170,7 @@ fn a_run_time_limit_is_kept_while_a_renewal_hangs() {
     let db = Db::new();
     one_job(&db);
     let (clock, gate) = (ManualClock::new(0.0), Arc::new(Gate::default()));
-    let (handle, run, started, told) = run_one(worker(&db, &clock, &gate).timeout(15.0));
+    let (handle, run, started, told, outcomes) = run_one(worker(&db, &clock, &gate).timeout(15.0));
     started.recv_timeout(PATIENCE).unwrap();
     gate.close();
     clock.set(10.0);
@@ -191,7 +199,7 @@ fn the_shutdown_deadline_is_kept_while_a_renewal_hangs() {
     one_job(&db);
     let (clock, gate) = (ManualClock::new(0.0), Arc::new(Gate::default()));
     let w = worker(&db, &clock, &gate).shutdown_deadline(Duration::from_millis(200));
-    let (handle, run, started, told) = run_one(w);
+    let (handle, run, started, told, outcomes) = run_one(w);
     started.recv_timeout(PATIENCE).unwrap();
     gate.close();
     clock.set(10.0);
@@ -223,6 +231,53 @@ fn the_shutdown_deadline_is_kept_while_a_renewal_hangs() {
     let row = db.row("j").unwrap();
     assert_eq!((row.fence, row.done, row.until), (1, 0, 30.0), "{row:?}");
     gate.open();
+}
+
+/// An outage of the store is logged once as it begins, with the reason and without the
+/// error's advice to retry (the worker does), and once as it ends — not at every retry.
+#[test]
+fn an_outage_is_logged_once_as_it_begins_and_once_as_it_ends() {
+    let db = Db::new();
+    let marker = crate::logs::marker("outage");
+    let logs = crate::logs::capture(&marker);
+    let (path, gate, gone) = (
+        db.path.clone(),
+        Arc::new(Gate::default()),
+        Arc::new(AtomicUsize::new(5)),
+    );
+    let failing = gone.clone();
+    let w = Worker::builder(move || {
+        Ok(Hung {
+            inner: SqliteStore::open(&path)?,
+            gate: gate.clone(),
+            unreachable: failing.clone(),
+        })
+    })
+    .owner_prefix(&marker)
+    .poll_interval(Duration::from_millis(2))
+    .build(|_ctx| Ok("never run".to_owned()))
+    .unwrap();
+    let handle = w.shutdown_handle();
+    let run = std::thread::spawn(move || w.run());
+    let waited = Instant::now();
+    while logs.with("the store answers again").is_empty() && waited.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    handle.shutdown();
+    let stats = run.join().unwrap().expect("run ends without an error");
+    assert_eq!(gone.load(Ordering::SeqCst), 0, "five claims failed");
+    assert_eq!(stats.errors, 5, "{stats:?}");
+    let began = logs.with("the store cannot be reached");
+    assert_eq!(began.len(), 1, "{began:?}");
+    assert!(began[0].contains("WARN"), "{began:?}");
+    assert!(
+        began[0].contains("connection refused (os error 111)")
+            && !began[0].contains("retry the call"),
+        "{began:?}"
+    );
+    let ended = logs.with("the store answers again");
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert!(ended[0].contains("seconds="), "{ended:?}");
 }
 
 impl Store for Hung {
@@ -275,6 +330,15 @@ impl Store for Hung {
         ttl: Ttl,
         n: leasefence::BatchSize,
     ) -> Result<Vec<Lease>, Error> {
+        let gone = self
+            .unreachable
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |k| k.checked_sub(1));
+        if gone.is_ok() {
+            return Err(Error::Unavailable {
+                target: "http://10.0.0.9:7878".into(),
+                reason: "connection refused (os error 111)".into(),
+            });
+        }
         self.inner.claim_batch_in(queues, o, now, ttl, n)
     }
     fn pause(&self, queue: &leasefence::Queue) -> Result<bool, Error> {
