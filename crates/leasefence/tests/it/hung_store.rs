@@ -170,7 +170,7 @@ fn a_run_time_limit_is_kept_while_a_renewal_hangs() {
     let db = Db::new();
     one_job(&db);
     let (clock, gate) = (ManualClock::new(0.0), Arc::new(Gate::default()));
-    let (handle, run, started, told, outcomes) = run_one(worker(&db, &clock, &gate).timeout(15.0));
+    let (handle, run, started, told, _outcomes) = run_one(worker(&db, &clock, &gate).timeout(15.0));
     started.recv_timeout(PATIENCE).unwrap();
     gate.close();
     clock.set(10.0);
@@ -199,7 +199,7 @@ fn the_shutdown_deadline_is_kept_while_a_renewal_hangs() {
     one_job(&db);
     let (clock, gate) = (ManualClock::new(0.0), Arc::new(Gate::default()));
     let w = worker(&db, &clock, &gate).shutdown_deadline(Duration::from_millis(200));
-    let (handle, run, started, told, outcomes) = run_one(w);
+    let (handle, run, started, told, _outcomes) = run_one(w);
     started.recv_timeout(PATIENCE).unwrap();
     gate.close();
     clock.set(10.0);
