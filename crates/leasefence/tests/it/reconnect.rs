@@ -705,7 +705,11 @@ fn a_lease_that_runs_out_while_every_renewal_fails_is_given_up_at_its_end() {
     // Nothing stored. (A claim already waiting on the lock when the worker was stopped may
     // have taken the expired job again, under fence 2, and given it back at the shutdown.)
     let row = db.row("j").unwrap();
-    assert_eq!((row.result, row.done), (None, 0), "nothing stored");
+    assert_eq!(
+        (row.result.as_deref(), row.done),
+        (None, 0),
+        "nothing stored"
+    );
     assert_eq!(
         row.fence,
         i64::try_from(stats.claimed).unwrap(),
