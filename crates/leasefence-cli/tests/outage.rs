@@ -134,35 +134,67 @@ fn a_worker_says_once_when_its_server_goes_away_and_once_when_it_answers_again()
     second.stop();
 }
 
+/// A worker running job `id` through a server that then stops: the command waits for the file
+/// `gate` and prints `echo` (a shell word list); the server's address to start it again on.
+struct Cut {
+    worker: Child,
+    output: Arc<Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+    bind: String,
+    gate: std::path::PathBuf,
+}
+
+fn claimed_then_cut(sb: &Sandbox, id: &str, ttl: &str, stderr: bool, echo: &str) -> Cut {
+    let first = Serving::start(sb, &[], &[("LEASEFENCE_WORKER_TOKEN", WORKER)]);
+    let url = first.url.clone();
+    let gate = sb.dir.path().join("go");
+    let exec = format!(
+        "while [ ! -e {0} ]; do sleep 0.02; done; echo {echo}",
+        gate.display()
+    );
+    let (worker, output, reader) = worker(
+        sb,
+        &url,
+        &["--exec", &exec, "--poll", "0.05", "--ttl", ttl],
+        stderr,
+    );
+    let body = json!({"jobs": [{"id": id, "payload": ""}]});
+    assert_eq!(first.post("/v1/jobs", Some(WORKER), body).0, 200);
+    wait_for("the job to be claimed", || {
+        first.get(&format!("/v1/jobs/{id}"), Some(WORKER)).1["fence"] == json!(1)
+    });
+    let (code, _) = first.stop();
+    assert_eq!(code, 0);
+    Cut {
+        worker,
+        output,
+        reader,
+        bind: url.trim_start_matches("http://").to_owned(),
+        gate,
+    }
+}
+
+/// SIGTERM to the worker: it exits 0; its output is gathered whole.
+fn stop_worker(mut worker: Child, reader: std::thread::JoinHandle<()>) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(worker.wait().unwrap().code(), Some(0));
+    reader.join().unwrap();
+}
+
 /// A result finished while the server is gone cannot be recorded: the line says so, without the
 /// library's "retry the call" (the worker has retried), and the job runs again — under a higher
 /// fence — once the server is back and the lease has ended.
 #[test]
 fn a_result_that_cannot_be_recorded_says_the_job_runs_again_and_it_does() {
     let sb = Sandbox::new();
-    let first = Serving::start(&sb, &[], &[("LEASEFENCE_WORKER_TOKEN", WORKER)]);
-    let url = first.url.clone();
-    let bind = url.trim_start_matches("http://").to_owned();
-    let gate = sb.dir.path().join("go");
     // The first run waits for the test's go (the server stopped by then); later runs at once.
-    let exec = format!(
-        "while [ ! -e {0} ]; do sleep 0.02; done; echo \"fence $LEASEFENCE_FENCE\"",
-        gate.display()
-    );
-    let (mut worker, stdout, reader) = worker(
-        &sb,
-        &url,
-        &["--exec", &exec, "--poll", "0.05", "--ttl", "2"],
-        false,
-    );
-    let body = json!({"jobs": [{"id": "r", "payload": ""}]});
-    assert_eq!(first.post("/v1/jobs", Some(WORKER), body).0, 200);
-    wait_for("the job to be claimed", || {
-        first.get("/v1/jobs/r", Some(WORKER)).1["fence"] == json!(1)
-    });
-    let (code, _) = first.stop();
-    assert_eq!(code, 0);
-    std::fs::write(&gate, "").unwrap();
+    let cut = claimed_then_cut(&sb, "r", "2", false, "\"fence $LEASEFENCE_FENCE\"");
+    std::fs::write(&cut.gate, "").unwrap();
+    let stdout = cut.output.clone();
     wait_for("the failed record to be reported", || {
         stdout
             .lock()
@@ -182,20 +214,14 @@ fn a_result_that_cannot_be_recorded_says_the_job_runs_again_and_it_does() {
     );
     assert!(!line.contains("retry the call"), "{line}");
 
-    let second = serve_on(&sb, &bind);
+    let second = serve_on(&sb, &cut.bind);
     wait_for("the job done again, under fence 2", || done(&sb, "r"));
     let state = sb.lf(&["--json", "state", "r"]).json();
     assert_eq!(
         (&state["fence"], &state["result"]),
         (&json!(2), &json!("fence 2\n"))
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(worker.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert_eq!(worker.wait().unwrap().code(), Some(0));
-    reader.join().unwrap();
+    stop_worker(cut.worker, cut.reader);
     second.stop();
 }
 
@@ -205,50 +231,25 @@ fn a_result_that_cannot_be_recorded_says_the_job_runs_again_and_it_does() {
 #[test]
 fn an_outage_during_a_running_command_is_said_by_the_heartbeat() {
     let sb = Sandbox::new();
-    let first = Serving::start(&sb, &[], &[("LEASEFENCE_WORKER_TOKEN", WORKER)]);
-    let url = first.url.clone();
-    let bind = url.trim_start_matches("http://").to_owned();
-    let gate = sb.dir.path().join("go");
-    let exec = format!(
-        "while [ ! -e {0} ]; do sleep 0.02; done; echo done",
-        gate.display()
-    );
-    let (mut worker, stderr, reader) = worker(
-        &sb,
-        &url,
-        &["--exec", &exec, "--poll", "0.05", "--ttl", "6"],
-        true,
-    );
+    let cut = claimed_then_cut(&sb, "h", "6", true, "done");
+    let stderr = cut.output.clone();
     let said = |needle: &str| stderr.lock().unwrap().matches(needle).count();
-    let body = json!({"jobs": [{"id": "h", "payload": ""}]});
-    assert_eq!(first.post("/v1/jobs", Some(WORKER), body).0, 200);
-    wait_for("the job to be claimed", || {
-        first.get("/v1/jobs/h", Some(WORKER)).1["fence"] == json!(1)
-    });
-    let (code, _) = first.stop();
-    assert_eq!(code, 0);
     // The next renewal (every 2 s) fails: said once, while the command still runs.
     wait_for("the heartbeat to say the store cannot be reached", || {
         said("the store cannot be reached") == 1
     });
-    let second = serve_on(&sb, &bind);
+    let second = serve_on(&sb, &cut.bind);
     wait_for("the heartbeat to say the store answers again", || {
         said("the store answers again") == 1
     });
-    std::fs::write(&gate, "").unwrap();
+    std::fs::write(&cut.gate, "").unwrap();
     wait_for("the job to be done under fence 1", || done(&sb, "h"));
     let state = sb.lf(&["--json", "state", "h"]).json();
     assert_eq!(
         (&state["fence"], &state["result"]),
         (&json!(1), &json!("done\n"))
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(worker.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert_eq!(worker.wait().unwrap().code(), Some(0));
-    reader.join().unwrap();
+    stop_worker(cut.worker, cut.reader);
     let all = stderr.lock().unwrap().clone();
     assert_eq!(
         (said("cannot be reached"), said("answers again")),
