@@ -243,5 +243,17 @@ impl fmt::Display for BackendError {
 
 impl std::error::Error for BackendError {}
 
+/// `error` and the chain of its causes, as one line (`a: b: c`).
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -56,13 +56,7 @@ pub(super) struct ConnectError(postgres::Error);
 
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut cause = std::error::Error::source(&self.0);
-        while let Some(e) = cause {
-            write!(f, ": {e}")?;
-            cause = e.source();
-        }
-        Ok(())
+        f.write_str(&crate::error::chain(&self.0))
     }
 }
 

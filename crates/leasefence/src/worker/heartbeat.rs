@@ -36,7 +36,7 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
     let answers = Now::new(now).and_then(|at| store.renew_batch(&leases, at, shared.config.ttl));
     match answers {
         Ok(answers) => {
-            shared.reachable(&format!("{}-heartbeat", shared.config.owner_prefix));
+            shared.reachable(&format_args!("{}-heartbeat", shared.config.owner_prefix));
             let mut refused = Vec::new();
             for (job, renewed) in due.into_iter().zip(answers) {
                 if renewed {
@@ -57,7 +57,10 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
         // are given up by the clock if it lasts past their end.
         Err(e) if is_connection_fault(&e) || matches!(e, crate::Error::Unavailable { .. }) => {
             bump(&shared.counters.errors);
-            shared.unreachable(&format!("{}-heartbeat", shared.config.owner_prefix), &e);
+            shared.unreachable(
+                &format_args!("{}-heartbeat", shared.config.owner_prefix),
+                &e,
+            );
         }
         Err(e) => {
             bump(&shared.counters.errors);

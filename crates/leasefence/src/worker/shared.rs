@@ -53,14 +53,7 @@ pub const OUTAGE_TARGET: &str = "leasefence::outage";
 /// clients), as one line.
 fn with_causes(error: &Error) -> String {
     // The worker retries by itself: the error's advice to its caller is not for the log.
-    let mut text = error.to_string().replace(" (retry the call)", "");
-    let mut cause = std::error::Error::source(error);
-    while let Some(e) = cause {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        cause = e.source();
-    }
-    text
+    crate::error::chain(error).replace(" (retry the call)", "")
 }
 
 pub(super) type Handler<S> =
@@ -154,7 +147,7 @@ impl<S> Shared<S> {
     /// A claim met an unreachable store (`error`: a connection fault, or a server that is
     /// unavailable): the first of an outage is a warning naming the cause, the
     /// retries after it are debug lines.
-    pub(super) fn unreachable(&self, owner: &str, error: &Error) {
+    pub(super) fn unreachable(&self, owner: &dyn std::fmt::Display, error: &Error) {
         let mut outage = lock(&self.outage);
         if outage.is_none() {
             *outage = Some(std::time::Instant::now());
@@ -169,7 +162,7 @@ impl<S> Shared<S> {
 
     /// A claim was answered: ends an outage, if one was going on, with a warning that says how
     /// long it lasted.
-    pub(super) fn reachable(&self, owner: &str) {
+    pub(super) fn reachable(&self, owner: &dyn std::fmt::Display) {
         if let Some(began) = lock(&self.outage).take() {
             tracing::warn!(
                 target: OUTAGE_TARGET, %owner, seconds = began.elapsed().as_secs_f64(),

@@ -13,18 +13,24 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::common::Db;
 
-#[test]
-fn an_async_lease_that_ends_while_every_renewal_waits_is_given_up_at_its_end() {
+/// A file holding one ready job `id`, and a runtime of two threads.
+fn one_job(id: &str) -> (Db, tokio::runtime::Runtime) {
     let db = Db::new();
     SqliteStore::open(&db.path)
         .unwrap()
-        .enqueue_job(NewJob::new("e").unwrap())
+        .enqueue_job(NewJob::new(id).unwrap())
         .unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
+    (db, runtime)
+}
+
+#[test]
+fn an_async_lease_that_ends_while_every_renewal_waits_is_given_up_at_its_end() {
+    let (db, runtime) = one_job("e");
     runtime.block_on(async {
         let options =
             AsyncOptions::new().sqlite(SqliteOptions::new().busy_timeout(Duration::from_secs(30)));
@@ -98,16 +104,7 @@ fn an_async_lease_that_ends_while_every_renewal_waits_is_given_up_at_its_end() {
 /// anything and its result is stored under its fence.
 #[test]
 fn an_async_handler_that_outruns_its_first_lease_is_kept_by_its_renewals() {
-    let db = Db::new();
-    SqliteStore::open(&db.path)
-        .unwrap()
-        .enqueue_job(NewJob::new("long").unwrap())
-        .unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let (db, runtime) = one_job("long");
     let stats = runtime.block_on(async {
         let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
             .await
