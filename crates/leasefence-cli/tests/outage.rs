@@ -82,8 +82,7 @@ fn a_worker_says_once_when_its_server_goes_away_and_once_when_it_answers_again()
     let first = Serving::start(&sb, &[], &[("LEASEFENCE_WORKER_TOKEN", WORKER)]);
     let url = first.url.clone();
     let bind = url.trim_start_matches("http://").to_owned();
-    let (mut worker, stderr, reader) =
-        worker(&sb, &url, &["--exec", "cat", "--poll", "0.05"], true);
+    let (worker, stderr, reader) = worker(&sb, &url, &["--exec", "cat", "--poll", "0.05"], true);
     let said = |needle: &str| stderr.lock().unwrap().matches(needle).count();
 
     let enqueue = |serving: &Serving, id: &str| {
@@ -117,13 +116,7 @@ fn a_worker_says_once_when_its_server_goes_away_and_once_when_it_answers_again()
         said("the store answers again") == 1
     });
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(worker.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert_eq!(worker.wait().unwrap().code(), Some(0));
-    reader.join().unwrap();
+    stop_worker(worker, reader);
     let all = stderr.lock().unwrap().clone();
     assert_eq!(
         (said("cannot be reached"), said("answers again")),
