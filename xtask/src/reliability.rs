@@ -12,6 +12,7 @@
 //! | SIGKILL crashes | `crash` | `LEASEFENCE_CRASH_KILLS` |
 //! | faults and bad input | `it` (`faults::`, `bad_input::`) | (fixed tables) |
 //! | power cuts | `power_loss` (package `leasefence-powercut`) | `LEASEFENCE_POWER_CUTS` |
+//! | power cuts at every point | `cut_points` (package `leasefence-powercut`) | (every I/O call of its workload) |
 //! | PostgreSQL server faults | `pg_faults` (a private cluster of its own) | `LEASEFENCE_PG_FAULT_ROUNDS` |
 //! | the soak | `soak` (package `leasefence-cli`: the CLI's `work` and `serve`, faults at random) | `LEASEFENCE_SOAK_SECONDS` |
 //!
@@ -76,6 +77,13 @@ const SUITES: &[Suite] = &[
         test: "power_loss",
         filter: &[],
         env: &[("LEASEFENCE_POWER_CUTS", "200", "50")],
+    },
+    Suite {
+        package: "leasefence-powercut",
+        name: "power cuts at every point",
+        test: "cut_points",
+        filter: &[],
+        env: &[],
     },
     Suite {
         package: "leasefence",
