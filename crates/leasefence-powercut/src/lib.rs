@@ -44,6 +44,8 @@ mod vfs;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
+use leasefence::rusqlite::{Connection, OpenFlags, config::DbConfig};
+
 pub use disk::{CutReport, SECTOR};
 
 /// One power-cut disk at a time per process: tests that cut the power run one after another.
@@ -119,6 +121,41 @@ impl PowerCut {
     pub fn reboot(&self) -> Result<CutReport, String> {
         disk::reboot()
     }
+}
+
+/// Opens a database file after a [`PowerCut::reboot`] through SQLite's own `unix` VFS (not the
+/// simulated disk), so that what is read is what the real file holds, and checks it with
+/// `PRAGMA integrity_check`. The connection leaves the WAL as it is when it closes (no
+/// checkpoint): the next checkpoint runs on the simulated disk, where a cut can fall on it.
+///
+/// # Errors
+/// The file cannot be opened, or is not intact (the integrity check's first line).
+pub fn open_intact(path: &Path) -> Result<Connection, String> {
+    let conn =
+        Connection::open_with_flags_and_vfs(path, OpenFlags::SQLITE_OPEN_READ_WRITE, c"unix")
+            .map_err(|e| format!("open: {e}"))?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+        .map_err(|e| format!("db_config: {e}"))?;
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .map_err(|e| format!("integrity_check: {e}"))?;
+    if integrity != "ok" {
+        return Err(format!("integrity_check: {integrity}"));
+    }
+    Ok(conn)
+}
+
+/// The seed of a test's cuts: `LEASEFENCE_POWER_SEED` when set (to replay a run), else one
+/// from the clock. Tests print it.
+pub fn seed() -> u64 {
+    std::env::var("LEASEFENCE_POWER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        })
 }
 
 impl Drop for PowerCut {

@@ -19,7 +19,6 @@
 
 use std::path::Path;
 
-use leasefence::rusqlite::{Connection, OpenFlags, config::DbConfig};
 use leasefence::{
     BatchSize, Error, JobId, JobState, Now, Owner, SqliteOptions, SqliteStore, Store, Synchronous,
     Ttl,
@@ -33,18 +32,6 @@ const TTL: f64 = 50.0;
 
 /// What the jobs hold, in `JOBS` order (`None`: not stored).
 type Snapshot = Vec<Option<JobState>>;
-
-fn seed() -> u64 {
-    std::env::var("LEASEFENCE_POWER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
-}
 
 fn only_at() -> Option<u64> {
     std::env::var("LEASEFENCE_POWER_AT")
@@ -143,19 +130,10 @@ fn workload(store: &SqliteStore, record: bool, seen: &mut Seen) -> Result<(), Er
     Ok(())
 }
 
-/// The jobs as stored, read through SQLite's own VFS. `Err`: the file is not intact.
+/// The jobs as stored, read through SQLite's own VFS (`open_intact`). `Err`: the file is not
+/// intact.
 fn read_back(path: &Path) -> Result<Snapshot, String> {
-    let conn =
-        Connection::open_with_flags_and_vfs(path, OpenFlags::SQLITE_OPEN_READ_WRITE, c"unix")
-            .map_err(|e| format!("open: {e}"))?;
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
-        .map_err(|e| format!("db_config: {e}"))?;
-    let integrity: String = conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .map_err(|e| format!("integrity_check: {e}"))?;
-    if integrity != "ok" {
-        return Err(format!("integrity_check: {integrity}"));
-    }
+    let conn = leasefence_powercut::open_intact(path)?;
     JOBS.iter()
         .map(|job| {
             let row = conn.query_row(
@@ -305,7 +283,7 @@ fn sweep(mode: Synchronous, seed: u64, strict: bool) -> Sweep {
 
 #[test]
 fn full_holds_every_acknowledged_call_at_every_cut_point() {
-    let seed = seed();
+    let seed = leasefence_powercut::seed();
     let sweep = sweep(Synchronous::Full, seed, true);
     eprintln!("power cuts at every point, FULL: {sweep:?} (seed {seed})");
     assert_eq!(sweep.rolled_back, 0);
@@ -316,7 +294,7 @@ fn full_holds_every_acknowledged_call_at_every_cut_point() {
 
 #[test]
 fn normal_rolls_back_to_a_prefix_and_can_hand_a_fence_out_again() {
-    let seed = seed();
+    let seed = leasefence_powercut::seed();
     let sweep = sweep(Synchronous::Normal, seed, false);
     eprintln!("power cuts at every point, NORMAL: {sweep:?} (seed {seed})");
     // What Synchronous::Normal documents: a cut loses the commits since the last checkpoint,
@@ -328,7 +306,7 @@ fn normal_rolls_back_to_a_prefix_and_can_hand_a_fence_out_again() {
 /// The sweep can fail: held to FULL's promise, a store that never syncs (`OFF`) breaks it.
 #[test]
 fn the_sweep_catches_a_store_that_never_syncs() {
-    let seed = seed();
+    let seed = leasefence_powercut::seed();
     let caught = std::panic::catch_unwind(|| sweep(Synchronous::Off, seed, true));
     let why = caught.expect_err("OFF kept every acknowledged call at every cut point");
     let why = why.downcast_ref::<String>().cloned().unwrap_or_default();

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use leasefence::rusqlite::{self, Connection, OpenFlags, config::DbConfig};
+use leasefence::rusqlite;
 use leasefence::{Error, JobId, Now, Owner, SqliteOptions, SqliteStore, Store, Synchronous, Ttl};
 use leasefence_powercut::PowerCut;
 
@@ -32,18 +32,6 @@ fn cuts() -> usize {
         .ok()
         .and_then(|k| k.parse().ok())
         .unwrap_or(50)
-}
-
-fn seed() -> u64 {
-    std::env::var("LEASEFENCE_POWER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
 }
 
 struct Rng(u64);
@@ -293,19 +281,7 @@ fn worker(w: WorkerRun<'_>) {
 /// Reads the rebooted file through SQLite's own VFS, not the simulated disk, and counts what
 /// was lost. `Err`: the file is not intact.
 fn check(path: &Path, acks: &Acks, tally: &mut Tally) -> Result<(), String> {
-    let conn =
-        Connection::open_with_flags_and_vfs(path, OpenFlags::SQLITE_OPEN_READ_WRITE, c"unix")
-            .map_err(|e| format!("open: {e}"))?;
-    // Leave the WAL as it is (no checkpoint at close): the next cycle's checkpoints run on the
-    // simulated disk, where a cut can fall on them.
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
-        .map_err(|e| format!("db_config: {e}"))?;
-    let integrity: String = conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .map_err(|e| format!("integrity_check: {e}"))?;
-    if integrity != "ok" {
-        return Err(format!("integrity_check: {integrity}"));
-    }
+    let conn = leasefence_powercut::open_intact(path)?;
     let mut rows: BTreeMap<String, (i64, bool, Option<String>)> = BTreeMap::new();
     // A cut before the schema's first commit reached the disk leaves a file without it: nothing
     // stored (the next open creates it again), not a damaged file.
@@ -379,7 +355,7 @@ fn report(mode: &str, seed: u64, tally: &Tally) {
 
 #[test]
 fn full_loses_nothing_acknowledged_across_power_cuts() {
-    let seed = seed();
+    let seed = leasefence_powercut::seed();
     // The default options: durable by default, checked by the cuts themselves.
     let tally = run(None, cuts(), seed, true);
     report("FULL", seed, &tally);
@@ -394,7 +370,7 @@ fn full_loses_nothing_acknowledged_across_power_cuts() {
 
 #[test]
 fn normal_may_lose_the_last_commits_but_never_corrupts_the_file() {
-    let seed = seed();
+    let seed = leasefence_powercut::seed();
     let tally = run(Some(Synchronous::Normal), cuts(), seed, false);
     report("NORMAL", seed, &tally);
     assert_eq!(tally.corrupt, None, "seed {seed}");
@@ -404,7 +380,7 @@ fn normal_may_lose_the_last_commits_but_never_corrupts_the_file() {
 /// The checks can fail: a store that never syncs (`OFF`) loses acknowledged work at a cut.
 #[test]
 fn the_checks_find_the_losses_of_a_store_that_never_syncs() {
-    let seed = seed();
+    let seed = leasefence_powercut::seed();
     let tally = run(Some(Synchronous::Off), cuts().min(20), seed, false);
     report("OFF", seed, &tally);
     assert!(
