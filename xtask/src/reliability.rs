@@ -80,7 +80,7 @@ const SUITES: &[Suite] = &[
     },
     Suite {
         package: "leasefence-powercut",
-        name: "power cuts at every point",
+        name: "power cuts, every point",
         test: "cut_points",
         filter: &[],
         env: &[],

@@ -594,6 +594,111 @@ fn a_second_sigterm_kills_the_command_and_releases_its_job_at_once() {
     assert!(err.contains("leasefence: second signal"), "{err}");
 }
 
+/// SIGTERM to a whole process group, as systemd's default `KillMode=control-group` sends it to
+/// every process of a service.
+fn signal_group(group: u32, sig: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg("--")
+        .arg(format!("-{group}"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{sig} -- -{group}");
+}
+
+/// The attempts counter of a job, read through an independent connection.
+fn attempts(s: &Sandbox, id: &str) -> i64 {
+    let conn = Connection::open_with_flags(s.db(), OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    conn.query_row("SELECT attempts FROM jobs WHERE id = ?1", [id], |r| {
+        r.get(0)
+    })
+    .unwrap()
+}
+
+/// systemd stops a service by sending SIGTERM to every process in it: the commands die of the
+/// signal that stops the worker. Their jobs are given back as at any shutdown — released, fence
+/// kept, attempt refunded, claimable again — not failed (on a last attempt: dead), and `work`
+/// does not wait out its deadline for commands that are gone.
+#[test]
+fn a_stop_signal_that_reaches_the_commands_too_gives_their_jobs_back() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "one", "--max-attempts", "1"]);
+    s.ok(&["enqueue", "two", "--max-attempts", "1"]);
+    let worker = s.spawn(&[
+        "--json",
+        "work",
+        "--exec",
+        "echo $$ > pid-$LEASEFENCE_JOB_ID; exec sleep 30",
+        "--concurrency",
+        "2",
+        "--poll",
+        "0.05",
+        "--shutdown-deadline",
+        "60",
+    ]);
+    let commands = [s.wait_for_pid("pid-one"), s.wait_for_pid("pid-two")];
+    // The commands first: they may die before the worker has taken its own signal.
+    for command in commands {
+        signal_group(command, "TERM");
+    }
+    signal(worker.id(), "TERM");
+    // Within PATIENCE (20 s), not the 60 s deadline.
+    let out = finish(worker);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let events = json_lines(&stdout(&out));
+    let last = events.last().unwrap();
+    assert_eq!(
+        (&last["released"], &last["dead"], &last["retried"]),
+        (&Value::from(2), &Value::from(0), &Value::from(0)),
+        "{events:?}"
+    );
+    for id in ["one", "two"] {
+        let row = s.row(id);
+        assert_eq!(
+            (
+                row.owner,
+                row.until,
+                row.fence,
+                row.done,
+                row.error,
+                row.outcome
+            ),
+            (None, 0.0, 1, 0, None, None),
+            "{id}: released, not failed"
+        );
+        assert_eq!(attempts(&s, id), 0, "{id}: the attempt is refunded");
+    }
+    let claimed = s.ok(&["claim", "one", "--owner", "next", "--ttl", "5"]);
+    assert!(claimed.contains("fence 2"), "{claimed}");
+}
+
+/// A command killed by somebody else's SIGTERM while the worker runs on has failed: only the
+/// worker's own stop signal makes a death by a signal an interruption.
+#[test]
+fn a_command_killed_by_another_sigterm_while_the_worker_runs_on_fails() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "solo", "--max-attempts", "1"]);
+    let worker = s.spawn(&[
+        "--json",
+        "work",
+        "--exec",
+        "echo $$ > pid; exec sleep 30",
+        "--poll",
+        "0.05",
+        "--drain",
+    ]);
+    let command = s.wait_for_pid("pid");
+    signal_group(command, "TERM");
+    let out = finish(worker);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let row = s.row("solo");
+    assert_eq!(
+        (row.done, row.outcome.as_deref(), row.error.as_deref()),
+        (1, Some("dead"), Some("killed by signal 15"))
+    );
+    assert_eq!(attempts(&s, "solo"), 1);
+}
+
 #[test]
 fn a_command_that_finishes_within_the_deadline_after_sigterm_is_completed() {
     let s = Sandbox::new();

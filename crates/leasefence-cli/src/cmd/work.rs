@@ -17,7 +17,10 @@
 //! seconds to finish, then each one's process group is killed and its lease released (fence
 //! kept) so another worker can take the job at once. A second signal cuts the deadline to
 //! zero: the commands are killed and their leases released now. Either way `work` exits
-//! normally, leaving no command behind (the library's `ShutdownHandle::on_signals`).
+//! normally, leaving no command behind (the library's `ShutdownHandle::on_signals`). A command
+//! that dies of the same stop signal — systemd's default `KillMode=control-group` sends it to
+//! every process of the service — has its job given back the same way, not failed
+//! (`work/interrupt.rs`), and once no command is left to wait for the leases go back at once.
 //!
 //! Exit status: `0` after a clean stop — by a signal or `--drain`, also when commands were
 //! killed at the deadline and their jobs released, and whatever the commands' own exit
@@ -35,12 +38,14 @@ use anyhow::Context as _;
 use leasefence::{Backoff, JobContext, Store, Worker};
 use serde_json::json;
 
+mod interrupt;
 mod progress;
 
 use crate::cmd::args;
 use crate::cmd::shared::invalid;
 use crate::ctx::Ctx;
 use crate::output::{Out, Outcome};
+use interrupt::Interrupts;
 use progress::{Progress, RUNNING};
 
 /// How much of a failing command's stderr is kept as the job's error.
@@ -67,8 +72,11 @@ completed; then one `stopped` object with the counts.
 
 Stopping: SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop claiming; running commands get \
 --shutdown-deadline seconds to finish, then their process groups are killed and their jobs \
-released (fence kept), claimable again at once. A second signal does that now. A command is \
-killed as SIGTERM to its process group, then SIGKILL 2 s later to what is left.
+released (fence kept), claimable again at once. A second signal does that now. A command that \
+dies of the stop signal itself (systemd's default KillMode sends it to every process of the \
+service) is not a failure: its job is released the same way, at once when no other command is \
+left to wait for. A command is killed as SIGTERM to its process group, then SIGKILL 2 s later to \
+what is left.
 
 Exit status: 0 after a clean stop (by a signal or --drain, also when commands were killed at \
 the deadline; a failing command is a retried or dead job, not a failed worker), 2 on bad flags \
@@ -305,13 +313,18 @@ fn work<S: Store + Send + 'static>(
     let shown = progress.clone();
     let groups = Groups::default();
     let running = groups.clone();
+    let interrupts = Interrupts::default();
+    let handlers = interrupts.clone();
     let worker = builder
-        .build(move |job| run_command(&exec, job, out, &shown, &running).map_err(Into::into))
+        .build(move |job| {
+            run_command(&exec, job, out, &shown, &running, &handlers).map_err(Into::into)
+        })
         .map_err(|e| match e.argument() {
             Some(arg) => anyhow::anyhow!(e).context(format!("--{}", arg.replace('_', "-"))),
             None => anyhow::anyhow!(e),
         })?;
 
+    interrupts.set_handle(worker.shutdown_handle());
     let bar = progress.bar.clone();
     worker
         .shutdown_handle()
@@ -397,7 +410,9 @@ fn run_command<S: Store>(
     out: Out,
     progress: &Progress,
     groups: &Groups,
+    interrupts: &Interrupts,
 ) -> Result<String, String> {
+    let _busy = interrupts.busy();
     progress.add(RUNNING, 1);
     let mut command = Command::new("sh");
     command
@@ -480,10 +495,17 @@ fn run_command<S: Store>(
     let stderr = stderr.join().unwrap_or_default();
     let status = status?;
     if status.success() {
-        Ok(String::from_utf8_lossy(&stdout).into_owned())
-    } else {
-        Err(failure(status, &stderr))
+        return Ok(String::from_utf8_lossy(&stdout).into_owned());
     }
+    let error = failure(status, &stderr);
+    if interrupts.given_back(job, status) {
+        // The worker gave the lease back meanwhile and reports the job released; this error
+        // is recorded only if the lease was lost instead.
+        return Err(format!(
+            "{error} (the worker's stop signal reached the command too)"
+        ));
+    }
+    Err(error)
 }
 
 /// Reads a pipe to its end on a thread of its own.

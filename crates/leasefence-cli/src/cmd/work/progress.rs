@@ -108,9 +108,9 @@ impl Progress {
                 record["event"] = json!("released");
                 (
                     format!(
-                        "released {id} (fence {fence}): the shutdown deadline passed; its lease \
-                         is given back, so the job is claimable again at once (or, if the store \
-                         cannot be reached, once its lease ends)"
+                        "released {id} (fence {fence}): the worker stopped before the job \
+                         finished; its lease is given back, so the job is claimable again at once \
+                         (or, if the store cannot be reached, once its lease ends)"
                     ),
                     REFUSED,
                 )
