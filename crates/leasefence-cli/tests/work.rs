@@ -672,6 +672,56 @@ fn a_stop_signal_that_reaches_the_commands_too_gives_their_jobs_back() {
     assert!(claimed.contains("fence 2"), "{claimed}");
 }
 
+/// The same stop with one command that traps SIGTERM and finishes: its result is stored, the
+/// other's job is given back, and `work` waits for the first, not for its deadline.
+#[test]
+fn a_stop_signal_to_every_process_keeps_a_result_that_still_comes_and_releases_the_rest() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "keeper", "--max-attempts", "1"]);
+    s.ok(&["enqueue", "quitter", "--max-attempts", "1"]);
+    let script = "echo $$ > pid-$LEASEFENCE_JOB_ID; \
+                  if [ \"$LEASEFENCE_JOB_ID\" = keeper ]; then \
+                    trap 'sleep 0.3; echo kept; exit 0' TERM; sleep 30 & wait; \
+                  else exec sleep 30; fi";
+    let worker = s.spawn(&[
+        "--json",
+        "work",
+        "--exec",
+        script,
+        "--concurrency",
+        "2",
+        "--poll",
+        "0.05",
+        "--shutdown-deadline",
+        "60",
+    ]);
+    let commands = [s.wait_for_pid("pid-keeper"), s.wait_for_pid("pid-quitter")];
+    for command in commands {
+        signal_group(command, "TERM");
+    }
+    signal(worker.id(), "TERM");
+    let out = finish(worker);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let keeper = s.row("keeper");
+    assert_eq!(
+        (
+            keeper.result.as_deref(),
+            keeper.done,
+            keeper.outcome.as_deref()
+        ),
+        (Some("kept\n"), 1, Some("completed")),
+        "{}",
+        show(&out)
+    );
+    let quitter = s.row("quitter");
+    assert_eq!(
+        (quitter.owner, quitter.fence, quitter.done, quitter.error),
+        (None, 1, 0, None),
+        "released, not failed"
+    );
+    assert_eq!(attempts(&s, "quitter"), 0);
+}
+
 /// A command killed by somebody else's SIGTERM while the worker runs on has failed: only the
 /// worker's own stop signal makes a death by a signal an interruption.
 #[test]

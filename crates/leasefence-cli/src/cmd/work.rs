@@ -291,6 +291,8 @@ fn work<S: Store + Send + 'static>(
     };
     let progress = Progress::new(total)?;
     let tally = progress.clone();
+    let interrupts = Interrupts::default();
+    let reported = interrupts.clone();
     let mut builder = Worker::builder(open)
         .concurrency(args.concurrency as usize)
         .ttl(args.ttl)
@@ -299,7 +301,10 @@ fn work<S: Store + Send + 'static>(
         .poll_interval(poll)
         .backoff(backoff)
         .shutdown_deadline(deadline)
-        .on_outcome(move |lease, outcome| tally.report(out, lease, outcome));
+        .on_outcome(move |lease, outcome| {
+            tally.report(out, lease, outcome);
+            reported.settled(lease);
+        });
     if let Some(owner) = &args.owner {
         builder = builder.owner_prefix(owner.as_str());
     }
@@ -313,7 +318,6 @@ fn work<S: Store + Send + 'static>(
     let shown = progress.clone();
     let groups = Groups::default();
     let running = groups.clone();
-    let interrupts = Interrupts::default();
     let handlers = interrupts.clone();
     let worker = builder
         .build(move |job| {
@@ -412,7 +416,7 @@ fn run_command<S: Store>(
     groups: &Groups,
     interrupts: &Interrupts,
 ) -> Result<String, String> {
-    let _busy = interrupts.busy();
+    let _busy = interrupts.busy(job);
     progress.add(RUNNING, 1);
     let mut command = Command::new("sh");
     command

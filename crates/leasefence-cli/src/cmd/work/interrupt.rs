@@ -6,12 +6,13 @@
 //! like any attempt a shutdown interrupts (lease released, fence kept, attempt refunded).
 //! Recorded as a failure it used up an attempt, and on a job's last attempt made it dead.
 
+use std::collections::HashSet;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use leasefence::{JobContext, ShutdownHandle, Store};
+use leasefence::{JobContext, Lease, ShutdownHandle, Store};
 
 /// How long a command dead of a stop signal waits for the worker to be stopping too: the signal
 /// reaches both at about the same time, and the worker's may be handled a moment later.
@@ -30,14 +31,31 @@ struct Inner {
     /// Of those, the ones whose command died of the stop signal, waiting for their lease to be
     /// given back.
     waiting: AtomicUsize,
+    /// Jobs whose handler has returned and whose outcome the worker has not reported yet: a
+    /// result still on its way to the store, which giving the leases back now would lose.
+    unsettled: Mutex<HashSet<(String, i64)>>,
 }
 
-/// Counts a handler as busy while it lives.
-pub(super) struct Busy<'a>(&'a Inner);
+impl Inner {
+    fn unsettled(&self) -> std::sync::MutexGuard<'_, HashSet<(String, i64)>> {
+        self.unsettled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Counts a handler as busy while it lives; as it ends, its job is unsettled until the worker
+/// reports the outcome ([`Interrupts::settled`]).
+pub(super) struct Busy<'a> {
+    inner: &'a Inner,
+    job: (String, i64),
+}
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, Ordering::SeqCst);
+        // Unsettled before it stops being busy: never neither.
+        self.inner.unsettled().insert(std::mem::take(&mut self.job));
+        self.inner.busy.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -47,16 +65,41 @@ impl Interrupts {
         let _ = self.0.stop.set(stop);
     }
 
-    /// Counts the calling handler as busy until the guard drops.
-    pub(super) fn busy(&self) -> Busy<'_> {
+    /// Counts the handler of `job` as busy until the guard drops.
+    pub(super) fn busy<S: Store>(&self, job: &JobContext<'_, S>) -> Busy<'_> {
+        self.busy_with(job.job_id(), job.fence())
+    }
+
+    fn busy_with(&self, job_id: &str, fence: i64) -> Busy<'_> {
         self.0.busy.fetch_add(1, Ordering::SeqCst);
-        Busy(&self.0)
+        Busy {
+            inner: &self.0,
+            job: (job_id.to_owned(), fence),
+        }
+    }
+
+    /// The worker reported how the job of `lease` ended.
+    pub(super) fn settled(&self, lease: &Lease) {
+        self.settled_with(&lease.job_id, lease.fence);
+    }
+
+    fn settled_with(&self, job_id: &str, fence: i64) {
+        self.0.unsettled().remove(&(job_id.to_owned(), fence));
+    }
+
+    /// Whether nothing is left to wait for: every busy handler is an interrupted one, waiting,
+    /// and no result of a handler that finished is still to be written.
+    fn nothing_left(&self) -> bool {
+        let inner = &self.0;
+        inner.waiting.load(Ordering::SeqCst) >= inner.busy.load(Ordering::SeqCst)
+            && inner.unsettled().is_empty()
     }
 
     /// Whether a command that exited with `status` (on its own, not stopped by `work`) died of
     /// the signal that is stopping the worker. If so, waits until the worker has given the
     /// job's lease back — at the shutdown deadline, or at once when every other command has
-    /// ended too — and returns `true`; the worker then reports the job released, not failed.
+    /// ended too and every result has been written — and returns `true`; the worker then
+    /// reports the job released, not failed.
     pub(super) fn given_back<S: Store>(&self, job: &JobContext<'_, S>, status: ExitStatus) -> bool {
         if !stop_signal(status) {
             return false;
@@ -73,8 +116,7 @@ impl Interrupts {
         inner.waiting.fetch_add(1, Ordering::SeqCst);
         // The token is cancelled when the worker gives the lease back (or loses it).
         while !job.token().wait_timeout(Duration::from_millis(20)) {
-            // Nothing left to wait for: every busy handler is one of these.
-            if inner.waiting.load(Ordering::SeqCst) >= inner.busy.load(Ordering::SeqCst)
+            if self.nothing_left()
                 && let Some(stop) = inner.stop.get()
             {
                 stop.shutdown_now();
@@ -103,4 +145,57 @@ fn stop_signal(status: ExitStatus) -> bool {
 #[cfg(not(unix))]
 fn stop_signal(_status: ExitStatus) -> bool {
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The leases go back early only once every other handler has ended and its outcome was
+    /// reported: a result still on its way to the store is not given away with the rest.
+    #[test]
+    fn nothing_is_left_only_once_every_other_job_has_ended_and_been_reported() {
+        let interrupts = Interrupts::default();
+        let quitter = interrupts.busy_with("quitter", 1);
+        let keeper = interrupts.busy_with("keeper", 1);
+        interrupts.0.waiting.fetch_add(1, Ordering::SeqCst); // the quitter waits
+        assert!(
+            !interrupts.nothing_left(),
+            "the keeper's command still runs"
+        );
+        drop(keeper);
+        assert!(
+            !interrupts.nothing_left(),
+            "the keeper returned; its result is not written yet"
+        );
+        interrupts.settled_with("keeper", 2); // another fence of the same job: not it
+        assert!(!interrupts.nothing_left());
+        interrupts.settled_with("keeper", 1);
+        assert!(interrupts.nothing_left());
+        // The quitter's own end is reported after its lease went back.
+        interrupts.0.waiting.fetch_sub(1, Ordering::SeqCst);
+        drop(quitter);
+        interrupts.settled_with("quitter", 1);
+        assert!(interrupts.nothing_left());
+        assert_eq!(interrupts.0.busy.load(Ordering::SeqCst), 0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_stop_signals_and_their_exit_statuses_are_interruptions_other_ends_are_not() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let by_signal = |n: i32| ExitStatus::from_raw(n);
+        let by_code = |n: i32| ExitStatus::from_raw(n << 8);
+        for stop in [15, 2, 1] {
+            assert!(stop_signal(by_signal(stop)), "signal {stop}");
+            assert!(stop_signal(by_code(128 + stop)), "exit {}", 128 + stop);
+        }
+        for other in [9, 6, 11] {
+            assert!(!stop_signal(by_signal(other)), "signal {other}");
+            assert!(!stop_signal(by_code(128 + other)), "exit {}", 128 + other);
+        }
+        for code in [0, 1, 2, 15, 128] {
+            assert!(!stop_signal(by_code(code)), "exit {code}");
+        }
+    }
 }
