@@ -615,20 +615,20 @@ fn attempts(s: &Sandbox, id: &str) -> i64 {
     .unwrap()
 }
 
-/// systemd stops a service by sending SIGTERM to every process in it: the commands die of the
-/// signal that stops the worker. Their jobs are given back as at any shutdown — released, fence
-/// kept, attempt refunded, claimable again — not failed (on a last attempt: dead), and `work`
-/// does not wait out its deadline for commands that are gone.
-#[test]
-fn a_stop_signal_that_reaches_the_commands_too_gives_their_jobs_back() {
-    let s = Sandbox::new();
-    s.ok(&["enqueue", "one", "--max-attempts", "1"]);
-    s.ok(&["enqueue", "two", "--max-attempts", "1"]);
+/// Enqueues `ids` (one attempt each), runs `work --json` with `script` two at a time, and once
+/// every command has written its pid to `pid-ID`, stops everything as systemd does: SIGTERM to
+/// each command's process group — first: they may die before the worker takes its own signal —
+/// then to the worker. Returns the worker's output, within PATIENCE (20 s) and so not after its
+/// 60 s deadline; asserts exit status 0.
+fn stop_everything_like_systemd(s: &Sandbox, ids: [&str; 2], script: &str) -> Output {
+    for id in ids {
+        s.ok(&["enqueue", id, "--max-attempts", "1"]);
+    }
     let worker = s.spawn(&[
         "--json",
         "work",
         "--exec",
-        "echo $$ > pid-$LEASEFENCE_JOB_ID; exec sleep 30",
+        script,
         "--concurrency",
         "2",
         "--poll",
@@ -636,15 +636,24 @@ fn a_stop_signal_that_reaches_the_commands_too_gives_their_jobs_back() {
         "--shutdown-deadline",
         "60",
     ]);
-    let commands = [s.wait_for_pid("pid-one"), s.wait_for_pid("pid-two")];
-    // The commands first: they may die before the worker has taken its own signal.
-    for command in commands {
-        signal_group(command, "TERM");
+    for id in ids {
+        signal_group(s.wait_for_pid(&format!("pid-{id}")), "TERM");
     }
     signal(worker.id(), "TERM");
-    // Within PATIENCE (20 s), not the 60 s deadline.
     let out = finish(worker);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    out
+}
+
+/// systemd stops a service by sending SIGTERM to every process in it: the commands die of the
+/// signal that stops the worker. Their jobs are given back as at any shutdown — released, fence
+/// kept, attempt refunded, claimable again — not failed (on a last attempt: dead), and `work`
+/// does not wait out its deadline for commands that are gone.
+#[test]
+fn a_stop_signal_that_reaches_the_commands_too_gives_their_jobs_back() {
+    let s = Sandbox::new();
+    let script = "echo $$ > pid-$LEASEFENCE_JOB_ID; exec sleep 30";
+    let out = stop_everything_like_systemd(&s, ["one", "two"], script);
     let events = json_lines(&stdout(&out));
     let last = events.last().unwrap();
     assert_eq!(
@@ -677,31 +686,11 @@ fn a_stop_signal_that_reaches_the_commands_too_gives_their_jobs_back() {
 #[test]
 fn a_stop_signal_to_every_process_keeps_a_result_that_still_comes_and_releases_the_rest() {
     let s = Sandbox::new();
-    s.ok(&["enqueue", "keeper", "--max-attempts", "1"]);
-    s.ok(&["enqueue", "quitter", "--max-attempts", "1"]);
     let script = "echo $$ > pid-$LEASEFENCE_JOB_ID; \
                   if [ \"$LEASEFENCE_JOB_ID\" = keeper ]; then \
                     trap 'sleep 0.3; echo kept; exit 0' TERM; sleep 30 & wait; \
                   else exec sleep 30; fi";
-    let worker = s.spawn(&[
-        "--json",
-        "work",
-        "--exec",
-        script,
-        "--concurrency",
-        "2",
-        "--poll",
-        "0.05",
-        "--shutdown-deadline",
-        "60",
-    ]);
-    let commands = [s.wait_for_pid("pid-keeper"), s.wait_for_pid("pid-quitter")];
-    for command in commands {
-        signal_group(command, "TERM");
-    }
-    signal(worker.id(), "TERM");
-    let out = finish(worker);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let out = stop_everything_like_systemd(&s, ["keeper", "quitter"], script);
     let keeper = s.row("keeper");
     assert_eq!(
         (
