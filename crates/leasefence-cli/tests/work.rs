@@ -615,12 +615,12 @@ fn attempts(s: &Sandbox, id: &str) -> i64 {
     .unwrap()
 }
 
-/// Enqueues `ids` (one attempt each), runs `work --json` with `script` two at a time, and once
-/// every command has written its pid to `pid-ID`, stops everything as systemd does: SIGTERM to
-/// each command's process group — first: they may die before the worker takes its own signal —
-/// then to the worker. Returns the worker's output, within PATIENCE (20 s) and so not after its
-/// 60 s deadline; asserts exit status 0.
-fn stop_everything_like_systemd(s: &Sandbox, ids: [&str; 2], script: &str) -> Output {
+/// Enqueues `ids` (one attempt each), runs `work --json` with `script` two at a time and
+/// `--shutdown-deadline deadline`, and once every command has written its process group to
+/// `pid-ID`, stops everything as systemd does: SIGTERM to each command's process group —
+/// first: they may die before the worker takes its own signal — then to the worker. Returns
+/// the worker's output, within PATIENCE (20 s); asserts exit status 0.
+fn stop_everything_like_systemd(s: &Sandbox, ids: &[&str], script: &str, deadline: &str) -> Output {
     for id in ids {
         s.ok(&["enqueue", id, "--max-attempts", "1"]);
     }
@@ -634,7 +634,7 @@ fn stop_everything_like_systemd(s: &Sandbox, ids: [&str; 2], script: &str) -> Ou
         "--poll",
         "0.05",
         "--shutdown-deadline",
-        "60",
+        deadline,
     ]);
     for id in ids {
         signal_group(s.wait_for_pid(&format!("pid-{id}")), "TERM");
@@ -653,7 +653,8 @@ fn stop_everything_like_systemd(s: &Sandbox, ids: [&str; 2], script: &str) -> Ou
 fn a_stop_signal_that_reaches_the_commands_too_gives_their_jobs_back() {
     let s = Sandbox::new();
     let script = "echo $$ > pid-$LEASEFENCE_JOB_ID; exec sleep 30";
-    let out = stop_everything_like_systemd(&s, ["one", "two"], script);
+    // Within PATIENCE, so not after the 60 s deadline.
+    let out = stop_everything_like_systemd(&s, &["one", "two"], script, "60");
     let events = json_lines(&stdout(&out));
     let last = events.last().unwrap();
     assert_eq!(
@@ -690,7 +691,7 @@ fn a_stop_signal_to_every_process_keeps_a_result_that_still_comes_and_releases_t
                   if [ \"$LEASEFENCE_JOB_ID\" = keeper ]; then \
                     trap 'sleep 0.3; echo kept; exit 0' TERM; sleep 30 & wait; \
                   else exec sleep 30; fi";
-    let out = stop_everything_like_systemd(&s, ["keeper", "quitter"], script);
+    let out = stop_everything_like_systemd(&s, &["keeper", "quitter"], script, "60");
     let keeper = s.row("keeper");
     assert_eq!(
         (
@@ -709,6 +710,76 @@ fn a_stop_signal_to_every_process_keeps_a_result_that_still_comes_and_releases_t
         "released, not failed"
     );
     assert_eq!(attempts(&s, "quitter"), 0);
+}
+
+/// When the stop signal kills the shell `work` started (here a script followed by another
+/// command, so no `sh` execs it), the script it ran may still be cleaning up in a trap: it is
+/// left to finish, not killed at once. Its exit status is the dead shell's, so the job is
+/// released either way.
+#[test]
+fn a_stop_signal_that_kills_the_shell_leaves_its_script_time_to_clean_up() {
+    let s = Sandbox::new();
+    std::fs::write(
+        s.file("keeper.sh"),
+        "#!/bin/sh\ntrap 'sleep 0.3; echo cleaned > cleaned-$LEASEFENCE_JOB_ID; exit 0' TERM\n\
+         sleep 30 & wait\n",
+    )
+    .unwrap();
+    let chmod = Command::new("chmod")
+        .args(["+x", "keeper.sh"])
+        .current_dir(s.dir.path())
+        .status()
+        .unwrap();
+    assert!(chmod.success());
+    let script = "echo $$ > pid-$LEASEFENCE_JOB_ID; ./keeper.sh; true";
+    let out = stop_everything_like_systemd(&s, &["wrapped"], script, "5");
+    let cleaned = std::fs::read_to_string(s.file("cleaned-wrapped"));
+    assert_eq!(cleaned.ok().as_deref(), Some("cleaned\n"), "{}", show(&out));
+    let row = s.row("wrapped");
+    assert_eq!(
+        (row.owner, row.fence, row.done, row.error),
+        (None, 1, 0, None),
+        "released, not failed"
+    );
+    assert_eq!(attempts(&s, "wrapped"), 0);
+}
+
+/// A second signal stops the commands now, but as always: SIGTERM first and up to 2 s to
+/// clean up, and every job's line printed — though the worker stops waiting for its handlers
+/// sooner than that.
+#[test]
+fn a_second_signal_still_gives_a_command_its_grace_and_prints_its_lines() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "tidy"]);
+    let mut worker = s.spawn(&[
+        "--json",
+        "work",
+        "--exec",
+        "trap 'sleep 0.3; echo cleaned > cleaned; exit 0' TERM; echo $$ > pid; sleep 60 & wait",
+        "--poll",
+        "0.05",
+        "--shutdown-deadline",
+        "60",
+    ]);
+    s.wait_for_pid("pid");
+    let stderr = Stderr::of(&mut worker);
+    signal(worker.id(), "TERM");
+    wait_until("the shutdown message", || {
+        stderr.text().contains("shutting down")
+    });
+    signal(worker.id(), "TERM");
+    let out = finish(worker);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(
+        std::fs::read_to_string(s.file("cleaned")).ok().as_deref(),
+        Some("cleaned\n"),
+        "the trap ran to its end"
+    );
+    let events = json_lines(&stdout(&out));
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(kinds, ["killed", "released", "stopped"], "{events:?}");
+    let row = s.row("tidy");
+    assert_eq!((row.owner, row.fence, row.done), (None, 1, 0));
 }
 
 /// A command killed by somebody else's SIGTERM while the worker runs on has failed: only the

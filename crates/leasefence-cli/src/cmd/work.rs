@@ -349,8 +349,11 @@ fn work<S: Store + Send + 'static>(
         .context("installing the handler of SIGTERM and SIGINT")?;
 
     let stats = worker.run();
-    // A command whose thread the worker stopped waiting for (its grace ran out) goes too: no
-    // process group outlives `work`.
+    // Commands being stopped get their grace (SIGTERM, then SIGKILL after STOP_GRACE) and
+    // their jobs' lines are printed, also when the worker stopped waiting for them sooner (a
+    // second signal, a short deadline). Then a command whose thread is still running goes
+    // too: no process group outlives `work`.
+    interrupts.wait_idle(STOP_GRACE + Duration::from_millis(500));
     groups.kill_all();
     let stats = stats?;
     progress.bar.finish_and_clear();
@@ -491,6 +494,18 @@ fn run_command<S: Store>(
             break Err(format!("command killed: {why}"));
         }
     };
+    let interrupted = status
+        .as_ref()
+        .is_ok_and(|&status| interrupts.stopped_by_signal(job, status));
+    if interrupted {
+        // The stop signal reached the command too. If it was the shell that died, what it
+        // started may still be finishing (a trap cleaning up): it gets until the worker gives
+        // the lease back, then is stopped as any command is.
+        while group_alive(child.id()) && !job.token().wait_timeout(Duration::from_millis(20)) {}
+        if group_alive(child.id()) {
+            kill(&mut child);
+        }
+    }
     // Whatever the command left behind in its process group goes with it.
     kill_group(&child);
     groups.set().remove(&child.id());
@@ -502,7 +517,8 @@ fn run_command<S: Store>(
         return Ok(String::from_utf8_lossy(&stdout).into_owned());
     }
     let error = failure(status, &stderr);
-    if interrupts.given_back(job, status) {
+    if interrupted {
+        interrupts.give_back(job);
         // The worker gave the lease back meanwhile and reports the job released; this error
         // is recorded only if the lease was lost instead.
         return Err(format!(

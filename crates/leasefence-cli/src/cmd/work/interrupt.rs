@@ -1,10 +1,13 @@
 //! A stop signal that reaches the commands too.
 //!
 //! systemd's default `KillMode=control-group` sends SIGTERM to every process of a service at
-//! once — the commands as well as `work` — and so does `kill -TERM 0` from a script. A command
-//! that dies of the very signal that stops the worker has not failed: its attempt is given back
-//! like any attempt a shutdown interrupts (lease released, fence kept, attempt refunded).
-//! Recorded as a failure it used up an attempt, and on a job's last attempt made it dead.
+//! once, the commands as well as `work`. A command that dies of the very signal that stops the
+//! worker has not failed: its attempt is given back like any attempt a shutdown interrupts
+//! (lease released, fence kept, attempt refunded). Recorded as a failure it used up an attempt,
+//! and on a job's last attempt made it dead. When the shell `work` started is what died (a
+//! script, a pipeline: `sh` does not exec them), what it started may still be finishing — a
+//! trap cleaning up — so the group is left to end on its own until the shutdown deadline; its
+//! exit status is unknown (the shell is gone), so the job is released either way.
 
 use std::collections::HashSet;
 use std::process::ExitStatus;
@@ -95,12 +98,14 @@ impl Interrupts {
             && inner.unsettled().is_empty()
     }
 
-    /// Whether a command that exited with `status` (on its own, not stopped by `work`) died of
-    /// the signal that is stopping the worker. If so, waits until the worker has given the
-    /// job's lease back — at the shutdown deadline, or at once when every other command has
-    /// ended too and every result has been written — and returns `true`; the worker then
-    /// reports the job released, not failed.
-    pub(super) fn given_back<S: Store>(&self, job: &JobContext<'_, S>, status: ExitStatus) -> bool {
+    /// Whether a command that exited with `status` on its own (not stopped by `work`) died of
+    /// the signal that is stopping the worker: a stop signal, while the worker is stopping or
+    /// at most [`SIGNAL_SKEW`] before it takes its own.
+    pub(super) fn stopped_by_signal<S: Store>(
+        &self,
+        job: &JobContext<'_, S>,
+        status: ExitStatus,
+    ) -> bool {
         if !stop_signal(status) {
             return false;
         }
@@ -112,6 +117,14 @@ impl Interrupts {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+        true
+    }
+
+    /// Waits, for a job whose command the stop signal ended, until the worker has given its
+    /// lease back — at the shutdown deadline, or at once when every other command has ended too
+    /// and every result has been written; the worker then reports the job released, not
+    /// failed.
+    pub(super) fn give_back<S: Store>(&self, job: &JobContext<'_, S>) {
         let inner = &self.0;
         inner.waiting.fetch_add(1, Ordering::SeqCst);
         // The token is cancelled when the worker gives the lease back (or loses it).
@@ -123,7 +136,18 @@ impl Interrupts {
             }
         }
         inner.waiting.fetch_sub(1, Ordering::SeqCst);
-        true
+    }
+
+    /// Waits until no handler is busy and every outcome is reported, for at most `limit`: after
+    /// the worker returned, so that commands still being stopped get their grace and their
+    /// jobs' lines are printed.
+    pub(super) fn wait_idle(&self, limit: Duration) {
+        let start = Instant::now();
+        while (self.0.busy.load(Ordering::SeqCst) > 0 || !self.0.unsettled().is_empty())
+            && start.elapsed() < limit
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
