@@ -615,6 +615,26 @@ fn attempts(s: &Sandbox, id: &str) -> i64 {
     .unwrap()
 }
 
+/// Asserts that `id` was given back by a stop, not failed: no owner, no lease, fence 1 kept,
+/// unfinished, no error, and its attempt refunded.
+#[track_caller]
+fn assert_released(s: &Sandbox, id: &str) {
+    let row = s.row(id);
+    assert_eq!(
+        (
+            row.owner,
+            row.until,
+            row.fence,
+            row.done,
+            row.error,
+            row.outcome
+        ),
+        (None, 0.0, 1, 0, None, None),
+        "{id}: released, not failed"
+    );
+    assert_eq!(attempts(s, id), 0, "{id}: the attempt is refunded");
+}
+
 /// Enqueues `ids` (one attempt each), runs `work --json` with `script` two at a time and
 /// `--shutdown-deadline deadline`, and once every command has written its process group to
 /// `pid-ID`, stops everything as systemd does: SIGTERM to each command's process group —
@@ -663,20 +683,7 @@ fn a_stop_signal_that_reaches_the_commands_too_gives_their_jobs_back() {
         "{events:?}"
     );
     for id in ["one", "two"] {
-        let row = s.row(id);
-        assert_eq!(
-            (
-                row.owner,
-                row.until,
-                row.fence,
-                row.done,
-                row.error,
-                row.outcome
-            ),
-            (None, 0.0, 1, 0, None, None),
-            "{id}: released, not failed"
-        );
-        assert_eq!(attempts(&s, id), 0, "{id}: the attempt is refunded");
+        assert_released(&s, id);
     }
     let claimed = s.ok(&["claim", "one", "--owner", "next", "--ttl", "5"]);
     assert!(claimed.contains("fence 2"), "{claimed}");
@@ -703,13 +710,7 @@ fn a_stop_signal_to_every_process_keeps_a_result_that_still_comes_and_releases_t
         "{}",
         show(&out)
     );
-    let quitter = s.row("quitter");
-    assert_eq!(
-        (quitter.owner, quitter.fence, quitter.done, quitter.error),
-        (None, 1, 0, None),
-        "released, not failed"
-    );
-    assert_eq!(attempts(&s, "quitter"), 0);
+    assert_released(&s, "quitter");
 }
 
 /// When the stop signal kills the shell `work` started (here a script followed by another
@@ -735,13 +736,7 @@ fn a_stop_signal_that_kills_the_shell_leaves_its_script_time_to_clean_up() {
     let out = stop_everything_like_systemd(&s, &["wrapped"], script, "5");
     let cleaned = std::fs::read_to_string(s.file("cleaned-wrapped"));
     assert_eq!(cleaned.ok().as_deref(), Some("cleaned\n"), "{}", show(&out));
-    let row = s.row("wrapped");
-    assert_eq!(
-        (row.owner, row.fence, row.done, row.error),
-        (None, 1, 0, None),
-        "released, not failed"
-    );
-    assert_eq!(attempts(&s, "wrapped"), 0);
+    assert_released(&s, "wrapped");
 }
 
 /// A second signal stops the commands now, but as always: SIGTERM first and up to 2 s to
