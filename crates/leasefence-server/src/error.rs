@@ -268,7 +268,7 @@ impl From<leasefence::Error> for ApiError {
             }
             leasefence::Error::ConnectionLost { .. } => {
                 tracing::warn!(
-                    error = %crate::outage::with_causes(&e),
+                    error = %leasefence::error_chain(&e),
                     "store connection lost during a call"
                 );
                 ApiError::Lost

@@ -22,18 +22,6 @@ fn outage() -> std::sync::MutexGuard<'static, Option<Outage>> {
     OUTAGE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `error` with the chain of its causes, as one line.
-pub fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        cause = e.source();
-    }
-    text
-}
-
 /// A store call found the database unreachable (or, from `/readyz`, not answering in time).
 pub fn unreachable(error: &leasefence::Error) {
     let mut outage = outage();
@@ -46,14 +34,14 @@ pub fn unreachable(error: &leasefence::Error) {
                 failed: 1,
             });
             tracing::warn!(
-                error = %with_causes(error),
+                error = %leasefence::error_chain(error),
                 "store unreachable: requests that need it are answered 503 until it answers"
             );
         }
         Some(o) if o.said.elapsed() >= REMIND => {
             o.failed += 1;
             tracing::warn!(
-                error = %with_causes(error),
+                error = %leasefence::error_chain(error),
                 seconds = o.began.elapsed().as_secs_f64(),
                 answered_503 = o.failed,
                 "store still unreachable"

@@ -243,8 +243,38 @@ impl fmt::Display for BackendError {
 
 impl std::error::Error for BackendError {}
 
-/// `error` and the chain of its causes, as one line (`a: b: c`).
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+/// `error` and the chain of its causes, as one line (`a: b: c`): what a log line or a message
+/// to an operator shows of an error whose own text leaves its cause out (a driver's "db error").
+///
+/// ```
+/// use std::error::Error;
+/// use std::fmt;
+///
+/// #[derive(Debug)]
+/// struct Refused;
+/// impl fmt::Display for Refused {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str("connection refused")
+///     }
+/// }
+/// impl Error for Refused {}
+///
+/// #[derive(Debug)]
+/// struct DbError(Refused);
+/// impl fmt::Display for DbError {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str("db error")
+///     }
+/// }
+/// impl Error for DbError {
+///     fn source(&self) -> Option<&(dyn Error + 'static)> {
+///         Some(&self.0)
+///     }
+/// }
+///
+/// assert_eq!(leasefence::error_chain(&DbError(Refused)), "db error: connection refused");
+/// ```
+pub fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();
     while let Some(e) = cause {

@@ -139,7 +139,7 @@ pub mod worker;
 pub use asynchronous::{
     AsyncJob, AsyncOptions, AsyncResult, AsyncStore, AsyncWorker, AsyncWorkerBuilder, Loss,
 };
-pub use error::{BackendError, Error, Result};
+pub use error::{BackendError, Error, Result, chain as error_chain};
 pub use open::{AnyOptions, AnyStore, Target};
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
