@@ -7,13 +7,13 @@
 mod support;
 
 use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::Sandbox;
-use support::serving::Serving;
+use support::serving::{self, Serving};
 
 const WORKER: &str = "outage-worker-5d1e";
 
@@ -48,13 +48,7 @@ fn worker(
     } else {
         (Stdio::piped(), Stdio::null())
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_leasefence"))
-        .args(["work", "--server", url])
-        .args(args)
-        .current_dir(sb.dir.path())
-        .env_remove("LEASEFENCE_DB")
-        .env("LEASEFENCE_WORKER_TOKEN", WORKER)
-        .stdin(Stdio::null())
+    let mut child = serving::work_command(sb, url, WORKER, args)
         .stdout(out)
         .stderr(err)
         .spawn()

@@ -7,25 +7,19 @@
 mod support;
 
 use std::io::{BufRead as _, BufReader, Read as _};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::Sandbox;
-use support::serving::Serving;
+use support::serving::{self, Serving};
 
 const WORKER: &str = "work-server-worker-93e1";
 const ADMIN: &str = "work-server-admin-17c4f";
 
 /// `leasefence work --server URL ARGS…` with the worker token, without any database.
 fn worker(sb: &Sandbox, url: &str, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_leasefence"))
-        .args(["work", "--server", url])
-        .args(args)
-        .current_dir(sb.dir.path())
-        .env_remove("LEASEFENCE_DB")
-        .env("LEASEFENCE_WORKER_TOKEN", WORKER)
-        .stdin(Stdio::null())
+    serving::work_command(sb, url, WORKER, args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

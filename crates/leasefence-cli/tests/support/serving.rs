@@ -96,3 +96,18 @@ impl Serving {
         (status.code().expect("exited, not killed"), stderr)
     }
 }
+
+/// `leasefence work --server URL ARGS…` in `sb` with the worker token `token` and no database;
+/// stdin closed, stdout and stderr for the caller to set.
+#[allow(dead_code)]
+pub fn work_command(sb: &Sandbox, url: &str, token: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_leasefence"));
+    command
+        .args(["work", "--server", url])
+        .args(args)
+        .current_dir(sb.dir.path())
+        .env_remove("LEASEFENCE_DB")
+        .env("LEASEFENCE_WORKER_TOKEN", token)
+        .stdin(Stdio::null());
+    command
+}
