@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::context::JobContext;
-use super::job::{Job, Phase, SETTLED_COMPLETED, SETTLED_REFUSED, UNSETTLED};
+use super::job::{Job, Phase, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED, UNSETTLED};
 use super::loss::refused;
 use super::shared::{Shared, Slot, busy_retry, write_retry};
 use super::stats::{JobOutcome, bump};
@@ -115,6 +115,7 @@ pub(super) fn run_batch<S: Store + 'static>(
         let outcome = match (settled, returned) {
             (SETTLED_COMPLETED, _) => JobOutcome::Completed,
             (SETTLED_REFUSED, _) => JobOutcome::Refused,
+            (SETTLED_RELEASED, _) => JobOutcome::Released,
             _ if timed_out => {
                 let limit = shared.config.timeout.unwrap_or_default();
                 let error = format!("timed out after {limit} s (the worker's time limit)");

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::cancel::CancelToken;
 use super::clock::WorkerClock;
-use super::job::{Job, SETTLED_COMPLETED, SETTLED_REFUSED};
+use super::job::{Job, Phase, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED, UNSETTLED};
 use super::loss::{mark_lost, reason};
 use super::stats::{Counters, bump};
 use super::sync::lock;
@@ -253,6 +253,96 @@ impl<'a, S: Store> JobContext<'a, S> {
             );
         }
         Ok(admitted)
+    }
+
+    /// Gives this attempt back instead of failing it: the lease is released, fenced (only
+    /// while this owner and fence still hold it, as
+    /// [`Store::release`](crate::Store::release) does), the fence kept
+    /// and the attempt refunded, so the job is claimable again at once and no attempt of its
+    /// budget is spent. The worker reports the job
+    /// [`JobOutcome::Released`](crate::JobOutcome::Released) and counts it in
+    /// [`WorkerStats::released`](crate::WorkerStats::released); what the handler returns afterwards is not written.
+    ///
+    /// For a handler that was interrupted rather than failed — its work stopped from outside
+    /// (a subprocess killed by the signal that is stopping the service), or a resource it
+    /// needs is going away — so the job runs again elsewhere without counting this attempt.
+    ///
+    /// - `Ok(true)`: given back.
+    /// - `Ok(false)`: nothing changed — the lease was no longer this attempt's (taken over,
+    ///   expired, ended by an operator), or the worker had already given the attempt up (past
+    ///   its time limit, lost, or released at the shutdown deadline: the [`token`](Self::token)
+    ///   is cancelled), or the attempt was settled already (by an earlier `release` or by
+    ///   `complete_with`). The worker records the attempt as it would have without the call.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasefence::{JobId, NewJob, SqliteStore, Store, Worker};
+    ///
+    /// let path = dir.path().join("jobs.db");
+    /// let store = SqliteStore::open(&path)?;
+    /// store.enqueue_job(NewJob::new("upload-7")?)?;
+    ///
+    /// let stats = Worker::sqlite(&path)
+    ///     .drain(true)
+    ///     .build(|ctx| {
+    ///         if ctx.fence() == 1 {
+    ///             // Cut short by a maintenance window, not by a fault of the job: give it back.
+    ///             assert!(ctx.release()?);
+    ///             return Ok("not written".into());
+    ///         }
+    ///         // Claimed again at once, under the next fence, and still its first attempt.
+    ///         assert_eq!((ctx.fence(), ctx.attempt()), (2, 1));
+    ///         Ok("uploaded".into())
+    ///     })?
+    ///     .run()?;
+    /// assert_eq!((stats.released, stats.completed), (1, 1));
+    /// let state = store.state(JobId::new("upload-7")?)?.unwrap();
+    /// assert_eq!((state.fence, state.result.as_deref()), (2, Some("uploaded")));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// Busy or backend failures: nothing was written, the heartbeat keeps renewing the lease,
+    /// and the handler carries on (returning `Err` then records a failure, as usual).
+    pub fn release(&self) -> Result<bool> {
+        let job = self.job;
+        let lease = &job.lease;
+        // Settled or given up already: the attempt is over, and recorded as such.
+        if job.settled.load(Ordering::SeqCst) != UNSETTLED || job.token.is_cancelled() {
+            return Ok(false);
+        }
+        // The heartbeat and the time limit leave a finishing job alone; a limit reached just
+        // before still wins (the token is cancelled under the same lock).
+        let was = job.finish();
+        if was != Phase::Running || job.token.is_cancelled() {
+            job.resume(was);
+            return Ok(false);
+        }
+        match self.store.release_lease(lease) {
+            Ok(true) => {
+                job.settled.store(SETTLED_RELEASED, Ordering::SeqCst);
+                bump(&self.counters.released);
+                tracing::info!(
+                    job_id = %lease.job_id, fence = lease.fence,
+                    "released by its handler; claimable again at once, the attempt refunded"
+                );
+                Ok(true)
+            }
+            Ok(false) => {
+                job.settled.store(SETTLED_REFUSED, Ordering::SeqCst);
+                bump(&self.counters.stale_refused);
+                tracing::warn!(
+                    job_id = %lease.job_id, fence = lease.fence,
+                    "release refused: the lease is no longer current; nothing changed"
+                );
+                Ok(false)
+            }
+            Err(e) => {
+                job.resume(was);
+                Err(e)
+            }
+        }
     }
 }
 

@@ -18,7 +18,7 @@ pub(super) enum Phase {
     Finishing,
     /// A renew was refused.
     Lost,
-    /// Given back at shutdown.
+    /// Given back at the shutdown deadline.
     Released,
 }
 
@@ -40,6 +40,8 @@ pub(crate) const LOSS_OPERATOR: u8 = 2;
 pub(super) const UNSETTLED: u8 = 0;
 pub(super) const SETTLED_COMPLETED: u8 = 1;
 pub(super) const SETTLED_REFUSED: u8 = 2;
+/// Given back by the handler itself (`JobContext::release`).
+pub(super) const SETTLED_RELEASED: u8 = 3;
 
 /// One claimed job, shared by its worker thread, its context and the heartbeat.
 pub(super) struct Job {
@@ -50,7 +52,8 @@ pub(super) struct Job {
     pub(super) loss: AtomicU8,
     /// The run-time limit was reached: the attempt is a failure, whatever the handler returns.
     pub(super) timed_out: AtomicBool,
-    /// Set when the handler completed through `JobContext::complete_with`.
+    /// Set when the handler settled the attempt itself: completed through
+    /// `JobContext::complete_with`, or given back through `JobContext::release`.
     pub(super) settled: AtomicU8,
     /// The phase and the lease's end as last renewed. Nothing holds it across a database
     /// call: the heartbeat snapshots what is due, renews without it, and applies the answer

@@ -80,7 +80,8 @@ pub struct WorkerStats {
     /// had expired: the stale writes fencing is for. Neither a job released at the shutdown
     /// deadline (its outcome is not written at all) nor one an operator ended is counted here.
     pub stale_refused: u64,
-    /// In-flight leases given back at shutdown (fence kept), claimable again at once.
+    /// In-flight leases given back (fence kept, attempt refunded), claimable again at once: at
+    /// shutdown, or by their handler ([`JobContext::release`](crate::JobContext::release)).
     pub released: u64,
     /// Jobs an operator cancelled, retried or deleted while this worker held them: the lease
     /// ended, nothing of the attempt was stored.
@@ -132,9 +133,10 @@ pub enum JobOutcome {
     /// An operator cancelled, retried or deleted the job while the handler ran: the lease had
     /// ended, nothing was stored.
     Cancelled,
-    /// The lease was given back at the shutdown deadline while the handler ran (fenced, fence
-    /// kept): whatever the handler returned was not written, and the job is claimable again at
-    /// once.
+    /// The lease was given back (fenced, fence kept, attempt refunded) at the shutdown deadline
+    /// while the handler ran, or by the handler itself
+    /// ([`JobContext::release`](crate::JobContext::release)): whatever the handler returned was
+    /// not written, and the job is claimable again at once.
     Released,
     /// The store could not record the outcome (busy past the retries, a connection to the
     /// database server that stayed down for a ttl, I/O error). The lease is left to expire,

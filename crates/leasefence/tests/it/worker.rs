@@ -2933,6 +2933,7 @@ mod batches {
     );
 }
 
+mod give_back;
 mod routing;
 
 worker_case!(

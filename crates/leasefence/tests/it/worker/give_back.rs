@@ -1,0 +1,217 @@
+//! `JobContext::release`: a handler gives its attempt back instead of failing it — the lease
+//! released, fenced, with its fence kept and the attempt refunded — and only while the attempt
+//! is still its own: not past its time limit, not after a takeover, and a release the store
+//! could not make changes nothing.
+
+use super::*;
+
+/// What a handler sends the case: `None` once it runs, then what `release` answered.
+type Said = Option<bool>;
+
+worker_case!(
+    /// The job is claimable again at once under the next fence, its one attempt not spent; the
+    /// worker reports it released, and neither what the handler returns afterwards nor a second
+    /// `release` writes anything.
+    fn a_handler_gives_its_attempt_back_unspent_and_the_job_runs_again_at_once(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("j").max_attempts(1)]).unwrap();
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let seen = calls.clone();
+        let outcomes = Arc::new(Mutex::new(Vec::new()));
+        let log = outcomes.clone();
+        let stats = worker(t, &ManualClock::new(0.0), "A")
+            .concurrency(1)
+            .drain(true)
+            .on_outcome(move |lease, outcome| {
+                log.lock().unwrap().push((lease.fence, outcome.clone()));
+            })
+            .build(move |ctx| {
+                if ctx.fence() == 1 {
+                    let first = ctx.release()?;
+                    let again = ctx.release()?;
+                    seen.lock().unwrap().push((ctx.fence(), ctx.attempt(), first, again));
+                    return Err("not recorded: the attempt was given back".into());
+                }
+                seen.lock().unwrap().push((ctx.fence(), ctx.attempt(), false, false));
+                Ok("done".to_string())
+            })
+            .unwrap()
+            .run_drained();
+        assert_eq!(
+            *calls.lock().unwrap(),
+            [(1, 1, true, false), (2, 1, false, false)],
+            "given back once; run again at once as its first attempt"
+        );
+        assert_eq!(
+            *outcomes.lock().unwrap(),
+            [(1, JobOutcome::Released), (2, JobOutcome::Completed)]
+        );
+        assert_eq!(
+            (stats.claimed, stats.released, stats.completed),
+            (2, 1, 1),
+            "{stats:?}"
+        );
+        assert_eq!(
+            (stats.retried, stats.dead, stats.stale_refused, stats.errors),
+            (0, 0, 0, 0),
+            "{stats:?}"
+        );
+        assert_eq!(db.row("j").unwrap(), done_row("j", "A-0", 2, 30.0, "done"));
+        assert_eq!(db.queue_row("j").attempts, 1, "the given-back attempt is refunded");
+        let attempts = db.attempts("j");
+        let briefs: Vec<_> = attempts.iter().map(AttemptRow::brief).collect();
+        assert_eq!(
+            briefs,
+            [(1, "A-0", Some("released")), (2, "A-0", Some("completed"))]
+        );
+        assert_eq!(db.refusals("j"), []);
+    }
+);
+
+worker_case!(
+    /// Past its time limit the attempt is a failure: `release` gives nothing back, and the
+    /// failure is the one recorded when the handler returns.
+    fn past_its_time_limit_a_handler_cannot_give_its_attempt_back(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("slow").max_attempts(2)]).unwrap();
+        let clock = ManualClock::new(0.0);
+        let (tx, said) = channel::<Said>();
+        let tx = Mutex::new(tx);
+        let (open_gate, gate) = Gate::new();
+        let w = worker(t, &clock, "A")
+            .concurrency(1)
+            .ttl(12.0)
+            .timeout(5.0)
+            .backoff(Backoff { base: 100.0, factor: 2.0, max: 100.0, jitter: 0.0 })
+            .build(move |ctx| {
+                let tx = tx.lock().unwrap().clone();
+                tx.send(None)?;
+                assert!(ctx.token().wait_timeout(PATIENCE), "cancelled at the limit");
+                tx.send(Some(ctx.release()?))?;
+                gate.wait();
+                Ok("finished anyway".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        assert_eq!(recv(&said), None);
+        clock.set(4.5);
+        wait_until("the renewal before the limit", || handle.stats().renewed == 1);
+        clock.set(5.0);
+        assert_eq!(recv(&said), Some(false), "timed out: nothing given back");
+        let row = db.row("slow").unwrap();
+        assert_eq!(
+            (row.owner.as_deref(), row.fence, row.until),
+            (Some("A-0"), 1, 16.5),
+            "still held as renewed at 4.5"
+        );
+        open_gate.send(()).unwrap();
+        wait_until("the timeout failure", || handle.stats().retried == 1);
+        let stats = stop(&handle, run);
+        assert_eq!(
+            (stats.timed_out, stats.retried, stats.released, stats.completed, stats.stale_refused),
+            (1, 1, 0, 0, 0),
+            "{stats:?}"
+        );
+        let row = db.row("slow").unwrap();
+        assert_eq!((row.result, row.done, row.owner, row.fence), (None, 0, None, 1));
+        let (error, _, retry_at) = failure(db, "slow");
+        assert_eq!(error.as_deref(), Some("timed out after 5 s (the worker's time limit)"));
+        assert_eq!(retry_at, 105.0, "retried per the backoff, from the failure at 5");
+        assert_eq!(db.queue_row("slow").attempts, 1, "the timed-out attempt is spent");
+    }
+);
+
+worker_case!(
+    /// A lease taken over meanwhile is not given back: the release is refused (counted as a
+    /// refused write), the new holder's lease is untouched, and nothing the stale handler
+    /// returns afterwards is written.
+    fn a_lease_taken_over_is_not_given_back_and_the_new_holder_keeps_it(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("j")]).unwrap();
+        let (tx, said) = channel::<Said>();
+        let tx = Mutex::new(tx);
+        let (open_gate, gate) = Gate::new();
+        let w = worker(t, &ManualClock::new(0.0), "A")
+            .concurrency(1)
+            .build(move |ctx| {
+                let tx = tx.lock().unwrap().clone();
+                tx.send(None)?;
+                gate.wait();
+                tx.send(Some(ctx.release()?))?;
+                Ok("late".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        assert_eq!(recv(&said), None);
+        let taken = db.leased("j", "B", 2, 100.0);
+        open_gate.send(()).unwrap();
+        assert_eq!(recv(&said), Some(false), "not this attempt's lease any more");
+        wait_until("the refusal", || handle.stats().stale_refused == 1);
+        let stats = stop(&handle, run);
+        assert_eq!(
+            (stats.stale_refused, stats.released, stats.completed, stats.retried),
+            (1, 0, 0, 0),
+            "{stats:?}"
+        );
+        assert_eq!(db.row("j").unwrap(), taken);
+        assert_eq!(
+            db.refusals("j"),
+            [(1, "release".to_string(), 1)],
+            "the refused release, and no later write of the stale attempt"
+        );
+    }
+);
+
+/// A release the store cannot make (busy past its timeout) is an error that changes nothing:
+/// the attempt carries on, the heartbeat still renews its lease, and its result is stored as
+/// usual. SQLite only: a held write lock makes the store fail on cue.
+#[test]
+fn a_release_that_fails_leaves_the_attempt_running_and_its_lease_renewed() {
+    let db = Db::new();
+    open(&db).enqueue_many(&[job("j")]).unwrap();
+    let clock = ManualClock::new(0.0);
+    let (tx, said) = channel::<Option<String>>();
+    let tx = Mutex::new(tx);
+    let (open_gate, gate) = Gate::new();
+    let w = super::store_errors::impatient(&db, &clock)
+        .concurrency(1)
+        .build(move |ctx| {
+            let tx = tx.lock().unwrap().clone();
+            tx.send(None)?;
+            gate.wait();
+            let error = ctx.release().expect_err("the write lock is held");
+            assert!(matches!(error, Error::Busy), "{error:?}");
+            tx.send(Some(error.to_string()))?;
+            gate.wait();
+            Ok("done".to_string())
+        })
+        .unwrap();
+    let (handle, run) = spawn(w);
+    assert_eq!(recv(&said), None);
+    let blocker = db.raw();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    open_gate.send(()).unwrap();
+    assert!(recv(&said).is_some(), "the release failed");
+    blocker.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        db.row("j").unwrap().owner.as_deref(),
+        Some("w-0"),
+        "still held"
+    );
+    clock.set(11.0); // the renewal due at ttl / 3 = 10
+    wait_until("the renewal after the failed release", || {
+        handle.stats().renewed == 1
+    });
+    assert_eq!(db.row("j").unwrap().until, 41.0);
+    open_gate.send(()).unwrap();
+    wait_until("the completion", || handle.stats().completed == 1);
+    let stats = stop(&handle, run);
+    assert_eq!(
+        (stats.completed, stats.released, stats.stale_refused),
+        (1, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(db.row("j").unwrap(), done_row("j", "w-0", 1, 41.0, "done"));
+    assert_eq!(db.queue_row("j").attempts, 1);
+    assert_eq!(db.refusals("j"), []);
+}
