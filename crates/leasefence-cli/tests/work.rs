@@ -635,16 +635,22 @@ fn assert_released(s: &Sandbox, id: &str) {
     assert_eq!(attempts(s, id), 0, "{id}: the attempt is refunded");
 }
 
-/// Enqueues `ids` (one attempt each), runs `work --json` with `script` two at a time and
-/// `--shutdown-deadline deadline`, and once every command has written its process group to
+/// Enqueues `ids` (one attempt each), runs `work --json` with `script` two at a time,
+/// `--shutdown-deadline deadline` and the flags `extra`, and once every command has written its process group to
 /// `pid-ID`, stops everything as systemd does: SIGTERM to each command's process group —
 /// first: they may die before the worker takes its own signal — then to the worker. Returns
 /// the worker's output, within PATIENCE (20 s); asserts exit status 0.
-fn stop_everything_like_systemd(s: &Sandbox, ids: &[&str], script: &str, deadline: &str) -> Output {
+fn stop_everything_like_systemd(
+    s: &Sandbox,
+    ids: &[&str],
+    script: &str,
+    deadline: &str,
+    extra: &[&str],
+) -> Output {
     for id in ids {
         s.ok(&["enqueue", id, "--max-attempts", "1"]);
     }
-    let worker = s.spawn(&[
+    let mut args = vec![
         "--json",
         "work",
         "--exec",
@@ -655,7 +661,9 @@ fn stop_everything_like_systemd(s: &Sandbox, ids: &[&str], script: &str, deadlin
         "0.05",
         "--shutdown-deadline",
         deadline,
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let worker = s.spawn(&args);
     for id in ids {
         signal_group(s.wait_for_pid(&format!("pid-{id}")), "TERM");
     }
@@ -674,7 +682,7 @@ fn a_stop_signal_that_reaches_the_commands_too_gives_their_jobs_back() {
     let s = Sandbox::new();
     let script = "echo $$ > pid-$LEASEFENCE_JOB_ID; exec sleep 30";
     // Within PATIENCE, so not after the 60 s deadline.
-    let out = stop_everything_like_systemd(&s, &["one", "two"], script, "60");
+    let out = stop_everything_like_systemd(&s, &["one", "two"], script, "60", &[]);
     let events = json_lines(&stdout(&out));
     let last = events.last().unwrap();
     assert_eq!(
@@ -698,7 +706,7 @@ fn a_stop_signal_to_every_process_keeps_a_result_that_still_comes_and_releases_t
                   if [ \"$LEASEFENCE_JOB_ID\" = keeper ]; then \
                     trap 'sleep 0.3; echo kept; exit 0' TERM; sleep 30 & wait; \
                   else exec sleep 30; fi";
-    let out = stop_everything_like_systemd(&s, &["keeper", "quitter"], script, "60");
+    let out = stop_everything_like_systemd(&s, &["keeper", "quitter"], script, "60", &[]);
     let keeper = s.row("keeper");
     assert_eq!(
         (
@@ -733,10 +741,43 @@ fn a_stop_signal_that_kills_the_shell_leaves_its_script_time_to_clean_up() {
         .unwrap();
     assert!(chmod.success());
     let script = "echo $$ > pid-$LEASEFENCE_JOB_ID; ./keeper.sh; true";
-    let out = stop_everything_like_systemd(&s, &["wrapped"], script, "5");
+    let out = stop_everything_like_systemd(&s, &["wrapped"], script, "5", &[]);
     let cleaned = std::fs::read_to_string(s.file("cleaned-wrapped"));
     assert_eq!(cleaned.ok().as_deref(), Some("cleaned\n"), "{}", show(&out));
     assert_released(&s, "wrapped");
+}
+
+/// With `--timeout`, a job whose command the stop signal ended is given back at once — not
+/// left running into its time limit while what the shell started cleans up (here a trap that
+/// takes 2 s against a 1 s limit): released with its attempt refunded, not timed out, and so on
+/// its last attempt not dead; the cleanup still runs to its end.
+#[test]
+fn a_job_given_back_at_a_stop_is_not_failed_by_its_time_limit_while_its_script_cleans_up() {
+    let s = Sandbox::new();
+    std::fs::write(
+        s.file("slow-cleanup.sh"),
+        "#!/bin/sh\ntrap 'sleep 2; echo cleaned > cleaned-$LEASEFENCE_JOB_ID; exit 0' TERM\n\
+         sleep 30 & wait\n",
+    )
+    .unwrap();
+    let chmod = Command::new("chmod")
+        .args(["+x", "slow-cleanup.sh"])
+        .current_dir(s.dir.path())
+        .status()
+        .unwrap();
+    assert!(chmod.success());
+    let script = "echo $$ > pid-$LEASEFENCE_JOB_ID; ./slow-cleanup.sh; true";
+    let out = stop_everything_like_systemd(&s, &["limited"], script, "10", &["--timeout", "1"]);
+    let cleaned = std::fs::read_to_string(s.file("cleaned-limited"));
+    assert_eq!(cleaned.ok().as_deref(), Some("cleaned\n"), "{}", show(&out));
+    let events = json_lines(&stdout(&out));
+    let last = events.last().unwrap();
+    assert_eq!(
+        (&last["released"], &last["timed_out"], &last["dead"]),
+        (&Value::from(1), &Value::from(0), &Value::from(0)),
+        "{events:?}"
+    );
+    assert_released(&s, "limited");
 }
 
 /// A second signal stops the commands now, but as always: SIGTERM first and up to 2 s to

@@ -19,8 +19,8 @@
 //! zero: the commands are killed and their leases released now. Either way `work` exits
 //! normally, leaving no command behind (the library's `ShutdownHandle::on_signals`). A command
 //! that dies of the same stop signal — systemd's default `KillMode=control-group` sends it to
-//! every process of the service — has its job given back the same way, not failed
-//! (`work/interrupt.rs`), and once no command is left to wait for the leases go back at once.
+//! every process of the service — has its job given back at once, not failed
+//! (`work/interrupt.rs`).
 //!
 //! Exit status: `0` after a clean stop — by a signal or `--drain`, also when commands were
 //! killed at the deadline and their jobs released, and whatever the commands' own exit
@@ -32,7 +32,7 @@ use std::collections::HashSet;
 use std::io::{Read, Write as _};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use leasefence::{Backoff, JobContext, Store, Worker};
@@ -321,14 +321,13 @@ fn work<S: Store + Send + 'static>(
     let handlers = interrupts.clone();
     let worker = builder
         .build(move |job| {
-            run_command(&exec, job, out, &shown, &running, &handlers).map_err(Into::into)
+            run_command(&exec, job, out, &shown, &running, &handlers, deadline).map_err(Into::into)
         })
         .map_err(|e| match e.argument() {
             Some(arg) => anyhow::anyhow!(e).context(format!("--{}", arg.replace('_', "-"))),
             None => anyhow::anyhow!(e),
         })?;
 
-    interrupts.set_handle(worker.shutdown_handle());
     let bar = progress.bar.clone();
     worker
         .shutdown_handle()
@@ -418,6 +417,7 @@ fn run_command<S: Store>(
     progress: &Progress,
     groups: &Groups,
     interrupts: &Interrupts,
+    deadline: Duration,
 ) -> Result<String, String> {
     let _busy = interrupts.busy(job);
     progress.add(RUNNING, 1);
@@ -497,11 +497,19 @@ fn run_command<S: Store>(
     let interrupted = status
         .as_ref()
         .is_ok_and(|&status| interrupts.stopped_by_signal(job, status));
+    // The stop signal reached the command too: the attempt is given back at once (lease
+    // released, fence kept, attempt refunded), not failed — settled before a `--timeout` could
+    // fail it. `Ok(false)`: the worker had given the attempt up already (lost, timed out,
+    // released at the deadline) and records it as that.
+    let gave_back = interrupted.then(|| job.release());
     if interrupted {
-        // The stop signal reached the command too. If it was the shell that died, what it
-        // started may still be finishing (a trap cleaning up): it gets until the worker gives
-        // the lease back, then is stopped as any command is.
-        while group_alive(child.id()) && !job.token().wait_timeout(Duration::from_millis(20)) {}
+        // If it was the shell that died, what it started may still be finishing (a trap
+        // cleaning up): it gets up to the shutdown deadline, then is stopped as any command is.
+        let until = Instant::now() + deadline;
+        while group_alive(child.id())
+            && Instant::now() < until
+            && !job.token().wait_timeout(Duration::from_millis(20))
+        {}
         if group_alive(child.id()) {
             kill(&mut child);
         }
@@ -517,15 +525,18 @@ fn run_command<S: Store>(
         return Ok(String::from_utf8_lossy(&stdout).into_owned());
     }
     let error = failure(status, &stderr);
-    if interrupted {
-        interrupts.give_back(job);
-        // The worker gave the lease back meanwhile and reports the job released; this error
-        // is recorded only if the lease was lost instead.
-        return Err(format!(
+    match gave_back {
+        // Given back: the worker reports the job released and records nothing of this.
+        Some(Ok(true)) => Err(format!("{error} (given back: the worker is stopping)")),
+        Some(Ok(false)) => Err(format!(
             "{error} (the worker's stop signal reached the command too)"
-        ));
+        )),
+        Some(Err(e)) => Err(format!(
+            "{error} (the worker's stop signal reached the command too; giving the attempt \
+             back failed: {e})"
+        )),
+        None => Err(error),
     }
-    Err(error)
 }
 
 /// Reads a pipe to its end on a thread of its own.

@@ -2,40 +2,38 @@
 //!
 //! systemd's default `KillMode=control-group` sends SIGTERM to every process of a service at
 //! once, the commands as well as `work`. A command that dies of the very signal that stops the
-//! worker has not failed: its attempt is given back like any attempt a shutdown interrupts
-//! (lease released, fence kept, attempt refunded). Recorded as a failure it used up an attempt,
-//! and on a job's last attempt made it dead. When the shell `work` started is what died (a
+//! worker has not failed: its handler gives the attempt back at once
+//! (`JobContext::release`: lease released, fence kept, attempt refunded), so the job is
+//! claimable again and no attempt of its budget is spent — recorded as a failure it used up an
+//! attempt, and on a job's last attempt made it dead. Given back at once, the attempt is
+//! settled before a `--timeout` could fail it. When the shell `work` started is what died (a
 //! script, a pipeline: `sh` does not exec them), what it started may still be finishing — a
-//! trap cleaning up — so the group is left to end on its own until the shutdown deadline; its
-//! exit status is unknown (the shell is gone), so the job is released either way.
+//! trap cleaning up — so the group is left to end on its own for up to the shutdown deadline
+//! (its late writes are refused like any stale worker's); its exit status is unknown (the shell
+//! is gone), so the job is given back either way.
 
 use std::collections::HashSet;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use leasefence::{JobContext, Lease, ShutdownHandle, Store};
+use leasefence::{JobContext, Lease, Store};
 
 /// How long a command dead of a stop signal waits for the worker to be stopping too: the signal
 /// reaches both at about the same time, and the worker's may be handled a moment later.
 const SIGNAL_SKEW: Duration = Duration::from_millis(500);
 
-/// The handlers of one `work`, as far as interrupted commands are concerned.
+/// The handlers of one `work`, as far as stopping is concerned.
 #[derive(Clone, Default)]
 pub(super) struct Interrupts(Arc<Inner>);
 
 #[derive(Default)]
 struct Inner {
-    /// The worker's shutdown handle, once it is built.
-    stop: OnceLock<ShutdownHandle>,
-    /// Handlers running a command, or waiting after one was interrupted.
+    /// Handlers running a command, or waiting for what an interrupted one left behind.
     busy: AtomicUsize,
-    /// Of those, the ones whose command died of the stop signal, waiting for their lease to be
-    /// given back.
-    waiting: AtomicUsize,
-    /// Jobs whose handler has returned and whose outcome the worker has not reported yet: a
-    /// result still on its way to the store, which giving the leases back now would lose.
+    /// Jobs whose handler has returned and whose outcome the worker has not reported yet: lines
+    /// still to be printed when the worker returns.
     unsettled: Mutex<HashSet<(String, i64)>>,
 }
 
@@ -63,11 +61,6 @@ impl Drop for Busy<'_> {
 }
 
 impl Interrupts {
-    /// Gives the interrupted handlers the worker's shutdown handle.
-    pub(super) fn set_handle(&self, stop: ShutdownHandle) {
-        let _ = self.0.stop.set(stop);
-    }
-
     /// Counts the handler of `job` as busy until the guard drops.
     pub(super) fn busy<S: Store>(&self, job: &JobContext<'_, S>) -> Busy<'_> {
         self.busy_with(job.job_id(), job.fence())
@@ -90,12 +83,9 @@ impl Interrupts {
         self.0.unsettled().remove(&(job_id.to_owned(), fence));
     }
 
-    /// Whether nothing is left to wait for: every busy handler is an interrupted one, waiting,
-    /// and no result of a handler that finished is still to be written.
-    fn nothing_left(&self) -> bool {
-        let inner = &self.0;
-        inner.waiting.load(Ordering::SeqCst) >= inner.busy.load(Ordering::SeqCst)
-            && inner.unsettled().is_empty()
+    /// Whether no handler is busy and every outcome is reported.
+    fn idle(&self) -> bool {
+        self.0.busy.load(Ordering::SeqCst) == 0 && self.0.unsettled().is_empty()
     }
 
     /// Whether a command that exited with `status` on its own (not stopped by `work`) died of
@@ -120,32 +110,12 @@ impl Interrupts {
         true
     }
 
-    /// Waits, for a job whose command the stop signal ended, until the worker has given its
-    /// lease back — at the shutdown deadline, or at once when every other command has ended too
-    /// and every result has been written; the worker then reports the job released, not
-    /// failed.
-    pub(super) fn give_back<S: Store>(&self, job: &JobContext<'_, S>) {
-        let inner = &self.0;
-        inner.waiting.fetch_add(1, Ordering::SeqCst);
-        // The token is cancelled when the worker gives the lease back (or loses it).
-        while !job.token().wait_timeout(Duration::from_millis(20)) {
-            if self.nothing_left()
-                && let Some(stop) = inner.stop.get()
-            {
-                stop.shutdown_now();
-            }
-        }
-        inner.waiting.fetch_sub(1, Ordering::SeqCst);
-    }
-
     /// Waits until no handler is busy and every outcome is reported, for at most `limit`: after
     /// the worker returned, so that commands still being stopped get their grace and their
     /// jobs' lines are printed.
     pub(super) fn wait_idle(&self, limit: Duration) {
         let start = Instant::now();
-        while (self.0.busy.load(Ordering::SeqCst) > 0 || !self.0.unsettled().is_empty())
-            && start.elapsed() < limit
-        {
+        while !self.idle() && start.elapsed() < limit {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -175,32 +145,26 @@ fn stop_signal(_status: ExitStatus) -> bool {
 mod tests {
     use super::*;
 
-    /// The leases go back early only once every other handler has ended and its outcome was
-    /// reported: a result still on its way to the store is not given away with the rest.
+    /// `work` is idle only once every handler has ended and its job's outcome was reported
+    /// (its line printed), the outcome of the same job's other fence not counting.
     #[test]
-    fn nothing_is_left_only_once_every_other_job_has_ended_and_been_reported() {
+    fn idle_only_once_every_handler_has_ended_and_its_outcome_was_reported() {
         let interrupts = Interrupts::default();
-        let quitter = interrupts.busy_with("quitter", 1);
-        let keeper = interrupts.busy_with("keeper", 1);
-        interrupts.0.waiting.fetch_add(1, Ordering::SeqCst); // the quitter waits
+        assert!(interrupts.idle());
+        let first = interrupts.busy_with("first", 1);
+        let second = interrupts.busy_with("second", 1);
+        drop(first);
+        interrupts.settled_with("first", 1);
+        assert!(!interrupts.idle(), "the second handler still runs");
+        drop(second);
         assert!(
-            !interrupts.nothing_left(),
-            "the keeper's command still runs"
+            !interrupts.idle(),
+            "the second returned; its outcome is not reported yet"
         );
-        drop(keeper);
-        assert!(
-            !interrupts.nothing_left(),
-            "the keeper returned; its result is not written yet"
-        );
-        interrupts.settled_with("keeper", 2); // another fence of the same job: not it
-        assert!(!interrupts.nothing_left());
-        interrupts.settled_with("keeper", 1);
-        assert!(interrupts.nothing_left());
-        // The quitter's own end is reported after its lease went back.
-        interrupts.0.waiting.fetch_sub(1, Ordering::SeqCst);
-        drop(quitter);
-        interrupts.settled_with("quitter", 1);
-        assert!(interrupts.nothing_left());
+        interrupts.settled_with("second", 2); // another fence of the same job: not it
+        assert!(!interrupts.idle());
+        interrupts.settled_with("second", 1);
+        assert!(interrupts.idle());
         assert_eq!(interrupts.0.busy.load(Ordering::SeqCst), 0);
     }
 
