@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::cancel::CancelToken;
 use super::clock::WorkerClock;
-use super::job::{Job, Phase, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED, UNSETTLED};
+use super::job::{Job, Phase, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED};
 use super::loss::{mark_lost, reason};
 use super::stats::{Counters, bump};
 use super::sync::lock;
@@ -308,12 +308,10 @@ impl<'a, S: Store> JobContext<'a, S> {
     pub fn release(&self) -> Result<bool> {
         let job = self.job;
         let lease = &job.lease;
-        // Settled or given up already: the attempt is over, and recorded as such.
-        if job.settled.load(Ordering::SeqCst) != UNSETTLED || job.token.is_cancelled() {
-            return Ok(false);
-        }
-        // The heartbeat and the time limit leave a finishing job alone; a limit reached just
-        // before still wins (the token is cancelled under the same lock).
+        // Stops the heartbeat and the time limit, which leave a finishing job alone. Not
+        // running: settled already (`complete_with`, an earlier `release`), lost, or released
+        // at the shutdown deadline. A cancelled token: given up (the time limit, checked under
+        // the same lock, or a loss) — the attempt is over, and recorded as such.
         let was = job.finish();
         if was != Phase::Running || job.token.is_cancelled() {
             job.resume(was);
