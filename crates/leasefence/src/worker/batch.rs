@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::context::JobContext;
-use super::job::{Job, Phase, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED, UNSETTLED};
+use super::job::{
+    Job, Phase, SETTLED_CANCELLED, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED, UNSETTLED,
+};
 use super::loss::refused;
 use super::shared::{Shared, Slot, busy_retry, write_retry};
 use super::stats::{JobOutcome, bump};
@@ -116,6 +118,7 @@ pub(super) fn run_batch<S: Store + 'static>(
             (SETTLED_COMPLETED, _) => JobOutcome::Completed,
             (SETTLED_REFUSED, _) => JobOutcome::Refused,
             (SETTLED_RELEASED, _) => JobOutcome::Released,
+            (SETTLED_CANCELLED, _) => JobOutcome::Cancelled,
             _ if timed_out => {
                 let limit = shared.config.timeout.unwrap_or_default();
                 let error = format!("timed out after {limit} s (the worker's time limit)");

@@ -5,8 +5,10 @@ use std::sync::atomic::Ordering;
 
 use super::cancel::CancelToken;
 use super::clock::WorkerClock;
-use super::job::{Job, Phase, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED};
-use super::loss::{mark_lost, reason};
+use super::job::{
+    Job, Phase, SETTLED_CANCELLED, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED, UNSETTLED,
+};
+use super::loss::{mark_lost, reason, refused_at};
 use super::stats::{Counters, bump};
 use super::sync::lock;
 use crate::error::{Error, Result};
@@ -150,7 +152,8 @@ impl<'a, S: Store> JobContext<'a, S> {
     ///
     /// Once the worker has given the attempt up — past its time limit
     /// ([`is_timed_out`](Self::is_timed_out)), lost, or released at the shutdown deadline (the
-    /// [`token`](Self::token) is cancelled in each case) — it is `Ok(false)` without asking:
+    /// [`token`](Self::token) is cancelled in each case) — or the handler gave it back
+    /// ([`release`](Self::release)) or had a write of it refused, it is `Ok(false)` without asking:
     /// the store may still show the lease until it runs out or the handler returns, but the
     /// attempt is over, and its effect would be made again by the next one.
     ///
@@ -181,7 +184,7 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// # Errors
     /// Busy or backend failures; the lease's state is then unknown.
     pub fn check_lease(&self) -> Result<bool> {
-        if self.job.token.is_cancelled() {
+        if self.given_up() {
             return Ok(false);
         }
         let lease = &self.job.lease;
@@ -231,14 +234,15 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// only the highest one.
     ///
     /// Once the worker has given the attempt up (timed out, lost, or released at the shutdown
-    /// deadline: the [`token`](Self::token) is cancelled) it is `Ok(false)` and nothing is
-    /// admitted: the attempt is recorded as over, and a retry would make the write again.
+    /// deadline: the [`token`](Self::token) is cancelled), or the handler gave it back
+    /// ([`release`](Self::release)) or had a write of it refused, it is `Ok(false)` and nothing
+    /// is admitted: the attempt is recorded as over, and a retry would make the write again.
     ///
     /// # Errors
     /// As [`Store::admit`](crate::Store::admit).
     pub fn admit(&self, resource: &str) -> Result<bool> {
         let gate = Resource::new(resource)?;
-        if self.job.token.is_cancelled() {
+        if self.given_up() {
             tracing::warn!(
                 job_id = %self.job_id(), fence = self.fence(), resource,
                 why = "the worker gave this attempt up", "fence gate refused a stale write"
@@ -255,6 +259,17 @@ impl<'a, S: Store> JobContext<'a, S> {
         Ok(admitted)
     }
 
+    /// Whether the attempt is no longer the handler's to act on: the worker gave it up (the
+    /// token is cancelled: timed out, lost, released at the shutdown deadline), or the handler
+    /// gave it back or had a write of it refused.
+    fn given_up(&self) -> bool {
+        self.job.token.is_cancelled()
+            || matches!(
+                self.job.settled.load(Ordering::SeqCst),
+                SETTLED_REFUSED | SETTLED_RELEASED | SETTLED_CANCELLED
+            )
+    }
+
     /// Gives this attempt back instead of failing it: the lease is released, fenced (only
     /// while this owner and fence still hold it, as
     /// [`Store::release`](crate::Store::release) does), the fence kept
@@ -268,11 +283,17 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// needs is going away — so the job runs again elsewhere without counting this attempt.
     ///
     /// - `Ok(true)`: given back.
-    /// - `Ok(false)`: nothing changed — the lease was no longer this attempt's (taken over,
-    ///   expired, ended by an operator), or the worker had already given the attempt up (past
-    ///   its time limit, lost, or released at the shutdown deadline: the [`token`](Self::token)
-    ///   is cancelled), or the attempt was settled already (by an earlier `release` or by
-    ///   `complete_with`). The worker records the attempt as it would have without the call.
+    /// - `Ok(false)`: nothing changed — the lease was no longer this attempt's (taken over by
+    ///   another claim, or ended by an operator: then reported
+    ///   [`JobOutcome::Cancelled`](crate::JobOutcome::Cancelled)), or the worker had already
+    ///   given the attempt up (past its time limit: the failure stands; lost; released at the
+    ///   shutdown deadline — the [`token`](Self::token) is cancelled), or the attempt was
+    ///   settled already (by an earlier `release` or by `complete_with`).
+    ///
+    /// Once given back, the attempt is over for the handler: [`admit`](Self::admit) and
+    /// [`check_lease`](Self::check_lease) answer `false` without asking the store, and at the
+    /// shutdown deadline the [`token`](Self::token) is cancelled, so that what the handler
+    /// still winds down (a subprocess cleaning up) stops then.
     ///
     /// ```
     /// # fn main() -> Result<(), leasefence::Error> {
@@ -303,8 +324,11 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// ```
     ///
     /// # Errors
-    /// Busy or backend failures: nothing was written, the heartbeat keeps renewing the lease,
-    /// and the handler carries on (returning `Err` then records a failure, as usual).
+    /// Busy or backend failures. The attempt then goes on as if `release` had not been called:
+    /// the heartbeat keeps renewing the lease, and what the handler returns is recorded as
+    /// usual (an `Err` as a failure). A busy store wrote nothing; on a connection lost during
+    /// the call the release may have landed, and the worker then finds the lease given back
+    /// when it writes the outcome.
     pub fn release(&self) -> Result<bool> {
         let job = self.job;
         let lease = &job.lease;
@@ -328,12 +352,21 @@ impl<'a, S: Store> JobContext<'a, S> {
                 Ok(true)
             }
             Ok(false) => {
-                job.settled.store(SETTLED_REFUSED, Ordering::SeqCst);
-                bump(&self.counters.stale_refused);
-                tracing::warn!(
-                    job_id = %lease.job_id, fence = lease.fence,
-                    "release refused: the lease is no longer current; nothing changed"
-                );
+                // Counted as any refused write of the worker's: cancelled when an operator
+                // ended the job, else a stale write.
+                if refused_at(self.counters, self.store, job, self.clock.reading()) {
+                    job.settled.store(SETTLED_CANCELLED, Ordering::SeqCst);
+                    tracing::warn!(
+                        job_id = %lease.job_id, fence = lease.fence,
+                        "release refused: an operator ended the job; nothing changed"
+                    );
+                } else {
+                    job.settled.store(SETTLED_REFUSED, Ordering::SeqCst);
+                    tracing::warn!(
+                        job_id = %lease.job_id, fence = lease.fence,
+                        "release refused: the lease is no longer current; nothing changed"
+                    );
+                }
                 Ok(false)
             }
             Err(e) => {
@@ -350,7 +383,9 @@ impl JobContext<'_, SqliteStore> {
     /// ([`SqliteStore::complete_with`]).
     ///
     /// - `Ok(Some(t))`: everything committed; the job is done.
-    /// - `Ok(None)`: the lease was no longer current; `write` did not run, nothing changed.
+    /// - `Ok(None)`: the lease was no longer current, or the attempt was settled already (an
+    ///   earlier `complete_with`, [`release`](JobContext::release)); `write` did not run,
+    ///   nothing changed.
     ///
     /// Either way the outcome is final for this attempt: what the handler returns afterwards is
     /// not written again. On `Err` nothing was written and the handler carries on (returning
@@ -391,6 +426,10 @@ impl JobContext<'_, SqliteStore> {
     where
         E: From<Error>,
     {
+        if self.job.settled.load(Ordering::SeqCst) != UNSETTLED {
+            // Settled already (completed, given back, refused): nothing more is written.
+            return Ok(None);
+        }
         let now = self.clock.now()?;
         let was = self.job.finish();
         let lease = &self.job.lease;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::job::{Beat, Job, LOSS_TAKEN_OVER, Phase};
+use super::job::{Beat, Job, LOSS_TAKEN_OVER, Phase, SETTLED_RELEASED};
 use super::loss::{classify, mark_lost};
 use super::shared::{Shared, busy_retry, is_connection_fault};
 use super::stats::bump;
@@ -144,7 +144,9 @@ pub(super) fn enforce_timeouts<S>(shared: &Shared<S>) {
 /// Each job is marked released under its lock, and the lock is dropped before the database
 /// call: the cancelled handler's thread, finding the job released, writes nothing (see
 /// `run_batch`), so the release never races a late outcome and no job's lock waits on the
-/// database. A job already finishing (its outcome being written) is left to that write.
+/// database. A job already finishing (its outcome being written) is left to that write; one
+/// its handler gave back (`JobContext::release`) only has its token cancelled, so that what
+/// the handler still winds down stops.
 ///
 /// This first half needs no database (the supervising thread makes it at the deadline itself):
 /// it marks every job still queued or running released and cancels its token (its handler is
@@ -157,6 +159,11 @@ pub(super) fn mark_released<S>(shared: &Shared<S>) -> Vec<Arc<Job>> {
         .filter(|job| {
             let mut beat = lock(&job.beat);
             if !beat.phase.is_renewable() {
+                if job.settled.load(Ordering::SeqCst) == SETTLED_RELEASED {
+                    // Given back by its handler, which may still be winding down (a
+                    // subprocess cleaning up): told that the deadline has come.
+                    job.token.cancel();
+                }
                 return false;
             }
             beat.phase = Phase::Released;

@@ -42,6 +42,9 @@ pub(super) const SETTLED_COMPLETED: u8 = 1;
 pub(super) const SETTLED_REFUSED: u8 = 2;
 /// Given back by the handler itself (`JobContext::release`).
 pub(super) const SETTLED_RELEASED: u8 = 3;
+/// The handler's own write (`JobContext::release`) was refused because an operator had ended
+/// the job.
+pub(super) const SETTLED_CANCELLED: u8 = 4;
 
 /// One claimed job, shared by its worker thread, its context and the heartbeat.
 pub(super) struct Job {

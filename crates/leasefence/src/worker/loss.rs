@@ -71,19 +71,24 @@ pub(super) fn mark_lost(counters: &Counters, job: &Job, reason: u8, now: f64) ->
 /// (counted once, here or when the loss was seen) or a stale write refused (the lease was
 /// taken over or had expired).
 pub(super) fn refused<S: Store>(shared: &Shared<S>, store: &S, job: &Job) -> bool {
+    refused_at(&shared.counters, store, job, shared.clock_now())
+}
+
+/// [`refused`], judged at `now` on the worker's clock.
+pub(super) fn refused_at<S: Store>(counters: &Counters, store: &S, job: &Job, now: f64) -> bool {
     let known = job.loss.load(Ordering::SeqCst);
     let reason = if known == LOSS_NONE {
-        classify(store, &job.lease, shared.clock_now())
+        classify(store, &job.lease, now)
     } else {
         known
     };
     if reason == LOSS_OPERATOR {
         if known == LOSS_NONE {
-            bump(&shared.counters.cancelled);
+            bump(&counters.cancelled);
         }
         true
     } else {
-        bump(&shared.counters.stale_refused);
+        bump(&counters.stale_refused);
         false
     }
 }

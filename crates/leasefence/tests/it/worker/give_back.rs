@@ -162,6 +162,153 @@ worker_case!(
     }
 );
 
+worker_case!(
+    /// A release refused because an operator ended the job (here cancelled, unnoticed by any
+    /// renewal) is counted as any refused write of the worker's is: cancelled, not a stale
+    /// write; the job stays cancelled.
+    fn a_release_refused_after_an_unnoticed_cancel_counts_as_cancelled(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("j")]).unwrap();
+        let (tx, said) = channel::<Said>();
+        let tx = Mutex::new(tx);
+        let (open_gate, gate) = Gate::new();
+        let (seen_tx, seen) = channel();
+        let w = worker(t, &ManualClock::new(0.0), "A")
+            .concurrency(1)
+            .on_outcome(move |_, outcome| {
+                let _ = seen_tx.send(outcome.clone());
+            })
+            .build(move |ctx| {
+                let tx = tx.lock().unwrap().clone();
+                tx.send(None)?;
+                gate.wait();
+                tx.send(Some(ctx.release()?))?;
+                Ok("late".to_string())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        assert_eq!(recv(&said), None);
+        assert!(t.open().cancel(JobId::new("j").unwrap(), Now::new(1.0).unwrap()).unwrap());
+        open_gate.send(()).unwrap(); // the clock stays at 0: no renewal noticed the cancel
+        assert_eq!(recv(&said), Some(false));
+        assert_eq!(recv(&seen), JobOutcome::Cancelled);
+        let stats = stop(&handle, run);
+        assert_eq!(
+            (stats.cancelled, stats.stale_refused, stats.released, stats.completed),
+            (1, 0, 0, 0),
+            "{stats:?}"
+        );
+        let q = db.queue_row("j");
+        assert_eq!((q.outcome.as_deref(), q.error), (Some("cancelled"), None));
+        assert_eq!(db.row("j").unwrap().result, None);
+    }
+);
+
+worker_case!(
+    /// Once given back, the attempt is over for its handler: the fence gate admits nothing
+    /// and `check_lease` answers `false`, neither asking the store; at the shutdown deadline
+    /// its token is cancelled, so that what it still winds down stops then.
+    fn a_given_back_attempt_admits_nothing_and_is_told_when_the_deadline_comes(t) {
+        let db = t.db();
+        t.open().enqueue_many(&[job("j")]).unwrap();
+        let (tx, said) = channel::<(bool, bool, bool)>();
+        let tx = Mutex::new(tx);
+        let (told_tx, told) = channel::<bool>();
+        let told_tx = Mutex::new(told_tx);
+        let w = worker(t, &ManualClock::new(0.0), "A")
+            .concurrency(1)
+            .build(move |ctx| {
+                let released = ctx.release()?;
+                let (admitted, current) = (ctx.admit("outside")?, ctx.check_lease()?);
+                tx.lock().unwrap().send((released, admitted, current))?;
+                // Winding down until told: the shutdown deadline, not the patience, ends it.
+                let cancelled = ctx.token().wait_timeout(PATIENCE);
+                told_tx.lock().unwrap().send(cancelled)?;
+                Ok(String::new())
+            })
+            .unwrap();
+        let (handle, run) = spawn(w);
+        assert_eq!(recv(&said), (true, false, false), "released; nothing admitted; not current");
+        assert_eq!(gate(db, "outside"), None, "the gate was never asked");
+        assert!(told.try_recv().is_err(), "not told before the stop");
+        handle.shutdown_now();
+        assert!(recv(&told), "the token is cancelled at the deadline");
+        let stats = stop(&handle, run);
+        assert_eq!(
+            (stats.released, stats.stale_refused, stats.lost, stats.completed),
+            (1, 0, 0, 0),
+            "{stats:?}"
+        );
+        let row = db.row("j").unwrap();
+        assert_eq!((row.owner, row.fence, row.done), (None, 1, 0));
+    }
+);
+
+/// `complete_with` after a release writes nothing and leaves the attempt given back: its
+/// closure does not run, no refusal is recorded, the attempt is reported released (and the
+/// job runs again). SQLite only: `JobContext::complete_with` is.
+#[test]
+fn complete_with_after_a_release_writes_nothing() {
+    let db = Db::new();
+    open(&db).enqueue_many(&[job("j")]).unwrap();
+    let (tx, said) = channel::<(bool, bool, bool)>();
+    let tx = Mutex::new(tx);
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let log = outcomes.clone();
+    let stats = sqlite_worker(&db, &ManualClock::new(0.0), "w")
+        .concurrency(1)
+        .drain(true)
+        .on_outcome(move |lease, outcome| {
+            log.lock().unwrap().push((lease.fence, outcome.clone()));
+        })
+        .build(move |ctx| {
+            if ctx.fence() > 1 {
+                return Ok("second".to_string());
+            }
+            let released = ctx.release()?;
+            let ran = AtomicBool::new(false);
+            let stored = ctx.complete_with("late", |conn| {
+                ran.store(true, Ordering::SeqCst);
+                conn.execute_batch("CREATE TABLE side (x)")?;
+                Ok::<_, BoxError>(())
+            })?;
+            tx.lock()
+                .unwrap()
+                .send((released, stored.is_some(), ran.load(Ordering::SeqCst)))?;
+            Ok(String::new())
+        })
+        .unwrap()
+        .run_drained();
+    assert_eq!(
+        recv(&said),
+        (true, false, false),
+        "released; nothing stored or run"
+    );
+    assert_eq!(
+        *outcomes.lock().unwrap(),
+        [(1, JobOutcome::Released), (2, JobOutcome::Completed)]
+    );
+    assert_eq!(
+        (stats.released, stats.completed, stats.stale_refused),
+        (1, 1, 0),
+        "{stats:?}"
+    );
+    assert_eq!(db.refusals("j"), []);
+    assert_eq!(
+        db.row("j").unwrap(),
+        done_row("j", "w-0", 2, 30.0, "second")
+    );
+    let side: i64 = db
+        .raw()
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'side'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(side, 0, "the closure's write never ran");
+}
+
 /// A release the store cannot make (busy past its timeout) is an error that changes nothing:
 /// the attempt carries on, the heartbeat still renews its lease, and its result is stored as
 /// usual. SQLite only: a held write lock makes the store fail on cue.
