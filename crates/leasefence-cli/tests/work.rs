@@ -635,6 +635,26 @@ fn assert_released(s: &Sandbox, id: &str) {
     assert_eq!(attempts(s, id), 0, "{id}: the attempt is refunded");
 }
 
+/// Writes the executable script `name`: it traps SIGTERM with `on_term`, then publishes the
+/// process group the shell that started it wrote to `unready-ID` as `pid-ID` (a rename: the pid
+/// file appears whole, and only once the trap is set), then waits on a `sleep 30`.
+fn trapping_script(s: &Sandbox, name: &str, on_term: &str) {
+    std::fs::write(
+        s.file(name),
+        format!(
+            "#!/bin/sh\ntrap '{on_term}' TERM\n\
+             mv unready-$LEASEFENCE_JOB_ID pid-$LEASEFENCE_JOB_ID\nsleep 30 & wait\n"
+        ),
+    )
+    .unwrap();
+    let chmod = Command::new("chmod")
+        .args(["+x", name])
+        .current_dir(s.dir.path())
+        .status()
+        .unwrap();
+    assert!(chmod.success());
+}
+
 /// Enqueues `ids` (one attempt each), runs `work --json` with `script` two at a time,
 /// `--shutdown-deadline deadline` and the flags `extra`, and once every command has written its process group to
 /// `pid-ID`, stops everything as systemd does: SIGTERM to each command's process group —
@@ -728,19 +748,12 @@ fn a_stop_signal_to_every_process_keeps_a_result_that_still_comes_and_releases_t
 #[test]
 fn a_stop_signal_that_kills_the_shell_leaves_its_script_time_to_clean_up() {
     let s = Sandbox::new();
-    std::fs::write(
-        s.file("keeper.sh"),
-        "#!/bin/sh\ntrap 'sleep 0.3; echo cleaned > cleaned-$LEASEFENCE_JOB_ID; exit 0' TERM\n\
-         sleep 30 & wait\n",
-    )
-    .unwrap();
-    let chmod = Command::new("chmod")
-        .args(["+x", "keeper.sh"])
-        .current_dir(s.dir.path())
-        .status()
-        .unwrap();
-    assert!(chmod.success());
-    let script = "echo $$ > pid-$LEASEFENCE_JOB_ID; ./keeper.sh; true";
+    trapping_script(
+        &s,
+        "keeper.sh",
+        "sleep 0.3; echo cleaned > cleaned-$LEASEFENCE_JOB_ID; exit 0",
+    );
+    let script = "echo $$ > unready-$LEASEFENCE_JOB_ID; ./keeper.sh; true";
     let out = stop_everything_like_systemd(&s, &["wrapped"], script, "5", &[]);
     let cleaned = std::fs::read_to_string(s.file("cleaned-wrapped"));
     assert_eq!(cleaned.ok().as_deref(), Some("cleaned\n"), "{}", show(&out));
@@ -754,19 +767,12 @@ fn a_stop_signal_that_kills_the_shell_leaves_its_script_time_to_clean_up() {
 #[test]
 fn a_job_given_back_at_a_stop_is_not_failed_by_its_time_limit_while_its_script_cleans_up() {
     let s = Sandbox::new();
-    std::fs::write(
-        s.file("slow-cleanup.sh"),
-        "#!/bin/sh\ntrap 'sleep 2; echo cleaned > cleaned-$LEASEFENCE_JOB_ID; exit 0' TERM\n\
-         sleep 30 & wait\n",
-    )
-    .unwrap();
-    let chmod = Command::new("chmod")
-        .args(["+x", "slow-cleanup.sh"])
-        .current_dir(s.dir.path())
-        .status()
-        .unwrap();
-    assert!(chmod.success());
-    let script = "echo $$ > pid-$LEASEFENCE_JOB_ID; ./slow-cleanup.sh; true";
+    trapping_script(
+        &s,
+        "slow-cleanup.sh",
+        "sleep 2; echo cleaned > cleaned-$LEASEFENCE_JOB_ID; exit 0",
+    );
+    let script = "echo $$ > unready-$LEASEFENCE_JOB_ID; ./slow-cleanup.sh; true";
     let out = stop_everything_like_systemd(&s, &["limited"], script, "10", &["--timeout", "1"]);
     let cleaned = std::fs::read_to_string(s.file("cleaned-limited"));
     assert_eq!(cleaned.ok().as_deref(), Some("cleaned\n"), "{}", show(&out));
@@ -778,6 +784,134 @@ fn a_job_given_back_at_a_stop_is_not_failed_by_its_time_limit_while_its_script_c
         "{events:?}"
     );
     assert_released(&s, "limited");
+}
+
+/// A second signal ends the cleanup of a job already given back: what its dead shell started
+/// (a trap that would clean up for 8 s, against a 60 s deadline) is stopped at once, with the
+/// 2 s grace of any stopped command, and the job's line is still printed.
+#[test]
+fn a_second_signal_stops_what_a_given_back_job_left_behind_and_prints_its_line() {
+    let s = Sandbox::new();
+    trapping_script(
+        &s,
+        "slow-cleanup.sh",
+        "sleep 8; echo cleaned > cleaned-$LEASEFENCE_JOB_ID; exit 0",
+    );
+    s.ok(&["enqueue", "wrapped", "--max-attempts", "1"]);
+    let mut worker = s.spawn(&[
+        "--json",
+        "work",
+        "--exec",
+        "echo $$ > unready-$LEASEFENCE_JOB_ID; ./slow-cleanup.sh; true",
+        "--poll",
+        "0.05",
+        "--shutdown-deadline",
+        "60",
+    ]);
+    let group = s.wait_for_pid("pid-wrapped");
+    let stderr = Stderr::of(&mut worker);
+    signal_group(group, "TERM");
+    signal(worker.id(), "TERM");
+    wait_until("the shutdown message", || {
+        stderr.text().contains("shutting down")
+    });
+    wait_until("the job given back", || s.row("wrapped").owner.is_none());
+    let second = Instant::now();
+    signal(worker.id(), "TERM");
+    let out = finish(worker);
+    let took = second.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        took < Duration::from_secs(6),
+        "the cleanup (8 s) was waited for: {took:?} after the second signal"
+    );
+    assert!(
+        !s.file("cleaned-wrapped").exists(),
+        "the cleanup was stopped"
+    );
+    let events = json_lines(&stdout(&out));
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(kinds, ["released", "stopped"], "{events:?}");
+    assert_released(&s, "wrapped");
+}
+
+/// `--shutdown-deadline` counts from the stop, also for what a job given back left behind: a
+/// shell that traps the stop signal, cleans up for 2 s and then dies of it re-raised leaves a
+/// process that ignores SIGTERM (20 s); with a 3 s deadline `work` is gone within the deadline
+/// and the 2 s grace, not 2 s + 3 s + 2 s after the stop.
+#[test]
+fn a_late_death_by_the_stop_signal_does_not_stretch_the_shutdown_deadline() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "late", "--max-attempts", "1"]);
+    let worker = s.spawn(&[
+        "--json",
+        "work",
+        "--exec",
+        "trap '(trap \"\" TERM; sleep 20) & sleep 2; trap - TERM; kill -TERM $$' TERM; \
+         echo $$ > pid-$LEASEFENCE_JOB_ID; sleep 30 & wait",
+        "--poll",
+        "0.05",
+        "--shutdown-deadline",
+        "3",
+    ]);
+    let group = s.wait_for_pid("pid-late");
+    let stop = Instant::now();
+    signal_group(group, "TERM");
+    signal(worker.id(), "TERM");
+    let out = finish(worker);
+    let took = stop.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_released(&s, "late");
+    assert!(
+        took < Duration::from_millis(6500),
+        "{took:?} after the stop: past the 3 s deadline and the 2 s grace"
+    );
+}
+
+/// A database busy when the stop signal kills a command (another writer holds the lock for
+/// 7 s, past the 5 s busy timeout) does not make the interruption a failure: the job is given
+/// back once the database answers — released with its attempt refunded, not dead on its last
+/// attempt — without waiting out the 30 s deadline.
+#[test]
+fn a_busy_database_at_the_stop_still_gives_the_interrupted_job_back() {
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "busy", "--max-attempts", "1"]);
+    let worker = s.spawn(&[
+        "--json",
+        "work",
+        "--exec",
+        "echo $$ > pid-$LEASEFENCE_JOB_ID; exec sleep 30",
+        "--poll",
+        "0.05",
+        "--shutdown-deadline",
+        "30",
+    ]);
+    let group = s.wait_for_pid("pid-busy");
+    let db = s.db();
+    let (locked_tx, locked) = std::sync::mpsc::channel();
+    let locker = std::thread::spawn(move || {
+        let conn = Connection::open(db).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        locked_tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_secs(7));
+        conn.execute_batch("ROLLBACK").unwrap();
+    });
+    locked.recv().unwrap();
+    let stop = Instant::now();
+    signal_group(group, "TERM");
+    signal(worker.id(), "TERM");
+    let out = finish(worker);
+    let took = stop.elapsed();
+    locker.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_released(&s, "busy");
+    let events = json_lines(&stdout(&out));
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(kinds, ["released", "stopped"], "{events:?}");
+    assert!(
+        took < Duration::from_secs(20),
+        "waited out the deadline: {took:?}"
+    );
 }
 
 /// A second signal stops the commands now, but as always: SIGTERM first and up to 2 s to

@@ -74,8 +74,8 @@ Stopping: SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop claiming; running commands ge
 --shutdown-deadline seconds to finish, then their process groups are killed and their jobs \
 released (fence kept), claimable again at once. A second signal does that now. A command that \
 dies of the stop signal itself (systemd's default KillMode sends it to every process of the \
-service) is not a failure: its job is released the same way, at once when no other command is \
-left to wait for. A command is killed as SIGTERM to its process group, then SIGKILL 2 s later to \
+service) is not a failure: its job is given back at once (fence kept, attempt refunded), also \
+with --timeout. A command is killed as SIGTERM to its process group, then SIGKILL 2 s later to \
 what is left.
 
 Exit status: 0 after a clean stop (by a signal or --drain, also when commands were killed at \
@@ -501,13 +501,17 @@ fn run_command<S: Store>(
     // released, fence kept, attempt refunded), not failed — settled before a `--timeout` could
     // fail it. `Ok(false)`: the worker had given the attempt up already (lost, timed out,
     // released at the deadline) and records it as that.
-    let gave_back = interrupted.then(|| job.release());
+    let gave_back = interrupted.then(|| interrupt::give_back(job));
     if interrupted {
-        // If it was the shell that died, what it started may still be finishing (a trap
-        // cleaning up): it gets up to the shutdown deadline, then is stopped as any command is.
-        let until = Instant::now() + deadline;
-        while group_alive(child.id())
-            && Instant::now() < until
+        // Given back: what a dead shell started may still be finishing (a trap cleaning up);
+        // it gets until the worker's shutdown deadline (or a second signal: the token is
+        // cancelled then), then is stopped as any command is. Not given back because the store
+        // failed: the job waits, as any running job, for the worker's own release at its
+        // deadline. `deadline` from now is only a backstop: the worker's counts from the stop.
+        let awaits_release = matches!(gave_back, Some(Err(_)));
+        let backstop = Instant::now() + deadline;
+        while (awaits_release || group_alive(child.id()))
+            && Instant::now() < backstop
             && !job.token().wait_timeout(Duration::from_millis(20))
         {}
         if group_alive(child.id()) {
@@ -531,6 +535,7 @@ fn run_command<S: Store>(
         Some(Ok(false)) => Err(format!(
             "{error} (the worker's stop signal reached the command too)"
         )),
+        // Released by the worker at its deadline meanwhile, unless the attempt ended otherwise.
         Some(Err(e)) => Err(format!(
             "{error} (the worker's stop signal reached the command too; giving the attempt \
              back failed: {e})"

@@ -121,6 +121,21 @@ impl Interrupts {
     }
 }
 
+/// Gives the attempt of `job` back ([`JobContext::release`]), trying again while the store is
+/// busy or unavailable — until it answers, or the worker gives the attempt up itself (its
+/// shutdown deadline: the token is cancelled, and the worker releases the lease).
+pub(super) fn give_back<S: Store>(job: &JobContext<'_, S>) -> leasefence::Result<bool> {
+    loop {
+        match job.release() {
+            Err(e) if e.is_retryable() && !job.token().wait_timeout(RETRY_PAUSE) => {}
+            answer => return answer,
+        }
+    }
+}
+
+/// The pause between two tries of [`give_back`] (each waits out the store's busy timeout).
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
 /// Whether `status` is a death by one of the signals that stop `work` (SIGTERM, SIGINT,
 /// SIGHUP), or the exit status 128 + that signal with which shells and many programs report
 /// one.
