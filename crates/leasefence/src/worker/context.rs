@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use super::cancel::CancelToken;
 use super::clock::WorkerClock;
 use super::job::{
-    Job, Phase, SETTLED_CANCELLED, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED, UNSETTLED,
+    Job, Phase, SETTLED_CANCELLED, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED,
 };
 use super::loss::{mark_lost, reason, refused_at};
 use super::stats::{Counters, bump};
@@ -383,9 +383,8 @@ impl JobContext<'_, SqliteStore> {
     /// ([`SqliteStore::complete_with`]).
     ///
     /// - `Ok(Some(t))`: everything committed; the job is done.
-    /// - `Ok(None)`: the lease was no longer current, or the attempt was settled already (an
-    ///   earlier `complete_with`, [`release`](JobContext::release)); `write` did not run,
-    ///   nothing changed.
+    /// - `Ok(None)`: the lease was no longer current (also: the handler gave the attempt back
+    ///   with [`release`](JobContext::release)); `write` did not run, nothing changed.
     ///
     /// Either way the outcome is final for this attempt: what the handler returns afterwards is
     /// not written again. On `Err` nothing was written and the handler carries on (returning
@@ -426,8 +425,11 @@ impl JobContext<'_, SqliteStore> {
     where
         E: From<Error>,
     {
-        if self.job.settled.load(Ordering::SeqCst) != UNSETTLED {
-            // Settled already (completed, given back, refused): nothing more is written.
+        if matches!(
+            self.job.settled.load(Ordering::SeqCst),
+            SETTLED_REFUSED | SETTLED_RELEASED | SETTLED_CANCELLED
+        ) {
+            // Given back or refused already: the lease is gone, nothing is written.
             return Ok(None);
         }
         let now = self.clock.now()?;
