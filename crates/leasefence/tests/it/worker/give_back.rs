@@ -8,6 +8,22 @@ use super::*;
 /// What a handler sends the case: `None` once it runs, then what `release` answered.
 type Said = Option<bool>;
 
+/// The outcomes the worker reported, by fence, in order.
+type Outcomes = Arc<Mutex<Vec<(i64, JobOutcome)>>>;
+
+/// An `on_outcome` hook that records into the returned log.
+fn outcome_log() -> (
+    Outcomes,
+    impl Fn(&leasefence::Lease, &JobOutcome) + Send + Sync + 'static,
+) {
+    let outcomes = Outcomes::default();
+    let log = outcomes.clone();
+    let hook = move |lease: &leasefence::Lease, outcome: &JobOutcome| {
+        log.lock().unwrap().push((lease.fence, outcome.clone()));
+    };
+    (outcomes, hook)
+}
+
 worker_case!(
     /// The job is claimable again at once under the next fence, its one attempt not spent; the
     /// worker reports it released, and neither what the handler returns afterwards nor a second
@@ -17,14 +33,11 @@ worker_case!(
         t.open().enqueue_many(&[job("j").max_attempts(1)]).unwrap();
         let calls = Arc::new(Mutex::new(Vec::new()));
         let seen = calls.clone();
-        let outcomes = Arc::new(Mutex::new(Vec::new()));
-        let log = outcomes.clone();
+        let (outcomes, hook) = outcome_log();
         let stats = worker(t, &ManualClock::new(0.0), "A")
             .concurrency(1)
             .drain(true)
-            .on_outcome(move |lease, outcome| {
-                log.lock().unwrap().push((lease.fence, outcome.clone()));
-            })
+            .on_outcome(hook)
             .build(move |ctx| {
                 if ctx.fence() == 1 {
                     let first = ctx.release()?;
@@ -253,14 +266,11 @@ fn complete_with_after_a_release_writes_nothing() {
     open(&db).enqueue_many(&[job("j")]).unwrap();
     let (tx, said) = channel::<(bool, bool, bool)>();
     let tx = Mutex::new(tx);
-    let outcomes = Arc::new(Mutex::new(Vec::new()));
-    let log = outcomes.clone();
+    let (outcomes, hook) = outcome_log();
     let stats = sqlite_worker(&db, &ManualClock::new(0.0), "w")
         .concurrency(1)
         .drain(true)
-        .on_outcome(move |lease, outcome| {
-            log.lock().unwrap().push((lease.fence, outcome.clone()));
-        })
+        .on_outcome(hook)
         .build(move |ctx| {
             if ctx.fence() > 1 {
                 return Ok("second".to_string());
