@@ -293,7 +293,9 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// Once given back, the attempt is over for the handler: [`admit`](Self::admit) and
     /// [`check_lease`](Self::check_lease) answer `false` without asking the store, and at the
     /// shutdown deadline the [`token`](Self::token) is cancelled, so that what the handler
-    /// still winds down (a subprocess cleaning up) stops then.
+    /// still winds down (a subprocess cleaning up) stops then. A refused release cancels the
+    /// token at once. The shutdown deadline, reached while a release is being written, releases
+    /// the lease itself as well: whichever lands first gives it back.
     ///
     /// ```
     /// # fn main() -> Result<(), leasefence::Error> {
@@ -325,25 +327,32 @@ impl<'a, S: Store> JobContext<'a, S> {
     ///
     /// # Errors
     /// Busy or backend failures. The attempt then goes on as if `release` had not been called:
-    /// the heartbeat keeps renewing the lease, and what the handler returns is recorded as
-    /// usual (an `Err` as a failure). A busy store wrote nothing; on a connection lost during
-    /// the call the release may have landed, and the worker then finds the lease given back
-    /// when it writes the outcome.
+    /// the heartbeat keeps renewing the lease, the shutdown deadline releases it, and what the
+    /// handler returns is recorded as usual (an `Err` as a failure). A busy store wrote
+    /// nothing; on a connection lost during the call the release may have landed, and the
+    /// worker then finds the lease given back when it writes the outcome (a try made again
+    /// after such an error is refused, and counted as an operator's end: the store cannot tell
+    /// the two apart).
     pub fn release(&self) -> Result<bool> {
         let job = self.job;
         let lease = &job.lease;
-        // Stops the heartbeat and the time limit, which leave a finishing job alone. Not
+        // Stops the heartbeat and the time limit, which leave a releasing job alone. Not
         // running: settled already (`complete_with`, an earlier `release`), lost, or released
         // at the shutdown deadline. A cancelled token: given up (the time limit, checked under
         // the same lock, or a loss) — the attempt is over, and recorded as such.
-        let was = job.finish();
+        let was = job.start_release();
         if was != Phase::Running || job.token.is_cancelled() {
             job.resume(was);
             return Ok(false);
         }
-        match self.store.release_lease(lease) {
+        let answer = self.store.release_lease(lease);
+        // The shutdown deadline may have taken the release over while this one was written.
+        let taken_over = lock(&job.beat).phase == Phase::Released;
+        match answer {
             Ok(true) => {
+                // Settled before it stops releasing: the deadline tells a given-back handler.
                 job.settled.store(SETTLED_RELEASED, Ordering::SeqCst);
+                job.end_release();
                 bump(&self.counters.released);
                 tracing::info!(
                     job_id = %lease.job_id, fence = lease.fence,
@@ -351,7 +360,10 @@ impl<'a, S: Store> JobContext<'a, S> {
                 );
                 Ok(true)
             }
+            // The deadline's release landed first: the worker reports the job released.
+            Ok(false) if taken_over => Ok(false),
             Ok(false) => {
+                job.end_release();
                 // Counted as any refused write of the worker's: cancelled when an operator
                 // ended the job, else a stale write.
                 if refused_at(self.counters, self.store, job, self.clock.reading()) {
@@ -367,9 +379,13 @@ impl<'a, S: Store> JobContext<'a, S> {
                         "release refused: the lease is no longer current; nothing changed"
                     );
                 }
+                // The attempt is over: what the handler still winds down is told now.
+                job.token.cancel();
                 Ok(false)
             }
             Err(e) => {
+                // Unless the deadline took it over (released, token cancelled), the attempt
+                // goes on: renewed, timed, released at the deadline like any running one.
                 job.resume(was);
                 Err(e)
             }

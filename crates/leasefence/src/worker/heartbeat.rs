@@ -145,8 +145,9 @@ pub(super) fn enforce_timeouts<S>(shared: &Shared<S>) {
 /// call: the cancelled handler's thread, finding the job released, writes nothing (see
 /// `run_batch`), so the release never races a late outcome and no job's lock waits on the
 /// database. A job already finishing (its outcome being written) is left to that write; one
-/// its handler gave back (`JobContext::release`) only has its token cancelled, so that what
-/// the handler still winds down stops.
+/// whose handler is giving it back (`JobContext::release`) is released as a running one is
+/// (the first of the two releases to land wins, the other is refused); one its handler gave
+/// back only has its token cancelled, so that what the handler still winds down stops.
 ///
 /// This first half needs no database (the supervising thread makes it at the deadline itself):
 /// it marks every job still queued or running released and cancels its token (its handler is
@@ -158,7 +159,9 @@ pub(super) fn mark_released<S>(shared: &Shared<S>) -> Vec<Arc<Job>> {
         .into_iter()
         .filter(|job| {
             let mut beat = lock(&job.beat);
-            if !beat.phase.is_renewable() {
+            // A release its handler is writing is taken over too: if the store is busy, the
+            // handler's try fails while the deadline's retries go on.
+            if !beat.phase.is_renewable() && beat.phase != Phase::Releasing {
                 if job.settled.load(Ordering::SeqCst) == SETTLED_RELEASED {
                     // Given back by its handler, which may still be winding down (a
                     // subprocess cleaning up): told that the deadline has come.

@@ -16,6 +16,10 @@ pub(super) enum Phase {
     Running,
     /// The outcome is being written; the heartbeat stays away.
     Finishing,
+    /// The handler's own release (`JobContext::release`) is being written; the heartbeat
+    /// stays away, and the shutdown deadline takes the release over (whichever lands first
+    /// gives the lease back; the other is refused).
+    Releasing,
     /// A renew was refused.
     Lost,
     /// Given back at the shutdown deadline.
@@ -104,8 +108,27 @@ impl Job {
     /// Lets the heartbeat resume after an outcome that was not written.
     pub(super) fn resume(&self, was: Phase) {
         let mut beat = lock(&self.beat);
-        if was == Phase::Running && beat.phase == Phase::Finishing {
+        if was == Phase::Running && matches!(beat.phase, Phase::Finishing | Phase::Releasing) {
             beat.phase = Phase::Running;
+        }
+    }
+
+    /// Marks a running job as being released by its handler; returns the phase it was in.
+    pub(super) fn start_release(&self) -> Phase {
+        let mut beat = lock(&self.beat);
+        let was = beat.phase;
+        if was == Phase::Running {
+            beat.phase = Phase::Releasing;
+        }
+        was
+    }
+
+    /// The handler's release was answered: the job is finishing, unless the shutdown deadline
+    /// took the release over meanwhile (then it stays released).
+    pub(super) fn end_release(&self) {
+        let mut beat = lock(&self.beat);
+        if beat.phase == Phase::Releasing {
+            beat.phase = Phase::Finishing;
         }
     }
 }

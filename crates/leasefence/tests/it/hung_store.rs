@@ -57,11 +57,14 @@ impl Gate {
 }
 
 /// A store that forwards everything to SQLite, except that its renewals hang while the gate is
-/// closed, and its first `unreachable` claims fail as a server that cannot be reached would.
+/// closed, its first `unreachable` claims fail as a server that cannot be reached would, and
+/// its first `busy_releases` releases hang while their own gate is closed, then fail busy.
 struct Hung {
     inner: SqliteStore,
     gate: Arc<Gate>,
     unreachable: Arc<AtomicUsize>,
+    busy_releases: Arc<AtomicUsize>,
+    release_gate: Arc<Gate>,
 }
 
 fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung> {
@@ -71,6 +74,8 @@ fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung>
             inner: SqliteStore::open(&path)?,
             gate: gate.clone(),
             unreachable: Arc::default(),
+            busy_releases: Arc::default(),
+            release_gate: Arc::default(),
         })
     })
     .clock(clock.clone())
@@ -235,6 +240,83 @@ fn the_shutdown_deadline_is_kept_while_a_renewal_hangs() {
 
 /// An outage of the store is logged once as it begins, with the reason and without the
 /// error's advice to retry (the worker does), and once as it ends — not at every retry.
+/// The shutdown deadline, reached while a handler's own release (`JobContext::release`) is
+/// being written, takes the release over: the handler's try fails (busy) while the worker's
+/// own release lands, the handler is told at once (its token cancelled), and the job is
+/// reported released — neither left held by a handler that has nothing left to wait for, nor
+/// failed.
+#[test]
+fn the_shutdown_deadline_takes_over_a_release_its_handler_is_writing() {
+    let db = Db::new();
+    one_job(&db);
+    let (path, release_gate) = (db.path.clone(), Arc::new(Gate::default()));
+    release_gate.close();
+    let busy = Arc::new(AtomicUsize::new(1));
+    let (gate, failing) = (release_gate.clone(), busy.clone());
+    let (tx, said) = channel();
+    let tx = Mutex::new(tx);
+    let (seen_tx, seen) = channel();
+    let w = Worker::builder(move || {
+        Ok(Hung {
+            inner: SqliteStore::open(&path)?,
+            gate: Arc::default(),
+            unreachable: Arc::default(),
+            busy_releases: failing.clone(),
+            release_gate: gate.clone(),
+        })
+    })
+    .clock(ManualClock::new(0.0))
+    .owner_prefix("cut")
+    .poll_interval(Duration::from_millis(2))
+    .on_outcome(move |_, outcome| {
+        let _ = seen_tx.send(outcome.clone());
+    })
+    .build(move |ctx| {
+        let answer = ctx.release().map_err(|e| matches!(e, Error::Busy));
+        tx.lock().unwrap().send((answer, ctx.is_cancelled()))?;
+        Ok("not written".to_owned())
+    })
+    .unwrap();
+    let handle = w.shutdown_handle();
+    let run = std::thread::spawn(move || w.run());
+    release_gate.wait_hanging(); // the handler's release is in the store
+    handle.shutdown_now();
+    let start = Instant::now();
+    while db.row("j").unwrap().owner.is_some() {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the deadline did not release the job"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    release_gate.open();
+    assert_eq!(
+        said.recv_timeout(PATIENCE).unwrap(),
+        (Err(true), true),
+        "the handler's try failed busy; it is told the attempt is over"
+    );
+    assert_eq!(seen.recv_timeout(PATIENCE).unwrap(), JobOutcome::Released);
+    let stats = run.join().unwrap().unwrap();
+    assert_eq!(
+        (
+            stats.released,
+            stats.completed,
+            stats.retried,
+            stats.stale_refused,
+            stats.errors
+        ),
+        (1, 0, 0, 0, 0),
+        "{stats:?}"
+    );
+    let row = db.row("j").unwrap();
+    assert_eq!(
+        (row.owner, row.fence, row.done, row.result),
+        (None, 1, 0, None)
+    );
+    assert_eq!(db.queue_row("j").attempts, 0, "the attempt is refunded");
+    assert_eq!(busy.load(Ordering::SeqCst), 0);
+}
+
 #[test]
 fn an_outage_is_logged_once_as_it_begins_and_once_as_it_ends() {
     let db = Db::new();
@@ -251,6 +333,8 @@ fn an_outage_is_logged_once_as_it_begins_and_once_as_it_ends() {
             inner: SqliteStore::open(&path)?,
             gate: gate.clone(),
             unreachable: failing.clone(),
+            busy_releases: Arc::default(),
+            release_gate: Arc::default(),
         })
     })
     .owner_prefix(&marker)
@@ -419,6 +503,14 @@ impl Store for Hung {
         self.inner.complete_batch(c, now)
     }
     fn release_lease(&self, l: &Lease) -> Result<bool, Error> {
+        let busy = self
+            .busy_releases
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if busy {
+            self.release_gate.pass();
+            return Err(Error::Busy);
+        }
         self.inner.release_lease(l)
     }
     fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>, Error> {

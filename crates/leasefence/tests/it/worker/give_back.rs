@@ -136,12 +136,12 @@ worker_case!(
 
 worker_case!(
     /// A lease taken over meanwhile is not given back: the release is refused (counted as a
-    /// refused write), the new holder's lease is untouched, and nothing the stale handler
-    /// returns afterwards is written.
+    /// refused write) and the handler's token cancelled, the new holder's lease is untouched,
+    /// and nothing the stale handler returns afterwards is written.
     fn a_lease_taken_over_is_not_given_back_and_the_new_holder_keeps_it(t) {
         let db = t.db();
         t.open().enqueue_many(&[job("j")]).unwrap();
-        let (tx, said) = channel::<Said>();
+        let (tx, said) = channel::<Option<(bool, bool)>>();
         let tx = Mutex::new(tx);
         let (open_gate, gate) = Gate::new();
         let w = worker(t, &ManualClock::new(0.0), "A")
@@ -150,7 +150,8 @@ worker_case!(
                 let tx = tx.lock().unwrap().clone();
                 tx.send(None)?;
                 gate.wait();
-                tx.send(Some(ctx.release()?))?;
+                let released = ctx.release()?;
+                tx.send(Some((released, ctx.is_cancelled())))?;
                 Ok("late".to_string())
             })
             .unwrap();
@@ -158,7 +159,11 @@ worker_case!(
         assert_eq!(recv(&said), None);
         let taken = db.leased("j", "B", 2, 100.0);
         open_gate.send(()).unwrap();
-        assert_eq!(recv(&said), Some(false), "not this attempt's lease any more");
+        assert_eq!(
+            recv(&said),
+            Some((false, true)),
+            "not this attempt's lease any more: refused, and told so"
+        );
         wait_until("the refusal", || handle.stats().stale_refused == 1);
         let stats = stop(&handle, run);
         assert_eq!(
