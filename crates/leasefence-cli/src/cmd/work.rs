@@ -74,8 +74,8 @@ Stopping: SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop claiming; running commands ge
 --shutdown-deadline seconds to finish, then their process groups are killed and their jobs \
 released (fence kept), claimable again at once. A second signal does that now. A command that \
 dies of the stop signal itself (systemd's default KillMode sends it to every process of the \
-service) is not a failure: its job is given back at once (fence kept, attempt refunded), also \
-with --timeout. A command is killed as SIGTERM to its process group, then SIGKILL 2 s later to \
+service) is not a failure: its job is given back at once (fence kept, attempt refunded), not \
+failed by --timeout; a busy database is tried again until the deadline. A command is killed as SIGTERM to its process group, then SIGKILL 2 s later to \
 what is left.
 
 Exit status: 0 after a clean stop (by a signal or --drain, also when commands were killed at \
