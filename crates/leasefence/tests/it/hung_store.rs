@@ -58,13 +58,15 @@ impl Gate {
 
 /// A store that forwards everything to SQLite, except that its renewals hang while the gate is
 /// closed, its first `unreachable` claims fail as a server that cannot be reached would, and
-/// its first `busy_releases` releases hang while their own gate is closed, then fail busy.
+/// its first `busy_releases` releases hang while their own gate is closed, then fail busy (or,
+/// with `releases_land`, are made after all).
 struct Hung {
     inner: SqliteStore,
     gate: Arc<Gate>,
     unreachable: Arc<AtomicUsize>,
     busy_releases: Arc<AtomicUsize>,
     release_gate: Arc<Gate>,
+    releases_land: bool,
 }
 
 fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung> {
@@ -76,6 +78,7 @@ fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung>
             unreachable: Arc::default(),
             busy_releases: Arc::default(),
             release_gate: Arc::default(),
+            releases_land: false,
         })
     })
     .clock(clock.clone())
@@ -247,6 +250,18 @@ fn the_shutdown_deadline_is_kept_while_a_renewal_hangs() {
 /// failed.
 #[test]
 fn the_shutdown_deadline_takes_over_a_release_its_handler_is_writing() {
+    deadline_takes_over_a_release(false);
+}
+
+/// The same, with the handler's release landing after the deadline's: refused, it answers
+/// `false`, and the job is still reported released — not cancelled by an operator, as a
+/// refusal on the same fence with no owner would otherwise be read.
+#[test]
+fn a_handlers_release_refused_after_the_deadlines_own_is_still_a_release() {
+    deadline_takes_over_a_release(true);
+}
+
+fn deadline_takes_over_a_release(lands: bool) {
     let db = Db::new();
     one_job(&db);
     let (path, release_gate) = (db.path.clone(), Arc::new(Gate::default()));
@@ -263,6 +278,7 @@ fn the_shutdown_deadline_takes_over_a_release_its_handler_is_writing() {
             unreachable: Arc::default(),
             busy_releases: failing.clone(),
             release_gate: gate.clone(),
+            releases_land: lands,
         })
     })
     .clock(ManualClock::new(0.0))
@@ -290,10 +306,11 @@ fn the_shutdown_deadline_takes_over_a_release_its_handler_is_writing() {
         std::thread::sleep(Duration::from_millis(2));
     }
     release_gate.open();
+    let answer = if lands { Ok(false) } else { Err(true) };
     assert_eq!(
         said.recv_timeout(PATIENCE).unwrap(),
-        (Err(true), true),
-        "the handler's try failed busy; it is told the attempt is over"
+        (answer, true),
+        "the handler's try failed busy or was refused; it is told the attempt is over"
     );
     assert_eq!(seen.recv_timeout(PATIENCE).unwrap(), JobOutcome::Released);
     let stats = run.join().unwrap().unwrap();
@@ -335,6 +352,7 @@ fn an_outage_is_logged_once_as_it_begins_and_once_as_it_ends() {
             unreachable: failing.clone(),
             busy_releases: Arc::default(),
             release_gate: Arc::default(),
+            releases_land: false,
         })
     })
     .owner_prefix(&marker)
@@ -509,7 +527,9 @@ impl Store for Hung {
             .is_ok();
         if busy {
             self.release_gate.pass();
-            return Err(Error::Busy);
+            if !self.releases_land {
+                return Err(Error::Busy);
+            }
         }
         self.inner.release_lease(l)
     }

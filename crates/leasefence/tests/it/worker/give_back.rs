@@ -259,6 +259,7 @@ worker_case!(
         );
         let row = db.row("j").unwrap();
         assert_eq!((row.owner, row.fence, row.done), (None, 1, 0));
+        assert_eq!(db.refusals("j"), [], "the deadline did not try to release it again");
     }
 );
 
