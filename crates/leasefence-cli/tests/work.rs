@@ -655,6 +655,26 @@ fn trapping_script(s: &Sandbox, name: &str, on_term: &str) {
     assert!(chmod.success());
 }
 
+/// Stops, as systemd does, a job `id` whose command is a shell running a script that traps
+/// SIGTERM and cleans up for `seconds` (`cleaned-ID`), the shell followed by another command so
+/// that it does not exec the script: the stop kills the shell, not the script. Asserts that the
+/// cleanup ran to its end; returns the worker's output.
+fn stop_a_script_cleaning_up(
+    s: &Sandbox,
+    id: &str,
+    seconds: &str,
+    deadline: &str,
+    extra: &[&str],
+) -> Output {
+    let on_term = format!("sleep {seconds}; echo cleaned > cleaned-$LEASEFENCE_JOB_ID; exit 0");
+    trapping_script(s, "cleanup.sh", &on_term);
+    let script = "echo $$ > unready-$LEASEFENCE_JOB_ID; ./cleanup.sh; true";
+    let out = stop_everything_like_systemd(s, &[id], script, deadline, extra);
+    let cleaned = std::fs::read_to_string(s.file(&format!("cleaned-{id}")));
+    assert_eq!(cleaned.ok().as_deref(), Some("cleaned\n"), "{}", show(&out));
+    out
+}
+
 /// Enqueues `ids` (one attempt each), runs `work --json` with `script` two at a time,
 /// `--shutdown-deadline deadline` and the flags `extra`, and once every command has written its process group to
 /// `pid-ID`, stops everything as systemd does: SIGTERM to each command's process group —
@@ -748,15 +768,7 @@ fn a_stop_signal_to_every_process_keeps_a_result_that_still_comes_and_releases_t
 #[test]
 fn a_stop_signal_that_kills_the_shell_leaves_its_script_time_to_clean_up() {
     let s = Sandbox::new();
-    trapping_script(
-        &s,
-        "keeper.sh",
-        "sleep 0.3; echo cleaned > cleaned-$LEASEFENCE_JOB_ID; exit 0",
-    );
-    let script = "echo $$ > unready-$LEASEFENCE_JOB_ID; ./keeper.sh; true";
-    let out = stop_everything_like_systemd(&s, &["wrapped"], script, "5", &[]);
-    let cleaned = std::fs::read_to_string(s.file("cleaned-wrapped"));
-    assert_eq!(cleaned.ok().as_deref(), Some("cleaned\n"), "{}", show(&out));
+    stop_a_script_cleaning_up(&s, "wrapped", "0.3", "5", &[]);
     assert_released(&s, "wrapped");
 }
 
@@ -767,15 +779,7 @@ fn a_stop_signal_that_kills_the_shell_leaves_its_script_time_to_clean_up() {
 #[test]
 fn a_job_given_back_at_a_stop_is_not_failed_by_its_time_limit_while_its_script_cleans_up() {
     let s = Sandbox::new();
-    trapping_script(
-        &s,
-        "slow-cleanup.sh",
-        "sleep 2; echo cleaned > cleaned-$LEASEFENCE_JOB_ID; exit 0",
-    );
-    let script = "echo $$ > unready-$LEASEFENCE_JOB_ID; ./slow-cleanup.sh; true";
-    let out = stop_everything_like_systemd(&s, &["limited"], script, "10", &["--timeout", "1"]);
-    let cleaned = std::fs::read_to_string(s.file("cleaned-limited"));
-    assert_eq!(cleaned.ok().as_deref(), Some("cleaned\n"), "{}", show(&out));
+    let out = stop_a_script_cleaning_up(&s, "limited", "2", "10", &["--timeout", "1"]);
     let events = json_lines(&stdout(&out));
     let last = events.last().unwrap();
     assert_eq!(
