@@ -544,7 +544,12 @@ fn describe(config: &Config) -> String {
         .get_hosts()
         .iter()
         .map(|h| match h {
-            postgres::config::Host::Tcp(name) => name.clone(),
+            // No host name holds an `@`: this one is the tail of a password with an unencoded
+            // `@` (`postgres://app:pa@ss@host`, which the driver splits at the first `@`).
+            postgres::config::Host::Tcp(name) => match name.rsplit_once('@') {
+                Some((_, host)) => format!("***@{host}"),
+                None => name.clone(),
+            },
             #[cfg(unix)]
             postgres::config::Host::Unix(path) => path.display().to_string(),
         })

@@ -124,6 +124,8 @@ const SECRET: &str = "s3cret-Pa55";
 fn no_password_in_debug_display_or_errors() {
     for url in [
         format!("postgres://app:{SECRET}@127.0.0.1:1/jobs"),
+        // An unencoded `@` in the password: the driver takes its tail for the host.
+        format!("postgres://app:pa@{SECRET}@127.0.0.1:1/jobs"),
         format!("postgresql://127.0.0.1:1/jobs?user=app&password={SECRET}"),
         // libpq key=value strings: plain, spaced around `=`, and quoted with a space inside.
         format!("host=127.0.0.1 port=1 user=app password={SECRET} dbname=jobs"),
