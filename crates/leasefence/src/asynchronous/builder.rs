@@ -1,7 +1,6 @@
 //! [`AsyncWorkerBuilder`]: an async worker's settings, checked by
 //! [`build`](AsyncWorkerBuilder::build) into an [`AsyncWorker`].
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -192,7 +191,6 @@ impl AsyncWorkerBuilder {
                 owner,
                 handler: Box::new(move |job| Box::pin(handler(job))),
                 on_outcome: self.on_outcome,
-                held: Mutex::new(HashMap::new()),
                 stats: Mutex::new(WorkerStats::default()),
             }),
         })

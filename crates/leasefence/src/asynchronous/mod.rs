@@ -11,6 +11,7 @@
 //!
 //! `leasefence serve` (crate `leasefence-server`) is built on [`AsyncStore`].
 
+mod beat;
 mod builder;
 mod job;
 mod outcome;

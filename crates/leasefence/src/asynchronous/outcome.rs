@@ -5,10 +5,13 @@
 use std::sync::Arc;
 
 use super::job::{AsyncJob, Loss};
-use super::worker::{AsyncResult, Inner, key, lock};
+use super::worker::{AsyncResult, Inner, Run, key, lock};
 use crate::store::Store as _;
-use crate::types::{Lease, Now};
-use crate::worker::{JobOutcome, LOSS_OPERATOR, LOSS_TAKEN_OVER, loss_reason};
+use crate::types::{Failed, Lease, Now};
+use crate::worker::{
+    HandlerError, JobOutcome, LOSS_OPERATOR, LOSS_TAKEN_OVER, completed_under, failed_under,
+    loss_reason, panic_message,
+};
 
 /// Aborts the handler's task when dropped: a handler never outlives its job's task (a lost
 /// lease, the time limit or the shutdown deadline).
@@ -21,7 +24,8 @@ impl Drop for AbortOnDrop {
 }
 
 /// Runs one job's handler and writes its outcome through the fence.
-pub(super) async fn run_job(inner: Arc<Inner>, job: AsyncJob) {
+pub(super) async fn run_job(run: Arc<Run>, job: AsyncJob) {
+    let inner = &run.inner;
     let lease = job.lease().clone();
     let k = key(&lease);
     let signal = job.clone();
@@ -30,16 +34,16 @@ pub(super) async fn run_job(inner: Arc<Inner>, job: AsyncJob) {
     let limit = inner.limit;
     // The handler, until it returns, its lease ends, or the time limit.
     let answer = tokio::select! {
-        answer = &mut work.0 => Some(answer.unwrap_or_else(|e| Err(format!("the handler panicked: {e}").into()))),
+        answer = &mut work.0 => Some(answer.unwrap_or_else(|e| Err(handler_failure(e)))),
         _ = signal.lost() => None,
         _ = async { match limit { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {
-            inner.end(&k, Loss::TimedOut);
+            run.end(&k, Loss::TimedOut);
             None
         }
     };
     // A handler whose lease ended is dropped at its next await.
     drop(work);
-    let outcome = match (answer, inner.start_writing(&k)) {
+    let outcome = match (answer, run.start_writing(&k)) {
         (_, Some(Loss::Shutdown)) => return, // released by `run`
         (_, Some(Loss::TakenOver)) => JobOutcome::Refused,
         (_, Some(Loss::Operator)) => JobOutcome::Cancelled,
@@ -47,33 +51,57 @@ pub(super) async fn run_job(inner: Arc<Inner>, job: AsyncJob) {
             inner.count(|s| s.timed_out += 1);
             let limit = inner.timeout.unwrap_or(0.0);
             fail(
-                &inner,
+                inner,
                 &lease,
                 format!("timed out after {limit} s (the worker's time limit)"),
             )
             .await
         }
-        (Some(Ok(result)), None) => {
-            let l = lease.clone();
-            match inner
-                .write(move |s| s.complete_lease(&l, Now::system(), &result))
-                .await
-            {
-                Ok(true) => {
-                    inner.count(|s| s.completed += 1);
-                    JobOutcome::Completed
-                }
-                Ok(false) => refused(&inner, &lease).await,
-                Err(e) => {
-                    inner.count(|s| s.errors += 1);
-                    JobOutcome::StoreError(e.to_string())
-                }
-            }
-        }
-        (Some(Err(e)), None) => fail(&inner, &lease, e.to_string()).await,
+        (Some(Ok(result)), None) => complete(inner, &lease, result).await,
+        (Some(Err(e)), None) => fail(inner, &lease, e.to_string()).await,
     };
-    lock(&inner.held).remove(&k);
+    lock(&run.held).remove(&k);
     inner.report(&lease, &outcome);
+}
+
+/// A handler's task that did not return: its panic, named as the blocking worker names it
+/// (`handler panicked: <message>`).
+fn handler_failure(e: tokio::task::JoinError) -> HandlerError {
+    match e.try_into_panic() {
+        Ok(panic) => format!("handler panicked: {}", panic_message(&*panic)).into(),
+        Err(e) => format!("the handler did not finish: {e}").into(),
+    }
+}
+
+/// Stores `result` through the fence. Refused after a try whose answer was lost with its
+/// connection: that try may have been the one that stored it, which one read tells.
+async fn complete(inner: &Inner, lease: &Lease, result: String) -> JobOutcome {
+    let (l, r) = (lease.clone(), result.clone());
+    let written = inner
+        .write(move |s| s.complete_lease(&l, Now::system(), &r))
+        .await;
+    let stored_unseen = || async {
+        let (l, r) = (lease.clone(), result.clone());
+        let read = inner
+            .write(move |s| {
+                let now = s.database_now()?.unwrap_or_else(Now::system);
+                Ok(s.inspect(l.job(), now)?
+                    .is_some_and(|job| completed_under(&job, &l, &r)))
+            })
+            .await;
+        matches!(read.answer, Ok(true))
+    };
+    match written.answer {
+        Ok(true) => {}
+        Ok(false) if written.maybe_landed && stored_unseen().await => {}
+        Ok(false) => return refused(inner, lease).await,
+        Err(e) => {
+            inner.count(|s| s.errors += 1);
+            return JobOutcome::StoreError(e.to_string());
+        }
+    }
+    inner.count(|s| s.completed += 1);
+    JobOutcome::Completed
 }
 
 /// A write of `lease`'s outcome the store refused: an operator ended the job (counted as
@@ -101,18 +129,34 @@ async fn refused(inner: &Inner, lease: &Lease) -> JobOutcome {
 /// Records a failed attempt through the fence: retried after the backoff, or dead.
 async fn fail(inner: &Inner, lease: &Lease, error: String) -> JobOutcome {
     let (l, backoff, e) = (lease.clone(), inner.backoff, error.clone());
-    let answer = inner
+    let written = inner
         .write(move |s| {
             let now = s.database_now()?.unwrap_or_else(Now::system);
             s.fail(&l, now, &e, Some(backoff.retry_at(&l, now)))
         })
         .await;
+    let answer = match written.answer {
+        // Refused after a try whose answer was lost with its connection: that try may have
+        // been the one that recorded it.
+        Ok(None) if written.maybe_landed => {
+            let (l, e) = (lease.clone(), error.clone());
+            let read = inner
+                .write(move |s| {
+                    let now = s.database_now()?.unwrap_or_else(Now::system);
+                    Ok(s.inspect(l.job(), now)?
+                        .and_then(|job| failed_under(&job, &l, &e)))
+                })
+                .await;
+            Ok(read.answer.ok().flatten())
+        }
+        other => other,
+    };
     match answer {
-        Ok(Some(crate::Failed::Retrying { at })) => {
+        Ok(Some(Failed::Retrying { at })) => {
             inner.count(|s| s.retried += 1);
             JobOutcome::Retrying { at, error }
         }
-        Ok(Some(crate::Failed::Dead)) => {
+        Ok(Some(Failed::Dead)) => {
             inner.count(|s| s.dead += 1);
             JobOutcome::Dead { error }
         }

@@ -7,8 +7,8 @@
 //! `complete` and `fail`, so a handler that finished after a takeover is refused by the store.
 //!
 //! Its settings are checked in `builder.rs`; a job's task (its handler, then its outcome's
-//! fenced write) is `outcome.rs`; this file holds the held leases, the claim loop, the shutdown
-//! and the heartbeat.
+//! fenced write) is `outcome.rs`; the heartbeat and the expiry by the worker's own clock are
+//! `beat.rs`; this file holds a run's held leases, the claim loop and the shutdown.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,18 +16,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 
+use super::beat::{expiry, heartbeat};
 use super::builder::AsyncWorkerBuilder;
 use super::job::{AsyncJob, Loss};
 use super::outcome::run_job;
 use super::store::AsyncStore;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::Store as _;
 use crate::types::{Backoff, BatchSize, Lease, Now, Owner, Queues, Ttl};
-use crate::worker::{
-    HandlerError, JobOutcome, LOSS_OPERATOR, LOSS_TAKEN_OVER, WorkerStats, loss_reason,
-};
+use crate::worker::{HandlerError, JobOutcome, RECONNECT_WAIT, WorkerStats, is_connection_fault};
 
 /// What an async handler returns: the result to store, or the error to record.
 pub type AsyncResult = std::result::Result<String, HandlerError>;
@@ -38,6 +37,15 @@ pub(super) type OnOutcome = dyn Fn(&Lease, &JobOutcome) + Send + Sync;
 
 /// How often a busy or unavailable store is tried again for one outcome's write.
 const WRITE_RETRIES: u32 = 5;
+
+/// A write's answer after [`Inner::write`]'s retries, and whether an earlier try may have
+/// taken effect without its answer arriving (its connection was lost during the call, or a
+/// server in between answered Unavailable): a refusal then may be that try's own success,
+/// which the caller tells by reading the job back.
+pub(super) struct Written<T> {
+    pub(super) answer: Result<T>,
+    pub(super) maybe_landed: bool,
+}
 
 /// A held lease and the signal of its running handler.
 pub(super) struct Held {
@@ -72,9 +80,14 @@ pub(super) struct Inner {
     pub(super) owner: String,
     pub(super) handler: Box<Handler>,
     pub(super) on_outcome: Option<Arc<OnOutcome>>,
-    /// The leases held now, by job and fence.
-    pub(super) held: Mutex<HashMap<Key, Held>>,
     pub(super) stats: Mutex<WorkerStats>,
+}
+
+/// One [`AsyncWorker::run`]: the leases it holds now, by job and fence. Each run has its own,
+/// so that stopping one run of a worker (clones share it) leaves another run's jobs alone.
+pub(super) struct Run {
+    pub(super) inner: Arc<Inner>,
+    pub(super) held: Mutex<HashMap<Key, Held>>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -86,6 +99,63 @@ impl Inner {
         f(&mut lock(&self.stats));
     }
 
+    pub(super) fn report(&self, lease: &Lease, outcome: &JobOutcome) {
+        if let Some(f) = &self.on_outcome {
+            // A panicking hook must not take the worker (or the release of its leases) down.
+            let call = std::panic::AssertUnwindSafe(|| f(lease, outcome));
+            if std::panic::catch_unwind(call).is_err() {
+                tracing::error!(job_id = %lease.job_id, "the on_outcome hook panicked");
+            }
+        }
+    }
+
+    /// Runs a write, trying it again a few times while the store is busy or unavailable, and
+    /// — for as long as a ttl, after which the lease it writes under has expired and the write
+    /// would be refused anyway — while the connection to the database server fails (a
+    /// restart, an ended session: each try opens a new one). Every try is the same fenced
+    /// write, so a repeat can never store anything the first could not.
+    pub(super) async fn write<T: Send + 'static>(
+        &self,
+        op: impl Fn(&crate::AnyStore) -> Result<T> + Clone + Send + 'static,
+    ) -> Written<T> {
+        let mut tries = 0u32;
+        let mut maybe_landed = false;
+        // No limit for a ttl too long to add to now (a valid ttl may be 1e20 s).
+        let give_up = Duration::try_from_secs_f64(self.ttl.seconds())
+            .ok()
+            .and_then(|ttl| tokio::time::Instant::now().checked_add(ttl));
+        loop {
+            let answer = self.store.call(op.clone()).await;
+            match &answer {
+                Err(e) if e.is_retryable() && tries < WRITE_RETRIES => {
+                    // A server in between answers Unavailable also when its reply was cut
+                    // short after the write: that try may have taken effect.
+                    maybe_landed |= matches!(e, Error::Unavailable { .. });
+                    tries += 1;
+                    self.count(|s| s.errors += 1);
+                    tokio::time::sleep(Duration::from_millis(25) * tries).await;
+                }
+                Err(e)
+                    if is_connection_fault(e)
+                        && give_up.is_none_or(|at| tokio::time::Instant::now() < at) =>
+                {
+                    maybe_landed |= matches!(e, Error::ConnectionLost { .. });
+                    self.count(|s| s.errors += 1);
+                    tracing::warn!(error = %e, "a write met a failed database connection; trying again");
+                    tokio::time::sleep(RECONNECT_WAIT).await;
+                }
+                _ => {
+                    return Written {
+                        answer,
+                        maybe_landed,
+                    };
+                }
+            }
+        }
+    }
+}
+
+impl Run {
     /// Ends the lease `key` for `loss` (once, and not once its outcome is being written): its
     /// handler's signal fires.
     pub(super) fn end(&self, key: &Key, loss: Loss) -> bool {
@@ -119,34 +189,6 @@ impl Inner {
             .filter(|h| !h.writing && h.lost.borrow().is_none())
             .map(|h| h.lease.clone())
             .collect()
-    }
-
-    pub(super) fn report(&self, lease: &Lease, outcome: &JobOutcome) {
-        if let Some(f) = &self.on_outcome {
-            // A panicking hook must not take the worker (or the release of its leases) down.
-            let call = std::panic::AssertUnwindSafe(|| f(lease, outcome));
-            if std::panic::catch_unwind(call).is_err() {
-                tracing::error!(job_id = %lease.job_id, "the on_outcome hook panicked");
-            }
-        }
-    }
-
-    /// Runs a write, trying it again a few times while the store is busy or unavailable.
-    pub(super) async fn write<T: Send + 'static>(
-        &self,
-        op: impl Fn(&crate::AnyStore) -> Result<T> + Clone + Send + 'static,
-    ) -> Result<T> {
-        let mut tries = 0u32;
-        loop {
-            match self.store.call(op.clone()).await {
-                Err(e) if e.is_retryable() && tries < WRITE_RETRIES => {
-                    tries += 1;
-                    self.count(|s| s.errors += 1);
-                    tokio::time::sleep(Duration::from_millis(25) * tries).await;
-                }
-                other => return other,
-            }
-        }
     }
 }
 
@@ -203,13 +245,24 @@ impl AsyncWorker {
 
     /// Runs until `shutdown` resolves (or, with `drain`, until nothing is ready and nothing
     /// runs). Then no new claims; running handlers get the shutdown deadline, after which they
-    /// are dropped and their leases given back (fence kept).
+    /// are dropped and their leases given back (fence kept). The deadline starts when
+    /// `shutdown` resolves, also while a claim is waiting on the store (a locked file, an
+    /// unreachable server): what that claim takes is given back unstarted when it returns.
+    ///
+    /// Each run holds its own leases: clones of one worker may run at once (sharing its
+    /// settings and counters), and stopping one run leaves the others' jobs alone.
     ///
     /// # Errors
     /// A store error that retrying cannot cure while claiming (the running jobs are shut down
-    /// first). Busy and unavailable stores are retried.
+    /// first). Busy and unavailable stores are retried, and so are failed connections to a
+    /// database server (a restart, an ended session, no connection to spare): the claim is
+    /// made again on a new connection.
     pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> Result<WorkerStats> {
         let inner = &self.inner;
+        let run = Arc::new(Run {
+            inner: Arc::clone(inner),
+            held: Mutex::new(HashMap::new()),
+        });
         // The store's clock against this process's (a store judging leases by the database's
         // clock), so that a lease is given up when it ends on the store's timescale.
         let offset = match inner.store.call(|s| s.database_now()).await {
@@ -217,48 +270,60 @@ impl AsyncWorker {
             _ => 0.0,
         };
         let (stop_tx, stop_rx) = watch::channel(false);
-        let beat = tokio::spawn(heartbeat(Arc::clone(inner), stop_rx.clone(), offset));
-        let expiring = tokio::spawn(expiry(Arc::clone(inner), stop_rx, offset));
+        let beat = tokio::spawn(heartbeat(Arc::clone(&run), stop_rx.clone(), offset));
+        let expiring = tokio::spawn(expiry(Arc::clone(&run), stop_rx, offset));
         let mut tasks: JoinSet<()> = JoinSet::new();
         let mut fatal = None;
+        // A claim still waiting on the store when the shutdown came.
+        let mut in_flight: Option<JoinHandle<Result<Vec<Lease>>>> = None;
         tokio::pin!(shutdown);
         loop {
             let free = inner.concurrency - tasks.len();
             let claimed = if free > 0 {
                 let (queues, owner, ttl) = (inner.queues.clone(), inner.owner.clone(), inner.ttl);
                 let n = BatchSize::new(free)?;
-                inner
-                    .store
-                    .call(move |s| {
-                        s.claim_batch_in(&queues, Owner::new(&owner)?, Now::system(), ttl, n)
-                    })
-                    .await
+                let store = inner.store.clone();
+                // A task of its own, so that the shutdown is seen while it waits.
+                let mut claim = tokio::spawn(async move {
+                    store
+                        .call(move |s| {
+                            s.claim_batch_in(&queues, Owner::new(&owner)?, Now::system(), ttl, n)
+                        })
+                        .await
+                });
+                tokio::select! {
+                    answer = &mut claim => answer.unwrap_or_else(|e| Err(claim_failure(e))),
+                    _ = &mut shutdown => {
+                        in_flight = Some(claim);
+                        break;
+                    }
+                }
             } else {
                 Ok(Vec::new())
             };
-            // `idle`: no job was claimed (wait a poll interval); `none_ready`: the store said
-            // nothing is ready (a drained run may end) — not the same when the claim failed.
-            let (idle, none_ready) = match claimed {
+            // `pause`: how long to wait before claiming again when idle (nothing claimed);
+            // `none_ready`: the store said nothing is ready (a drained run may end) — not the
+            // same when the claim failed.
+            let (pause, none_ready) = match claimed {
                 Ok(leases) => {
                     let got = !leases.is_empty();
                     for lease in leases {
-                        inner.count(|s| s.claimed += 1);
-                        let (tx, rx) = watch::channel(None);
-                        let job = AsyncJob::new(lease.clone(), rx, inner.store.clone());
-                        let held = Held {
-                            lease,
-                            lost: tx,
-                            writing: false,
-                        };
-                        lock(&inner.held).insert(key(&held.lease), held);
-                        tasks.spawn(run_job(Arc::clone(inner), job));
+                        start(&run, &mut tasks, lease);
                     }
-                    (!got, !got)
+                    (if got { None } else { Some(inner.poll) }, !got)
                 }
                 Err(e) if e.is_retryable() => {
                     inner.count(|s| s.errors += 1);
                     tracing::warn!(error = %e, "claiming met a busy or unavailable store; trying again");
-                    (true, false)
+                    (Some(inner.poll), false)
+                }
+                // The server restarted, ended the session or has no connection to spare: a
+                // claim whose answer was lost may have taken a lease, which expires unused
+                // (its fence is never handed out again). Claim again on a new connection.
+                Err(e) if is_connection_fault(&e) => {
+                    inner.count(|s| s.errors += 1);
+                    tracing::warn!(error = %e, "claiming met a failed database connection; trying again");
+                    (Some(inner.poll.min(RECONNECT_WAIT * 5)), false)
                 }
                 Err(e) => {
                     inner.count(|s| s.errors += 1);
@@ -269,11 +334,12 @@ impl AsyncWorker {
             if none_ready && inner.drain && tasks.is_empty() {
                 break;
             }
-            // Wait for a slot, the poll interval (when idle), or the shutdown.
-            let pause = if idle || free == 0 {
-                inner.poll
-            } else {
-                Duration::ZERO
+            // Wait for a slot, the pause (when idle), or the shutdown.
+            let idle = pause.is_some();
+            let pause = match pause {
+                Some(pause) => pause,
+                None if free == 0 => inner.poll,
+                None => Duration::ZERO,
             };
             tokio::select! {
                 _ = &mut shutdown => break,
@@ -292,25 +358,47 @@ impl AsyncWorker {
         }
         // Past the deadline: every handler still running is told to stop (its future is
         // dropped); outcomes already being written finish, fenced, and are not released.
-        let running: Vec<Key> = lock(&inner.held).keys().cloned().collect();
+        let running: Vec<Key> = lock(&run.held).keys().cloned().collect();
         for k in &running {
-            inner.end(k, Loss::Shutdown);
+            run.end(k, Loss::Shutdown);
         }
         while tasks.join_next().await.is_some() {}
-        let left: Vec<Lease> = lock(&inner.held)
+        let mut left: Vec<Lease> = lock(&run.held)
             .drain()
             .filter(|(_, h)| *h.lost.borrow() == Some(Loss::Shutdown))
             .map(|(_, h)| h.lease)
             .collect();
+        // What a claim in flight at the shutdown took was never started: it goes back too.
+        if let Some(claim) = in_flight {
+            match claim.await.unwrap_or_else(|e| Err(claim_failure(e))) {
+                Ok(leases) => {
+                    inner.count(|s| s.claimed += leases.len() as u64);
+                    left.extend(leases);
+                }
+                Err(e) => {
+                    inner.count(|s| s.errors += 1);
+                    tracing::warn!(error = %e, "the claim in flight at the shutdown failed");
+                }
+            }
+        }
         for lease in left {
             let l = lease.clone();
-            let released = inner
-                .write(move |s| s.release_lease(&l))
-                .await
-                .unwrap_or(false);
-            if released {
-                inner.count(|s| s.released += 1);
-                inner.report(&lease, &JobOutcome::Released);
+            match inner.write(move |s| s.release_lease(&l)).await.answer {
+                Ok(true) => {
+                    inner.count(|s| s.released += 1);
+                    inner.report(&lease, &JobOutcome::Released);
+                }
+                Ok(false) => tracing::warn!(
+                    job_id = %lease.job_id, fence = lease.fence,
+                    "release refused at shutdown: the lease was no longer held"
+                ),
+                Err(e) => {
+                    inner.count(|s| s.errors += 1);
+                    tracing::error!(
+                        job_id = %lease.job_id, fence = lease.fence, error = %e,
+                        "release failed at shutdown; the lease will expire instead"
+                    );
+                }
             }
         }
         let _ = stop_tx.send(true);
@@ -323,106 +411,25 @@ impl AsyncWorker {
     }
 }
 
-/// How often held leases are checked against the clock.
-const EXPIRY_TICK: Duration = Duration::from_millis(20);
-
-/// Gives up, by this process's clock (`offset` puts it on the store's timescale), every held
-/// lease whose end has passed with no renewal granted — a store that does not answer, a host
-/// cut off from it: its handler's `lost` fires and the loss is counted. A task of its own, so
-/// that a heartbeat waiting for the store delays nothing.
-async fn expiry(inner: Arc<Inner>, mut stop: watch::Receiver<bool>, offset: f64) {
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = tokio::time::sleep(EXPIRY_TICK) => {}
-        }
-        let now = Now::system().seconds() + offset;
-        let ended: Vec<Key> = lock(&inner.held)
-            .iter()
-            .filter(|(_, h)| !h.writing && h.lost.borrow().is_none() && now >= h.lease.until)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in ended {
-            if inner.end(&k, Loss::TakenOver) {
-                inner.count(|s| s.lost += 1);
-                tracing::warn!(
-                    job_id = %k.0, fence = k.1,
-                    "the lease ended with no renewal granted; the handler is told"
-                );
-            }
-        }
-    }
+/// Holds a claimed lease in `run` and starts its job's task.
+fn start(run: &Arc<Run>, tasks: &mut JoinSet<()>, lease: Lease) {
+    run.inner.count(|s| s.claimed += 1);
+    let (tx, rx) = watch::channel(None);
+    let job = AsyncJob::new(lease.clone(), rx, run.inner.store.clone());
+    let held = Held {
+        lease,
+        lost: tx,
+        writing: false,
+    };
+    lock(&run.held).insert(key(&held.lease), held);
+    tasks.spawn(run_job(Arc::clone(run), job));
 }
 
-/// Renews every held lease in one store call per tick; a refused one ends that lease, a
-/// granted one runs on from the time it was asked (`offset`: the store's clock).
-async fn heartbeat(inner: Arc<Inner>, mut stop: watch::Receiver<bool>, offset: f64) {
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = tokio::time::sleep(inner.heartbeat) => {}
-        }
-        let leases = inner.to_renew();
-        if leases.is_empty() {
-            continue;
-        }
-        let (batch, ttl) = (leases.clone(), inner.ttl);
-        let asked = Now::system();
-        let answer = inner
-            .store
-            .call(move |s| {
-                let refs: Vec<&Lease> = batch.iter().collect();
-                let taken = s.renew_batch(&refs, asked, ttl)?;
-                // Why each refused one ended: one read each; a read that fails counts as
-                // taken over (as in the blocking worker), never as a reason to keep it.
-                let why: Vec<(Key, u8)> = batch
-                    .iter()
-                    .zip(&taken)
-                    .filter(|(_, ok)| !**ok)
-                    .map(|(lease, _)| {
-                        let reason = s
-                            .database_now()
-                            .map(|now| now.unwrap_or_else(Now::system))
-                            .and_then(|now| s.inspect(lease.job(), now))
-                            .map(|info| loss_reason(info.as_ref(), lease))
-                            .unwrap_or(LOSS_TAKEN_OVER);
-                        (key(lease), reason)
-                    })
-                    .collect();
-                Ok((taken, why))
-            })
-            .await;
-        match answer {
-            Ok((taken, why)) => {
-                let renewed = taken.iter().filter(|ok| **ok).count() as u64;
-                inner.count(|s| s.renewed += renewed);
-                let until = asked.seconds() + offset + ttl.seconds();
-                let mut held = lock(&inner.held);
-                for (lease, _) in leases.iter().zip(&taken).filter(|(_, ok)| **ok) {
-                    if let Some(h) = held.get_mut(&key(lease)) {
-                        h.lease.until = h.lease.until.max(until);
-                    }
-                }
-                drop(held);
-                for (k, reason) in why {
-                    let loss = if reason == LOSS_OPERATOR {
-                        Loss::Operator
-                    } else {
-                        Loss::TakenOver
-                    };
-                    if inner.end(&k, loss) {
-                        inner.count(|s| match loss {
-                            Loss::Operator => s.cancelled += 1,
-                            _ => s.lost += 1,
-                        });
-                    }
-                }
-            }
-            Err(e) => {
-                inner.count(|s| s.errors += 1);
-                tracing::warn!(error = %e, "a heartbeat met a store error; renewing at the next tick");
-            }
-        }
+/// A claim's task that did not finish (it panicked): an error of the claim.
+fn claim_failure(e: tokio::task::JoinError) -> Error {
+    Error::Unsupported {
+        database: "the claim".into(),
+        detail: format!("the call did not finish: {e}"),
     }
 }
 
@@ -446,7 +453,7 @@ mod tests {
     }
 
     /// A held lease of job `id` (fence 1), as the claim loop keeps it; its signal's receiver.
-    fn hold(inner: &Inner, id: &str) -> (Key, watch::Receiver<Option<Loss>>) {
+    fn hold(run: &Run, id: &str) -> (Key, watch::Receiver<Option<Loss>>) {
         let lease = Lease {
             job_id: id.into(),
             queue: "default".into(),
@@ -467,7 +474,7 @@ mod tests {
             lost: tx,
             writing: false,
         };
-        lock(&inner.held).insert(k.clone(), held);
+        lock(&run.held).insert(k.clone(), held);
         (k, rx)
     }
 
@@ -476,7 +483,11 @@ mod tests {
     #[tokio::test]
     async fn a_lease_ends_once_and_never_while_its_outcome_is_written() {
         let (_dir, w) = worker().await;
-        let inner = &w.inner;
+        let run = Run {
+            inner: Arc::clone(&w.inner),
+            held: Mutex::new(HashMap::new()),
+        };
+        let inner = &run;
         let (a, a_rx) = hold(inner, "a");
         assert!(inner.end(&a, Loss::TakenOver));
         assert!(!inner.end(&a, Loss::Shutdown), "already ended");

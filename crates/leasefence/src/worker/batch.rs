@@ -17,7 +17,7 @@ use super::shared::{Shared, Slot, busy_retry, write_retry};
 use super::stats::{JobOutcome, bump};
 use super::sync::lock;
 use crate::store::Store;
-use crate::types::{Failed, Lease, Now, Status};
+use crate::types::{Failed, JobInfo, Lease, Now, Status};
 
 /// The default for [`WorkerBuilder::batch`](crate::WorkerBuilder::batch). Only quick handlers
 /// (under ~80 µs a job) fill it; measured against 32 and 64 in `docs/benchmarks.md`.
@@ -248,7 +248,8 @@ fn release_queued<S: Store>(shared: &Shared<S>, store: &S, jobs: &[Arc<Job>]) {
     }
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+/// The message a panic was raised with (`panic!`'s text), or `(no message)`.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
     panic
         .downcast_ref::<&str>()
         .copied()
@@ -311,8 +312,13 @@ fn completed_earlier<S: Store>(shared: &Shared<S>, store: &S, lease: &Lease, res
     let read = busy_retry(shared, || {
         store.inspect(lease.job(), Now::new(shared.clock_now())?)
     });
-    matches!(read, Ok(Some(job))
-        if job.state.done && job.state.fence == lease.fence && job.state.result.as_deref() == Some(result))
+    matches!(read, Ok(Some(job)) if completed_under(&job, lease, result))
+}
+
+/// Whether `job`, read back, is done under `lease`'s own fence with `result`: the completion
+/// of that lease, stored (the async worker judges its read the same way).
+pub(crate) fn completed_under(job: &JobInfo, lease: &Lease, result: &str) -> bool {
+    job.state.done && job.state.fence == lease.fence && job.state.result.as_deref() == Some(result)
 }
 
 /// How the failure `error` of `lease` was recorded, when a try whose answer was lost with its
@@ -328,19 +334,25 @@ fn failed_earlier<S: Store>(
     let read = busy_retry(shared, || {
         store.inspect(lease.job(), Now::new(shared.clock_now())?)
     });
-    match read {
-        Ok(Some(job))
-            if job.state.fence == lease.fence
-                && job.state.owner.is_none()
-                && job.error.as_deref() == Some(error) =>
-        {
-            Some(match job.status {
-                Status::Dead => Failed::Dead,
-                _ => Failed::Retrying { at: job.not_before },
-            })
-        }
-        _ => None,
+    read.ok()
+        .flatten()
+        .and_then(|job| failed_under(&job, lease, error))
+}
+
+/// How `job`, read back, records the failure `error` of `lease`: no longer leased, still
+/// under the lease's fence, with this error as its last one — ready again later, or dead.
+/// `None` when it does not.
+pub(crate) fn failed_under(job: &JobInfo, lease: &Lease, error: &str) -> Option<Failed> {
+    let recorded = job.state.fence == lease.fence
+        && job.state.owner.is_none()
+        && job.error.as_deref() == Some(error);
+    if !recorded {
+        return None;
     }
+    Some(match job.status {
+        Status::Dead => Failed::Dead,
+        _ => Failed::Retrying { at: job.not_before },
+    })
 }
 
 fn store_error<S>(shared: &Shared<S>, lease: &Lease, op: &str, e: impl Display) -> JobOutcome {

@@ -77,6 +77,11 @@ mod context;
 mod shared;
 
 mod batch;
+// The async worker reads a write whose answer was lost, and names a panic, the same way.
+#[cfg(feature = "async")]
+pub(crate) use batch::{completed_under, failed_under, panic_message};
+#[cfg(feature = "async")]
+pub(crate) use shared::{RECONNECT_WAIT, is_connection_fault};
 mod heartbeat;
 
 #[cfg(feature = "cron")]

@@ -24,13 +24,13 @@ const BUSY_RETRIES: u32 = 3;
 
 /// How long a worker waits before trying again a call whose connection to the database
 /// server failed (lost during the call, or none could be made).
-pub(super) const RECONNECT_WAIT: Duration = Duration::from_millis(100);
+pub(crate) const RECONNECT_WAIT: Duration = Duration::from_millis(100);
 
 /// Whether `error` is a fault of the connection to a database server — lost during the call
 /// (a restart, `pg_terminate_backend`, a network failure) or none could be made (the server
 /// is down, or out of connections) — rather than an answer about the call. A worker waits and
 /// tries again on a new connection instead of stopping.
-pub(super) fn is_connection_fault(error: &Error) -> bool {
+pub(crate) fn is_connection_fault(error: &Error) -> bool {
     matches!(
         error,
         Error::ConnectionLost { .. } | Error::CannotConnect { .. }

@@ -1,0 +1,490 @@
+//! The async worker under store faults, as the blocking worker meets them: a shutdown while a
+//! claim waits on a locked store, connections lost while claiming and while writing an
+//! outcome (PostgreSQL), a busy spell shorter than the ttl; two runs of one worker; a panic's
+//! record. Each case reads the outcome back through an independent connection.
+
+use std::time::{Duration, Instant};
+
+use leasefence::postgres::{Client, NoTls};
+use leasefence::{
+    AsyncJob, AsyncOptions, AsyncStore, AsyncWorker, JobOutcome, NewJob, SqliteOptions,
+    SqliteStore, Store, WorkerStats,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::common::{Db, PgDb, Probe};
+use crate::reconnect::named_url;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+/// Sends the instant it is dropped: tells the test the handler's future was dropped.
+struct DropSignal(mpsc::UnboundedSender<Instant>);
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        let _ = self.0.send(Instant::now());
+    }
+}
+
+/// Locks `schema.jobs` from a connection of the test's own, waits until `n` sessions named
+/// `app` are blocked on it, terminates them (ConnectionLost mid-call), then commits.
+fn cut_blocked_sessions(url: &str, schema: &str, app: &str, n: i64) -> i64 {
+    cut_blocked_sessions_then(url, schema, app, n, || ())
+}
+
+/// [`cut_blocked_sessions`], calling `locked` once the lock is held.
+fn cut_blocked_sessions_then(
+    url: &str,
+    schema: &str,
+    app: &str,
+    n: i64,
+    locked: impl FnOnce(),
+) -> i64 {
+    let mut holder = Client::connect(url, NoTls).unwrap();
+    holder
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE {schema}.jobs IN ACCESS EXCLUSIVE MODE"
+        ))
+        .unwrap();
+    locked();
+    let mut admin = Client::connect(url, NoTls).unwrap();
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
+    let start = Instant::now();
+    while admin.query_one(waiting, &[&app]).unwrap().get::<_, i64>(0) < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no session of {app} blocked"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let ended = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1 AND wait_event_type = 'Lock'",
+            &[&app],
+        )
+        .unwrap()
+        .len() as i64;
+    holder.batch_execute("COMMIT").unwrap();
+    ended
+}
+
+/// D1. The shutdown deadline is not kept while the claim loop waits on the store: the
+/// handler runs on until the store answers (here 20 s), not 200 ms after shutdown is asked.
+#[test]
+fn the_shutdown_deadline_is_kept_while_a_claim_waits_on_a_locked_store() {
+    let db = Db::new();
+    SqliteStore::open(&db.path)
+        .unwrap()
+        .enqueue_job(NewJob::new("long").unwrap())
+        .unwrap();
+    rt().block_on(async {
+        let options =
+            AsyncOptions::new().sqlite(SqliteOptions::new().busy_timeout(Duration::from_secs(20)));
+        let store = AsyncStore::open(db.path.to_str().unwrap(), options)
+            .await
+            .unwrap();
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let (dropped_tx, mut dropped) = mpsc::unbounded_channel();
+        let w = AsyncWorker::builder(store)
+            .owner("async-sd")
+            .concurrency(2) // a free slot: the claim loop keeps polling
+            .ttl(60.0)
+            .poll_interval(Duration::from_millis(20))
+            .shutdown_deadline(Duration::from_millis(200))
+            .build(move |_job: AsyncJob| {
+                let (s, d) = (started_tx.clone(), dropped_tx.clone());
+                async move {
+                    let _guard = DropSignal(d);
+                    let _ = s.send(());
+                    std::future::pending::<()>().await;
+                    Ok(String::new())
+                }
+            })
+            .unwrap();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let run = tokio::spawn(async move {
+            w.run(async {
+                let _ = stop_rx.await;
+            })
+            .await
+        });
+        tokio::time::timeout(Duration::from_secs(10), started.recv())
+            .await
+            .unwrap();
+        // Another connection holds the write lock: the next claim waits for it (up to 20 s).
+        let lock = db.raw();
+        lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        stop_tx.send(()).unwrap();
+        let asked = Instant::now();
+        let told = tokio::time::timeout(Duration::from_secs(5), dropped.recv()).await;
+        let waited = asked.elapsed();
+        lock.execute_batch("ROLLBACK").unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(60), run).await;
+        assert!(
+            told.is_ok(),
+            "the handler was still running {waited:?} after a shutdown with a 200 ms deadline"
+        );
+    });
+}
+
+/// D2 (PostgreSQL). A claim whose session is terminated (ConnectionLost) ends the async run
+/// with an error; the blocking worker (reconnect::claims_whose_connection_is_lost_…) claims
+/// again on a new connection and goes on.
+#[test]
+fn a_claim_whose_connection_is_lost_is_made_again_on_a_new_one() {
+    let Some(db) = PgDb::new() else { return };
+    let app = format!("{}_arun", db.schema);
+    let url = named_url(&db.url, &app);
+    rt().block_on(async {
+        let options = AsyncOptions::new().postgres(db.options().database_clock(true));
+        let store = AsyncStore::open(&url, options).await.unwrap();
+        let w = AsyncWorker::builder(store)
+            .owner("async-pg")
+            .poll_interval(Duration::from_millis(20))
+            .build(|job: AsyncJob| async move { Ok(format!("{} done", job.job_id())) })
+            .unwrap();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let w2 = w.clone();
+        let mut run = tokio::spawn(async move {
+            w2.run(async {
+                let _ = stop_rx.await;
+            })
+            .await
+        });
+        let (u, s, a) = (db.url.clone(), db.schema.clone(), app.clone());
+        let ended = tokio::task::spawn_blocking(move || cut_blocked_sessions(&u, &s, &a, 1))
+            .await
+            .unwrap();
+        assert!(ended >= 1);
+        blocking(|| db.store().enqueue_job(NewJob::new("after").unwrap())).unwrap();
+        // The worker should go on and complete the job.
+        let early = tokio::time::timeout(Duration::from_secs(5), &mut run).await;
+        if let Ok(ended_run) = early {
+            panic!(
+                "the run ended after a lost connection: {:?}",
+                ended_run.unwrap()
+            );
+        }
+        let row = blocking(|| db.row("after")).unwrap();
+        assert_eq!(row.result.as_deref(), Some("after done"), "{row:?}");
+        stop_tx.send(()).unwrap();
+        run.await.unwrap().unwrap();
+    });
+}
+
+/// D3 (PostgreSQL). An outcome write whose session is terminated (ConnectionLost) is not
+/// tried again: the result is lost (StoreError) and the lease left held until it expires. The
+/// blocking worker retries on a new connection (write_retry) and stores it.
+#[test]
+fn a_completion_whose_connection_is_lost_is_stored_on_a_new_one() {
+    let Some(db) = PgDb::new() else { return };
+    let app = format!("{}_awr", db.schema);
+    let url = named_url(&db.url, &app);
+    blocking_enqueue(&db.store(), "w");
+    rt().block_on(async {
+        let options = AsyncOptions::new().postgres(db.options().database_clock(true));
+        let store = AsyncStore::open(&url, options).await.unwrap();
+        let (go_tx, go) = tokio::sync::watch::channel(false);
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let (out_tx, mut outcomes) = mpsc::unbounded_channel();
+        let w = AsyncWorker::builder(store)
+            .owner("async-pg")
+            .ttl(60.0) // no heartbeat during the case
+            .poll_interval(Duration::from_millis(20))
+            .on_outcome(move |_, o| {
+                let _ = out_tx.send(o.clone());
+            })
+            .build(move |job: AsyncJob| {
+                let (mut go, started) = (go.clone(), started_tx.clone());
+                async move {
+                    let _ = started.send(());
+                    let _ = go.wait_for(|g| *g).await;
+                    Ok(format!("{} done", job.job_id()))
+                }
+            })
+            .unwrap();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let w2 = w.clone();
+        let run = tokio::spawn(async move {
+            w2.run(async {
+                let _ = stop_rx.await;
+            })
+            .await
+        });
+        tokio::time::timeout(Duration::from_secs(10), started.recv())
+            .await
+            .unwrap();
+        let (u, s, a) = (db.url.clone(), db.schema.clone(), app.clone());
+        // concurrency 1, slot full: the only store call now is the completion.
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let cutter = tokio::task::spawn_blocking(move || {
+            cut_blocked_sessions_then(&u, &s, &a, 1, move || locked_tx.send(()).unwrap())
+        });
+        blocking(|| locked_rx.recv().unwrap());
+        go_tx.send(true).unwrap(); // the handler returns: its completion waits on the lock
+        assert_eq!(cutter.await.unwrap(), 1);
+        let outcome = tokio::time::timeout(Duration::from_secs(60), outcomes.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        stop_tx.send(()).unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(20), run).await;
+        let row = blocking(|| db.row("w")).unwrap();
+        assert_eq!(
+            (outcome, row.result.as_deref(), row.done),
+            (JobOutcome::Completed, Some("w done"), 1),
+            "{row:?}"
+        );
+    });
+}
+
+fn blocking_enqueue(store: &dyn Store, id: &str) {
+    assert!(store.enqueue_job(NewJob::new(id).unwrap()).unwrap());
+}
+
+/// D4. A renewal that meets a busy store is tried again only a whole heartbeat later: with the
+/// default heartbeat (a third of the ttl), a lock held for less than the ttl (1 s of a 1.5 s
+/// lease, the store free again 0.3 s before the lease's end) loses the lease and the result.
+/// The blocking worker retries a failed renewal on its next 10 ms tick (guide, step 2).
+#[test]
+fn a_busy_spell_shorter_than_the_ttl_does_not_lose_the_lease() {
+    let db = Db::new();
+    SqliteStore::open(&db.path)
+        .unwrap()
+        .enqueue_job(NewJob::new("b").unwrap())
+        .unwrap();
+    let stats: WorkerStats = rt().block_on(async {
+        let options = AsyncOptions::new()
+            .sqlite(SqliteOptions::new().busy_timeout(Duration::from_millis(50)));
+        let store = AsyncStore::open(db.path.to_str().unwrap(), options)
+            .await
+            .unwrap();
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let w = AsyncWorker::builder(store)
+            .owner("async-busy")
+            .ttl(1.5) // default heartbeat_fraction: renewals every 0.5 s
+            .poll_interval(Duration::from_millis(20))
+            .drain(true)
+            .build(move |_job: AsyncJob| {
+                let started = started_tx.clone();
+                async move {
+                    let _ = started.send(());
+                    tokio::time::sleep(Duration::from_millis(2500)).await;
+                    Ok("kept".to_owned())
+                }
+            })
+            .unwrap();
+        let w2 = w.clone();
+        let run = tokio::spawn(async move { w2.run(std::future::pending()).await });
+        tokio::time::timeout(Duration::from_secs(10), started.recv())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let lock = db.raw();
+        lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+        tokio::time::sleep(Duration::from_millis(1000)).await; // until ~1.2 s of 1.5 s
+        lock.execute_batch("ROLLBACK").unwrap();
+        tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+    });
+    let row = db.row("b").unwrap();
+    assert_eq!(
+        (row.result.as_deref(), row.fence, stats.claimed, stats.lost),
+        (Some("kept"), 1, 1, 0),
+        "{stats:?} {row:?}"
+    );
+}
+
+/// D4, the blocking worker under the same busy spell: it keeps the lease (passes).
+#[test]
+fn the_blocking_worker_too_keeps_its_lease_through_a_busy_spell() {
+    let db = Db::new();
+    SqliteStore::open(&db.path)
+        .unwrap()
+        .enqueue_job(NewJob::new("b").unwrap())
+        .unwrap();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let w = leasefence::Worker::sqlite_with(
+        &db.path,
+        SqliteOptions::new().busy_timeout(Duration::from_millis(50)),
+    )
+    .ttl(1.5)
+    .poll_interval(Duration::from_millis(20))
+    .drain(true)
+    .build(move |_ctx| {
+        let _ = started_tx.send(());
+        std::thread::sleep(Duration::from_millis(2500));
+        Ok("kept".to_owned())
+    })
+    .unwrap();
+    let run = std::thread::spawn(move || w.run());
+    started.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let lock = db.raw();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    lock.execute_batch("ROLLBACK").unwrap();
+    let stats = run.join().unwrap().unwrap();
+    let row = db.row("b").unwrap();
+    assert_eq!(
+        (row.result.as_deref(), row.fence, stats.claimed, stats.lost),
+        (Some("kept"), 1, 1, 0),
+        "{stats:?} {row:?}"
+    );
+}
+
+/// D5. `AsyncWorker` is `Clone` and `run(&self)`: two runs of one worker share its held
+/// leases, so shutting one run down (deadline 0) drops the *other* run's handler and releases
+/// its lease, though that run was never asked to stop.
+#[test]
+fn stopping_one_run_leaves_another_runs_jobs_alone() {
+    let db = Db::new();
+    let sync = SqliteStore::open(&db.path).unwrap();
+    rt().block_on(async {
+        let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
+            .await
+            .unwrap();
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let (dropped_tx, mut dropped) = mpsc::unbounded_channel();
+        let w = AsyncWorker::builder(store)
+            .owner("async-two")
+            .ttl(60.0)
+            .poll_interval(Duration::from_millis(20))
+            .shutdown_deadline(Duration::ZERO)
+            .build(move |job: AsyncJob| {
+                let (s, d) = (started_tx.clone(), dropped_tx.clone());
+                async move {
+                    let _guard = DropSignal(d);
+                    let _ = s.send(job.job_id().to_owned());
+                    std::future::pending::<()>().await;
+                    Ok(String::new())
+                }
+            })
+            .unwrap();
+        // Run A claims job "a"; then run B starts and claims "b".
+        blocking(|| blocking_enqueue(&sync, "a"));
+        let (stop_a, stopped_a) = oneshot::channel::<()>();
+        let wa = w.clone();
+        let run_a = tokio::spawn(async move {
+            wa.run(async {
+                let _ = stopped_a.await;
+            })
+            .await
+        });
+        assert_eq!(started.recv().await.unwrap(), "a");
+        blocking(|| blocking_enqueue(&sync, "b"));
+        let wb = w.clone();
+        let (stop_b, stopped_b) = oneshot::channel::<()>();
+        let run_b = tokio::spawn(async move {
+            wb.run(async {
+                let _ = stopped_b.await;
+            })
+            .await
+        });
+        assert_eq!(started.recv().await.unwrap(), "b");
+        // Stop A only.
+        stop_a.send(()).unwrap();
+        run_a.await.unwrap().unwrap();
+        let _first = dropped.recv().await; // A's own handler
+        let second = tokio::time::timeout(Duration::from_millis(500), dropped.recv()).await;
+        let b_row = blocking(|| db.row("b")).unwrap();
+        stop_b.send(()).unwrap();
+        let _ = run_b.await;
+        assert!(
+            second.is_err() && b_row.owner.as_deref() == Some("async-two"),
+            "B's handler dropped by A's shutdown: {}; B's job as stored: {b_row:?}",
+            second.is_ok()
+        );
+    });
+}
+
+/// D1, the blocking worker under the same locked store: its handler is told at the deadline
+/// (passes).
+#[test]
+fn the_blocking_worker_too_keeps_the_deadline_while_a_claim_waits() {
+    let db = Db::new();
+    SqliteStore::open(&db.path)
+        .unwrap()
+        .enqueue_job(NewJob::new("long").unwrap())
+        .unwrap();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (told_tx, told) = std::sync::mpsc::channel();
+    let w = leasefence::Worker::sqlite_with(
+        &db.path,
+        SqliteOptions::new().busy_timeout(Duration::from_secs(20)),
+    )
+    .concurrency(2)
+    .ttl(60.0)
+    .poll_interval(Duration::from_millis(20))
+    .shutdown_deadline(Duration::from_millis(200))
+    .build(move |ctx| {
+        let _ = started_tx.send(());
+        ctx.token().wait();
+        let _ = told_tx.send(Instant::now());
+        Ok(String::new())
+    })
+    .unwrap();
+    let handle = w.shutdown_handle();
+    let run = std::thread::spawn(move || w.run());
+    started.recv().unwrap();
+    let lock = db.raw();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    handle.shutdown();
+    let asked = Instant::now();
+    let got = told.recv_timeout(Duration::from_secs(5));
+    let waited = asked.elapsed();
+    lock.execute_batch("ROLLBACK").unwrap();
+    let _ = run.join();
+    assert!(got.is_ok(), "still running {waited:?} after shutdown");
+}
+
+/// D6. A panicking async handler's failure is stored as
+/// `the handler panicked: task 12 panicked with message "handler bug"` (tokio's JoinError,
+/// with a per-process task id) instead of the blocking worker's `handler panicked: handler bug`.
+#[test]
+fn a_panic_is_recorded_as_the_blocking_worker_records_it() {
+    let db = Db::new();
+    SqliteStore::open(&db.path)
+        .unwrap()
+        .enqueue_job(NewJob::new("boom").unwrap().max_attempts(1))
+        .unwrap();
+    rt().block_on(async {
+        let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
+            .await
+            .unwrap();
+        let w = AsyncWorker::builder(store)
+            .drain(true)
+            .poll_interval(Duration::from_millis(20))
+            .build(
+                |_job: AsyncJob| async move { std::panic::resume_unwind(Box::new("handler bug")) },
+            )
+            .unwrap();
+        let stats = w.run(std::future::pending()).await.unwrap();
+        assert_eq!(stats.dead, 1);
+    });
+    let sync = SqliteStore::open(&db.path).unwrap();
+    let info = sync
+        .inspect(
+            leasefence::JobId::new("boom").unwrap(),
+            leasefence::Now::system(),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(info.error.as_deref(), Some("handler panicked: handler bug"));
+}
