@@ -79,15 +79,21 @@ fn cut_blocked_sessions_then(
     ended
 }
 
-/// D1. The shutdown deadline is not kept while the claim loop waits on the store: the
-/// handler runs on until the store answers (here 20 s), not 200 ms after shutdown is asked.
+/// The shutdown deadline runs while a claim waits on a locked store: the running handler is
+/// told 200 ms after the shutdown, not once the store answers (here up to 20 s). What that
+/// claim takes once the lock goes — a job whose queue the lock's own transaction resumed —
+/// was never started and is given back, fence kept.
 #[test]
 fn the_shutdown_deadline_is_kept_while_a_claim_waits_on_a_locked_store() {
     let db = Db::new();
-    SqliteStore::open(&db.path)
-        .unwrap()
-        .enqueue_job(NewJob::new("long").unwrap())
+    let sync = SqliteStore::open(&db.path).unwrap();
+    sync.enqueue_job(NewJob::new("long").unwrap()).unwrap();
+    // In a paused queue until the lock's transaction resumes it: the claim in flight at the
+    // shutdown takes it.
+    let later = leasefence::Queue::new("later").unwrap();
+    sync.enqueue_job(NewJob::new("due").unwrap().queue("later").unwrap())
         .unwrap();
+    assert!(sync.pause(&later).unwrap());
     rt().block_on(async {
         let options =
             AsyncOptions::new().sqlite(SqliteOptions::new().busy_timeout(Duration::from_secs(20)));
@@ -124,24 +130,35 @@ fn the_shutdown_deadline_is_kept_while_a_claim_waits_on_a_locked_store() {
             .unwrap();
         // Another connection holds the write lock: the next claim waits for it (up to 20 s).
         let lock = db.raw();
-        lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+        lock.execute_batch("BEGIN IMMEDIATE; UPDATE queues SET paused = 0 WHERE name = 'later'")
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         stop_tx.send(()).unwrap();
         let asked = Instant::now();
         let told = tokio::time::timeout(Duration::from_secs(5), dropped.recv()).await;
         let waited = asked.elapsed();
-        lock.execute_batch("ROLLBACK").unwrap();
-        let _ = tokio::time::timeout(Duration::from_secs(60), run).await;
+        // The claim still waits; once the lock goes it takes `due`, which goes back.
+        lock.execute_batch("COMMIT").unwrap();
+        let stats = tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         assert!(
             told.is_ok(),
             "the handler was still running {waited:?} after a shutdown with a 200 ms deadline"
         );
+        assert_eq!((stats.claimed, stats.released), (2, 2), "{stats:?}");
     });
+    for id in ["long", "due"] {
+        let row = db.row(id).unwrap();
+        assert_eq!((row.owner, row.fence, row.done), (None, 1, 0), "{id}");
+    }
 }
 
-/// D2 (PostgreSQL). A claim whose session is terminated (ConnectionLost) ends the async run
-/// with an error; the blocking worker (reconnect::claims_whose_connection_is_lost_…) claims
-/// again on a new connection and goes on.
+/// A claim whose session is terminated (ConnectionLost, PostgreSQL) does not end the run:
+/// the worker claims again on a new connection and goes on, as the blocking worker does
+/// (`reconnect::claims_whose_connection_is_lost_…`).
 #[test]
 fn a_claim_whose_connection_is_lost_is_made_again_on_a_new_one() {
     let Some(db) = PgDb::new() else { return };
@@ -184,9 +201,9 @@ fn a_claim_whose_connection_is_lost_is_made_again_on_a_new_one() {
     });
 }
 
-/// D3 (PostgreSQL). An outcome write whose session is terminated (ConnectionLost) is not
-/// tried again: the result is lost (StoreError) and the lease left held until it expires. The
-/// blocking worker retries on a new connection (write_retry) and stores it.
+/// A completion whose session is terminated while it waits on a lock (ConnectionLost,
+/// PostgreSQL) is tried again on a new connection and stored — not lost as a store error with
+/// the lease left held until it expires — as the blocking worker's `write_retry` does.
 #[test]
 fn a_completion_whose_connection_is_lost_is_stored_on_a_new_one() {
     let Some(db) = PgDb::new() else { return };
@@ -254,10 +271,10 @@ fn blocking_enqueue(store: &dyn Store, id: &str) {
     assert!(store.enqueue_job(NewJob::new(id).unwrap()).unwrap());
 }
 
-/// D4. A renewal that meets a busy store is tried again only a whole heartbeat later: with the
-/// default heartbeat (a third of the ttl), a lock held for less than the ttl (1 s of a 1.5 s
-/// lease, the store free again 0.3 s before the lease's end) loses the lease and the result.
-/// The blocking worker retries a failed renewal on its next 10 ms tick (guide, step 2).
+/// A renewal that meets a busy store is tried again at once, not a whole heartbeat (a third
+/// of the ttl) later: a lock held for less than the ttl (1 s of a 1.5 s lease, the store free
+/// again 0.3 s before the lease's end) costs neither the lease nor the result, as with the
+/// blocking worker, which retries on its next 10 ms tick (guide, step 2).
 #[test]
 fn a_busy_spell_shorter_than_the_ttl_does_not_lose_the_lease() {
     let db = Db::new();
@@ -310,7 +327,7 @@ fn a_busy_spell_shorter_than_the_ttl_does_not_lose_the_lease() {
     );
 }
 
-/// D4, the blocking worker under the same busy spell: it keeps the lease (passes).
+/// The blocking worker under the same busy spell keeps its lease too.
 #[test]
 fn the_blocking_worker_too_keeps_its_lease_through_a_busy_spell() {
     let db = Db::new();
@@ -348,9 +365,8 @@ fn the_blocking_worker_too_keeps_its_lease_through_a_busy_spell() {
     );
 }
 
-/// D5. `AsyncWorker` is `Clone` and `run(&self)`: two runs of one worker share its held
-/// leases, so shutting one run down (deadline 0) drops the *other* run's handler and releases
-/// its lease, though that run was never asked to stop.
+/// `AsyncWorker` is `Clone` and `run(&self)`: each run holds its own leases, so shutting one
+/// run down (deadline 0) neither drops the other run's handler nor releases its lease.
 #[test]
 fn stopping_one_run_leaves_another_runs_jobs_alone() {
     let db = Db::new();
@@ -413,8 +429,7 @@ fn stopping_one_run_leaves_another_runs_jobs_alone() {
     });
 }
 
-/// D1, the blocking worker under the same locked store: its handler is told at the deadline
-/// (passes).
+/// The blocking worker under the same locked store tells its handler at the deadline too.
 #[test]
 fn the_blocking_worker_too_keeps_the_deadline_while_a_claim_waits() {
     let db = Db::new();
@@ -454,9 +469,8 @@ fn the_blocking_worker_too_keeps_the_deadline_while_a_claim_waits() {
     assert!(got.is_ok(), "still running {waited:?} after shutdown");
 }
 
-/// D6. A panicking async handler's failure is stored as
-/// `the handler panicked: task 12 panicked with message "handler bug"` (tokio's JoinError,
-/// with a per-process task id) instead of the blocking worker's `handler panicked: handler bug`.
+/// A panicking async handler's failure is stored as the blocking worker stores it
+/// (`handler panicked: handler bug`), not as tokio's join error with its per-process task id.
 #[test]
 fn a_panic_is_recorded_as_the_blocking_worker_records_it() {
     let db = Db::new();
