@@ -219,30 +219,40 @@ class Worker:
     def run(self, *, handle_signals: bool = True) -> WorkerStats:
         """Runs until shut down (or, with ``drain=True``, until nothing is ready) and returns
         the counters. With ``handle_signals`` (and on the main thread) SIGTERM and SIGINT shut
-        it down gracefully, a second one at once; the previous handlers are restored after."""
+        it down gracefully, a second one at once; the previous handlers are restored afterwards,
+        also when it fails (a signal whose handler was installed by C code, which
+        ``signal.getsignal`` reports as ``None``, is left to that handler)."""
         previous: Dict[int, Any] = {}
-        if handle_signals and threading.current_thread() is threading.main_thread():
-            signals_seen = [0]
-
-            def on_signal(signum: int, frame: Any) -> None:
-                signals_seen[0] += 1
-                if signals_seen[0] == 1:
-                    self._native.shutdown()
-                else:
-                    self._native.shutdown_now()
-
-            for stop in (signal.SIGTERM, signal.SIGINT):
-                previous[stop] = signal.signal(stop, on_signal)
-        self._native.start()
         try:
-            # Short GIL-free waits, so that Python runs its signal handlers in between.
-            while not self._native.wait(0.05):
-                pass
-        except BaseException:
-            self._native.shutdown_now()
-            self._native.join()
-            raise
+            if handle_signals and threading.current_thread() is threading.main_thread():
+                signals_seen = [0]
+
+                def on_signal(signum: int, frame: Any) -> None:
+                    signals_seen[0] += 1
+                    if signals_seen[0] == 1:
+                        self._native.shutdown()
+                    else:
+                        self._native.shutdown_now()
+
+                for stop in (signal.SIGTERM, signal.SIGINT):
+                    old = signal.getsignal(stop)
+                    # None: a handler installed by C code, which Python could not put back;
+                    # that signal is left to it.
+                    if old is not None:
+                        signal.signal(stop, on_signal)
+                        previous[stop] = old
+            self._native.start()
+            try:
+                # Short GIL-free waits, so that Python runs its signal handlers in between.
+                while not self._native.wait(0.05):
+                    pass
+            except BaseException:
+                self._native.shutdown_now()
+                self._native.join()
+                raise
         finally:
+            # Restored in every case, a failed start() included: Ctrl-C must not be left
+            # calling shutdown() on a worker that is no longer running.
             for signum, old in previous.items():
                 signal.signal(signum, old)
         return self._native.join()

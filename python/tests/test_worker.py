@@ -187,6 +187,39 @@ def test_a_worker_runs_once(tmp_path: Path):
         worker.run()
 
 
+def test_run_restores_the_signal_handlers_even_when_it_fails(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    worker = Worker(path, lambda job: "x", drain=True)
+    worker.run()
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    try:
+        with pytest.raises(leasefence.InvalidArgument):
+            worker.run()  # start() fails: "was already run"
+        after = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
+    # Else Ctrl-C would call shutdown() on a finished worker instead of raising KeyboardInterrupt.
+    assert after == before
+
+
+def test_run_leaves_a_signal_handled_by_c_code_alone(tmp_path: Path, monkeypatch):
+    # signal.getsignal() is None for a handler installed by C code: Python cannot put it back,
+    # so run() must not take that signal over (restoring None would raise a TypeError).
+    real_getsignal, real_signal = signal.getsignal, signal.signal
+    monkeypatch.setattr(
+        signal, "getsignal", lambda s: None if s == signal.SIGTERM else real_getsignal(s)
+    )
+    installed = []
+    monkeypatch.setattr(signal, "signal", lambda s, h: (installed.append(s), real_signal(s, h))[1])
+    before = real_getsignal(signal.SIGINT)
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue("j")
+    assert Worker(path, lambda job: "x", drain=True).run().completed == 1
+    assert installed == [signal.SIGINT, signal.SIGINT]  # taken over, then restored
+    assert real_getsignal(signal.SIGINT) is before
+
+
 WORKER_SCRIPT = textwrap.dedent(
     """
     import sys, leasefence
