@@ -127,9 +127,16 @@ def claim_many(
     fence and all others ``None``.
 
     Every owner's arguments are checked before any thread starts: a bad one raises
-    :class:`InvalidArgument` (a ``ValueError``) and nothing changes. Otherwise the first error
+    :class:`InvalidArgument` (a ``ValueError``) and nothing changes. ``owners`` is a list (any
+    iterable) of names; a single ``str`` is a ``TypeError`` naming ``owners``. Otherwise the first error
     any thread met, in input order, is raised once all have finished.
     """
+    if isinstance(owners, (str, bytes)):
+        # A str is iterable: it would claim under each of its characters.
+        raise TypeError(
+            "invalid argument `owners`: must be a list of owner names, not a single "
+            f"{type(owners).__name__}; pass [owner]"
+        )
     owners = list(owners)
     for owner in owners:
         _native.check_claim_args(job_id, owner, now, ttl)

@@ -464,6 +464,15 @@ def test_claim_many_with_a_bad_ttl_raises_value_error_and_claims_nothing(db: Pat
     assert read_row(db, "j") == ("j", None, 0.0, 0, None, 0)
 
 
+def test_claim_many_refuses_a_single_owner_string(db: Path):
+    leasefence.enqueue(db, "j")
+    with pytest.raises(TypeError) as err:
+        leasefence.claim_many(db, "j", "worker", 0.0, 10.0)  # type: ignore[arg-type]
+    assert "`owners`" in str(err.value)
+    # Nothing claimed: not under "w", "o", "r", …
+    assert read_row(db, "j") == ("j", None, 0.0, 0, None, 0)
+
+
 def test_claim_many_of_no_owners_is_an_empty_list(db: Path):
     leasefence.enqueue(db, "j")
     assert leasefence.claim_many(db, "j", [], 0.0, 1.0) == []
