@@ -141,6 +141,7 @@ def claim_many(
     for owner in owners:
         _native.check_claim_args(job_id, owner, now, ttl)
     if not owners:
+        _native.check_claim_args(job_id, None, now, ttl)  # bad arguments are bad without owners
         return []
     path = os.fspath(path)
     barrier = threading.Barrier(len(owners))

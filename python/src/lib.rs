@@ -115,12 +115,21 @@ fn release(
 }
 
 /// Checks `claim`'s arguments as `claim` does, touching no database: `claim_many` checks every
-/// owner's before any thread starts, so a bad one changes nothing.
+/// owner's before any thread starts, so a bad one changes nothing, and with no owner at all
+/// (`owner=None`) still checks the others.
 #[pyfunction]
-fn check_claim_args(py: Python<'_>, job_id: &str, owner: &str, now: f64, ttl: f64) -> PyResult<()> {
+fn check_claim_args(
+    py: Python<'_>,
+    job_id: &str,
+    owner: Option<&str>,
+    now: f64,
+    ttl: f64,
+) -> PyResult<()> {
     let check = || -> leasefence::Result<()> {
         leasefence::JobId::new(job_id)?;
-        leasefence::Owner::new(owner)?;
+        if let Some(owner) = owner {
+            leasefence::Owner::new(owner)?;
+        }
         let now = leasefence::Now::new(now)?;
         leasefence::Ttl::new(ttl)?.until(now)?;
         Ok(())

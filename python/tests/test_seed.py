@@ -478,6 +478,16 @@ def test_claim_many_of_no_owners_is_an_empty_list(db: Path):
     assert leasefence.claim_many(db, "j", [], 0.0, 1.0) == []
 
 
+@pytest.mark.parametrize(
+    "job_id, now, ttl, name",
+    [("", 0.0, 1.0, "job_id"), ("j", float("nan"), 1.0, "now"), ("j", 0.0, -1.0, "ttl")],
+)
+def test_claim_many_of_no_owners_still_checks_its_arguments(db: Path, job_id, now, ttl, name):
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        leasefence.claim_many(db, job_id, [], now, ttl)
+    assert err.value.argument == name, str(err.value)
+
+
 def test_claim_many_uses_a_thread_pool_executor(db: Path, monkeypatch):
     import concurrent.futures
 
