@@ -540,7 +540,7 @@ impl Store {
         now: Option<f64>,
     ) -> PyResult<Vec<JobInfo>> {
         let status = status.map(Status::parse).transpose().py(py)?;
-        let after = after.map(JobId::new).transpose().py(py)?;
+        let after = renamed(after.map(JobId::new).transpose(), &[("job_id", "after")]).py(py)?;
         let now = now_or_system(py, now)?;
         let jobs = self.with(py, |s| s.list(now, status, after, limit))?;
         Ok(jobs.into_iter().map(|job| JobInfo::new(py, job)).collect())

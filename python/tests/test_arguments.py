@@ -293,3 +293,11 @@ def test_a_lease_built_by_hand_is_checked_like_any_input():
         with pytest.raises(leasefence.InvalidArgument) as err:
             leasefence.Lease(**fields)
         assert err.value.argument == name, (kwargs, str(err.value))
+
+
+def test_list_names_after(store: Store):
+    store.enqueue("j")
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        store.list(after="")
+    assert err.value.argument == "after", str(err.value)
+    assert "`after`" in str(err.value)
