@@ -63,7 +63,7 @@ converters! {
     fence: i64 = "fence", "must be a fence from -2**63 to 2**63 - 1";
     concurrency: usize = "concurrency", "must be a number of threads from 1 to 2**63 - 1";
     batch: usize = "batch", "must be a number of jobs from 1 to 2**63 - 1";
-    attempt: u32 = "attempt", "must be an attempt number up to 2**32 - 1";
+    attempt: u32 = "attempt", "must be an attempt number from 1 to 2**32 - 1";
 }
 
 optional! {

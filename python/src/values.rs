@@ -81,6 +81,16 @@ impl Lease {
             leasefence::JobId::new(&job_id)?;
             leasefence::Owner::new(&owner)?;
             leasefence::Queue::new(queue.clone())?;
+            if let Some(kind) = &kind {
+                // Checked exactly as a job's kind is when it is enqueued.
+                leasefence::NewJob::new(job_id.clone())?.kind(kind.clone())?;
+            }
+            if attempt == 0 {
+                return Err(leasefence::Error::InvalidArgument {
+                    argument: "attempt",
+                    reason: "must be an attempt number from 1 (the first run is 1), got 0".into(),
+                });
+            }
             if !until.is_finite() {
                 return Err(leasefence::Error::InvalidArgument {
                     argument: "until",

@@ -286,6 +286,9 @@ def test_a_lease_built_by_hand_is_checked_like_any_input():
         ({"priority": 2**63}, "priority"),
         ({"max_attempts": -1}, "max_attempts"),
         ({"attempt": -1}, "attempt"),
+        ({"attempt": 0}, "attempt"),
+        ({"kind": ""}, "kind"),
+        ({"kind": "a\nb"}, "kind"),
         ({"fence": 2**64}, "fence"),
         ({"queue": ""}, "queue"),
     ]:
