@@ -6,6 +6,10 @@
 //!
 //! Each argument has a converter of its own (PyO3's `from_py_with` passes none the name); any
 //! object with `__index__` counts as an integer, as it does for Python's own `range()`.
+//!
+//! Float arguments (seconds, clock readings) too: an `int` too large for a float
+//! (`ttl=10**400`) is an `InvalidArgument` naming the argument, where PyO3 would raise a bare
+//! `OverflowError` ("int too large to convert to float").
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
@@ -33,6 +37,47 @@ fn integer<T: TryFrom<i64>>(
         }
     };
     T::try_from(wide).map_err(|_| invalid(py, name, &format!("{range}, got {wide}")))
+}
+
+/// `value` as an `f64`, or an `InvalidArgument` naming `name` for an `int` too large for one.
+/// Other values (NaN, negative) pass: each argument's own check judges them.
+fn float(value: &Bound<'_, PyAny>, name: &'static str) -> PyResult<f64> {
+    let py = value.py();
+    value.extract::<f64>().map_err(|e| {
+        if e.is_instance_of::<PyOverflowError>(py) {
+            invalid(
+                py,
+                name,
+                "must be a finite number, got an integer too large for a float",
+            )
+        } else {
+            e
+        }
+    })
+}
+
+/// Converters for one float argument each: `fn NAME(value) -> PyResult<f64>`.
+macro_rules! floats {
+    ($($conv:ident = $name:literal;)*) => {$(
+        #[doc = concat!("The float argument `", $name, "`.")]
+        pub(crate) fn $conv(value: &Bound<'_, PyAny>) -> PyResult<f64> {
+            float(value, $name)
+        }
+    )*};
+}
+
+floats! {
+    now = "now";
+    ttl = "ttl";
+    until = "until";
+    not_before = "not_before";
+    unique_for = "unique_for";
+    retry_at = "retry_at";
+    finished_before = "finished_before";
+    busy_timeout = "busy_timeout";
+    timeout = "timeout";
+    poll_interval = "poll_interval";
+    shutdown_deadline = "shutdown_deadline";
 }
 
 /// Converters for one argument each: `fn NAME(value) -> PyResult<TYPE>`, and for an optional
@@ -69,6 +114,12 @@ converters! {
 optional! {
     max_attempts_opt: u32 = max_attempts;
     batch_opt: usize = batch;
+    now_opt: f64 = now;
+    not_before_opt: f64 = not_before;
+    unique_for_opt: f64 = unique_for;
+    retry_at_opt: f64 = retry_at;
+    busy_timeout_opt: f64 = busy_timeout;
+    timeout_opt: f64 = timeout;
 }
 
 /// The argument `payload`: `bytes` (or any buffer of bytes), or `None`. A `str` is refused by

@@ -39,10 +39,10 @@ impl NewJob {
         queue: Option<String>,
         kind: Option<String>,
         #[pyo3(from_py_with = args::priority)] priority: i64,
-        not_before: Option<f64>,
+        #[pyo3(from_py_with = args::not_before_opt)] not_before: Option<f64>,
         #[pyo3(from_py_with = args::max_attempts_opt)] max_attempts: Option<u32>,
         unique_key: Option<String>,
-        unique_for: Option<f64>,
+        #[pyo3(from_py_with = args::unique_for_opt)] unique_for: Option<f64>,
     ) -> PyResult<Self> {
         let build = || -> leasefence::Result<leasefence::NewJob> {
             let mut job = leasefence::NewJob::new(job_id)?.priority(priority);
@@ -182,7 +182,7 @@ impl Store {
         py: Python<'_>,
         db: &Bound<'_, PyAny>,
         synchronous: &str,
-        busy_timeout: Option<f64>,
+        #[pyo3(from_py_with = args::busy_timeout_opt)] busy_timeout: Option<f64>,
         schema: Option<String>,
     ) -> PyResult<Self> {
         let target = if let Ok(text) = db.cast::<PyString>() {
@@ -286,10 +286,10 @@ impl Store {
         queue: Option<String>,
         kind: Option<String>,
         #[pyo3(from_py_with = args::priority)] priority: i64,
-        not_before: Option<f64>,
+        #[pyo3(from_py_with = args::not_before_opt)] not_before: Option<f64>,
         #[pyo3(from_py_with = args::max_attempts_opt)] max_attempts: Option<u32>,
         unique_key: Option<String>,
-        unique_for: Option<f64>,
+        #[pyo3(from_py_with = args::unique_for_opt)] unique_for: Option<f64>,
     ) -> PyResult<bool> {
         let job = NewJob::new(
             py,
@@ -345,8 +345,8 @@ impl Store {
         py: Python<'_>,
         job_id: &str,
         owner: &str,
-        ttl: f64,
-        now: Option<f64>,
+        #[pyo3(from_py_with = args::ttl)] ttl: f64,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
     ) -> PyResult<Option<Lease>> {
         let (id, owner, ttl) = (
             JobId::new(job_id).py(py)?,
@@ -364,9 +364,9 @@ impl Store {
         &self,
         py: Python<'_>,
         owner: &str,
-        ttl: f64,
+        #[pyo3(from_py_with = args::ttl)] ttl: f64,
         queues: Option<&Bound<'_, PyAny>>,
-        now: Option<f64>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
     ) -> PyResult<Option<Lease>> {
         let (owner, ttl) = (Owner::new(owner).py(py)?, Ttl::new(ttl).py(py)?);
         let queues = queues_of(py, queues)?;
@@ -382,9 +382,9 @@ impl Store {
         py: Python<'_>,
         owner: &str,
         #[pyo3(from_py_with = args::n)] n: usize,
-        ttl: f64,
+        #[pyo3(from_py_with = args::ttl)] ttl: f64,
         queues: Option<&Bound<'_, PyAny>>,
-        now: Option<f64>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
     ) -> PyResult<Vec<Lease>> {
         let (owner, ttl) = (Owner::new(owner).py(py)?, Ttl::new(ttl).py(py)?);
         let n = BatchSize::new(n).py(py)?;
@@ -401,8 +401,8 @@ impl Store {
         &self,
         py: Python<'_>,
         lease: &Bound<'_, Lease>,
-        ttl: f64,
-        now: Option<f64>,
+        #[pyo3(from_py_with = args::ttl)] ttl: f64,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
     ) -> PyResult<Option<Lease>> {
         let ttl = Ttl::new(ttl).py(py)?;
         let now = now_or_system(py, now)?;
@@ -419,7 +419,7 @@ impl Store {
         py: Python<'_>,
         lease: &Bound<'_, Lease>,
         result: &str,
-        now: Option<f64>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
     ) -> PyResult<bool> {
         let now = now_or_system(py, now)?;
         let lease = &lease.get().inner;
@@ -434,7 +434,7 @@ impl Store {
         &self,
         py: Python<'_>,
         completions: &Bound<'_, PyAny>,
-        now: Option<f64>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
     ) -> PyResult<Vec<bool>> {
         let now = now_or_system(py, now)?;
         let mut pairs: Vec<(Bound<'_, Lease>, String)> = Vec::new();
@@ -459,8 +459,8 @@ impl Store {
         py: Python<'_>,
         lease: &Bound<'_, Lease>,
         error: &str,
-        now: Option<f64>,
-        retry_at: Option<f64>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
+        #[pyo3(from_py_with = args::retry_at_opt)] retry_at: Option<f64>,
     ) -> PyResult<Option<Failed>> {
         let now = now_or_system(py, now)?;
         let retry_at = retry_at
@@ -480,7 +480,12 @@ impl Store {
     /// Operator verb: cancels an unfinished job (its holder's writes are refused from then
     /// on); `False` for a finished or unknown job.
     #[pyo3(signature = (job_id, now=None))]
-    fn cancel(&self, py: Python<'_>, job_id: &str, now: Option<f64>) -> PyResult<bool> {
+    fn cancel(
+        &self,
+        py: Python<'_>,
+        job_id: &str,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
+    ) -> PyResult<bool> {
         let id = JobId::new(job_id).py(py)?;
         let now = now_or_system(py, now)?;
         self.with(py, |s| s.cancel(id, now))
@@ -493,7 +498,7 @@ impl Store {
         &self,
         py: Python<'_>,
         job_ids: &Bound<'_, PyAny>,
-        now: Option<f64>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
     ) -> PyResult<Vec<bool>> {
         let ids = ids_of(py, job_ids)?;
         let ids = parse_ids(py, &ids)?;
@@ -507,7 +512,7 @@ impl Store {
         &self,
         py: Python<'_>,
         queues: Option<&Bound<'_, PyAny>>,
-        now: Option<f64>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
     ) -> PyResult<u64> {
         let queues = queues_of(py, queues)?;
         let now = now_or_system(py, now)?;
@@ -524,7 +529,11 @@ impl Store {
 
     /// Operator verb: deletes the jobs finished before `finished_before` (fences kept); how
     /// many.
-    fn purge(&self, py: Python<'_>, finished_before: f64) -> PyResult<u64> {
+    fn purge(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = args::finished_before)] finished_before: f64,
+    ) -> PyResult<u64> {
         let before = time_arg(py, finished_before, "finished_before")?;
         self.with(py, |s| s.purge(before))
     }
@@ -537,7 +546,7 @@ impl Store {
         status: Option<&str>,
         after: Option<&str>,
         #[pyo3(from_py_with = args::limit)] limit: usize,
-        now: Option<f64>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
     ) -> PyResult<Vec<JobInfo>> {
         let status = status.map(Status::parse).transpose().py(py)?;
         let after = renamed(after.map(JobId::new).transpose(), &[("job_id", "after")]).py(py)?;
@@ -548,7 +557,12 @@ impl Store {
 
     /// One job with every field, or `None`.
     #[pyo3(signature = (job_id, now=None))]
-    fn inspect(&self, py: Python<'_>, job_id: &str, now: Option<f64>) -> PyResult<Option<JobInfo>> {
+    fn inspect(
+        &self,
+        py: Python<'_>,
+        job_id: &str,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
+    ) -> PyResult<Option<JobInfo>> {
         let id = JobId::new(job_id).py(py)?;
         let now = now_or_system(py, now)?;
         let job = self.with(py, |s| s.inspect(id, now))?;
@@ -569,7 +583,11 @@ impl Store {
 
     /// Every queue with its counts.
     #[pyo3(signature = (now=None))]
-    fn queues(&self, py: Python<'_>, now: Option<f64>) -> PyResult<Vec<QueueInfo>> {
+    fn queues(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
+    ) -> PyResult<Vec<QueueInfo>> {
         let now = now_or_system(py, now)?;
         let queues = self.with(py, |s| s.queues(now))?;
         Ok(queues.iter().map(QueueInfo::from).collect())
@@ -577,7 +595,11 @@ impl Store {
 
     /// Jobs by status, over all queues.
     #[pyo3(signature = (now=None))]
-    fn stats(&self, py: Python<'_>, now: Option<f64>) -> PyResult<Stats> {
+    fn stats(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
+    ) -> PyResult<Stats> {
         let now = now_or_system(py, now)?;
         let stats = self.with(py, |s| s.stats(now))?;
         Ok(Stats::from(&stats))

@@ -68,7 +68,7 @@ impl Lease {
         job_id: String,
         owner: String,
         #[pyo3(from_py_with = crate::args::fence)] fence: i64,
-        until: f64,
+        #[pyo3(from_py_with = crate::args::until)] until: f64,
         queue: String,
         kind: Option<String>,
         #[pyo3(from_py_with = crate::args::payload)] payload: Option<Vec<u8>>,

@@ -101,7 +101,11 @@ impl Job {
     }
     /// Waits up to `timeout` seconds (GIL released) for the lease to be lost; `True` when it
     /// was. Use it in place of `time.sleep` so a long step stops early.
-    fn wait(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+    fn wait(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = args::timeout)] timeout: f64,
+    ) -> PyResult<bool> {
         if !(timeout.is_finite() && timeout >= 0.0) {
             return Err(invalid(
                 py,
@@ -345,12 +349,12 @@ impl NativeWorker {
         kinds: Option<&Bound<'_, PyDict>>,
         #[pyo3(from_py_with = args::concurrency)] concurrency: usize,
         queues: Option<&Bound<'_, PyDict>>,
-        ttl: f64,
-        timeout: Option<f64>,
+        #[pyo3(from_py_with = args::ttl)] ttl: f64,
+        #[pyo3(from_py_with = args::timeout_opt)] timeout: Option<f64>,
         drain: bool,
-        poll_interval: f64,
+        #[pyo3(from_py_with = args::poll_interval)] poll_interval: f64,
         owner_prefix: Option<String>,
-        shutdown_deadline: f64,
+        #[pyo3(from_py_with = args::shutdown_deadline)] shutdown_deadline: f64,
         #[pyo3(from_py_with = args::batch_opt)] batch: Option<usize>,
         synchronous: &str,
         schema: Option<String>,
@@ -512,7 +516,7 @@ impl NativeWorker {
     }
 
     /// Waits up to `timeout` seconds (GIL released) for the worker to stop; whether it has.
-    fn wait(&self, py: Python<'_>, timeout: f64) -> bool {
+    fn wait(&self, py: Python<'_>, #[pyo3(from_py_with = args::timeout)] timeout: f64) -> bool {
         let finished = self.finished.clone();
         // Longer than a Duration holds (1e30, infinity): as long as it takes.
         let timeout = Duration::try_from_secs_f64(timeout.max(0.0)).unwrap_or(Duration::MAX);

@@ -73,6 +73,89 @@ def test_the_edges_of_each_range_are_accepted(store: Store):
     assert [lease.job_id for lease in leases] == ["hi", "lo"]
 
 
+BIG = 10**400  # an int no float holds: float(BIG) is an OverflowError
+
+
+def test_an_int_too_large_for_a_float_is_an_invalid_argument_naming_it(store: Store, tmp_path: Path):
+    store.enqueue("j")
+    lease = store.claim("j", "A", 30.0, now=0.0)
+    assert lease is not None
+    db = tmp_path / "seed.db"
+    leasefence.init_db(db)
+    leasefence.enqueue(db, "j")
+    sqlite = tmp_path / "w.db"
+    Store(sqlite).close()
+    fields = {"job_id": "j", "owner": "A", "fence": 1, "until": 10.0}
+    calls = [
+        # the eight functions
+        (lambda: leasefence.claim(db, "j", "A", BIG, 1.0), "now"),
+        (lambda: leasefence.claim(db, "j", "A", 0.0, BIG), "ttl"),
+        (lambda: leasefence.renew(db, "j", "A", 1, BIG, 1.0), "now"),
+        (lambda: leasefence.renew(db, "j", "A", 1, 0.0, -BIG), "ttl"),
+        (lambda: leasefence.complete(db, "j", "A", 1, BIG, "r"), "now"),
+        (lambda: leasefence.claim_many(db, "j", ["a", "b"], BIG, 1.0), "now"),
+        (lambda: leasefence.claim_many(db, "j", [], 0.0, BIG), "ttl"),
+        # Store and NewJob
+        (lambda: Store(sqlite, busy_timeout=BIG), "busy_timeout"),
+        (lambda: store.enqueue("k", not_before=BIG), "not_before"),
+        (lambda: store.enqueue("k", unique_key="u", unique_for=BIG), "unique_for"),
+        (lambda: NewJob("k", not_before=-BIG), "not_before"),
+        (lambda: NewJob("k", unique_key="u", unique_for=BIG), "unique_for"),
+        (lambda: store.claim("j", "B", BIG, now=0.0), "ttl"),
+        (lambda: store.claim("j", "B", 1.0, now=BIG), "now"),
+        (lambda: store.claim_next("B", BIG, now=0.0), "ttl"),
+        (lambda: store.claim_next("B", now=BIG), "now"),
+        (lambda: store.claim_batch("B", 2, BIG, now=0.0), "ttl"),
+        (lambda: store.claim_batch("B", 2, now=BIG), "now"),
+        (lambda: store.renew(lease, BIG, now=1.0), "ttl"),
+        (lambda: store.renew(lease, 1.0, now=BIG), "now"),
+        (lambda: store.complete(lease, "r", now=BIG), "now"),
+        (lambda: store.complete_batch([(lease, "r")], now=BIG), "now"),
+        (lambda: store.fail(lease, "e", now=BIG), "now"),
+        (lambda: store.fail(lease, "e", now=1.0, retry_at=BIG), "retry_at"),
+        (lambda: store.cancel("j", now=BIG), "now"),
+        (lambda: store.retry("j", now=BIG), "now"),
+        (lambda: store.retry_dead(now=BIG), "now"),
+        (lambda: store.purge(BIG), "finished_before"),
+        (lambda: store.list(now=BIG), "now"),
+        (lambda: store.inspect("j", now=BIG), "now"),
+        (lambda: store.queues(now=BIG), "now"),
+        (lambda: store.stats(now=BIG), "now"),
+        (lambda: leasefence.Lease(**{**fields, "until": BIG}), "until"),
+        # Worker
+        (lambda: Worker(sqlite, str, ttl=BIG), "ttl"),
+        (lambda: Worker(sqlite, str, timeout=BIG), "timeout"),
+        (lambda: Worker(sqlite, str, poll_interval=BIG), "poll_interval"),
+        (lambda: Worker(sqlite, str, shutdown_deadline=BIG), "shutdown_deadline"),
+    ]
+    for call, name in calls:
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            call()
+        assert err.value.argument == name, (name, str(err.value))
+        assert not isinstance(err.value, OverflowError)
+        assert f"`{name}`" in str(err.value)
+    # Nothing changed: j is still leased by A under fence 1, nothing else was enqueued.
+    assert [(j.id, j.owner, j.fence, j.attempts) for j in store.list(now=1.0)] == [("j", "A", 1, 1)]
+    assert leasefence.state(db, "j") == {
+        "id": "j", "owner": None, "until": 0.0, "fence": 0, "result": None, "done": 0
+    }
+
+
+def test_job_wait_names_a_timeout_too_large_for_a_float(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue("j")
+    seen = []
+
+    def handler(job):
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            job.wait(BIG)
+        seen.append(err.value.argument)
+        return "ok"
+
+    assert Worker(path, handler, drain=True).run(handle_signals=False).completed == 1
+    assert seen == ["timeout"]
+
+
 def test_wrong_types_are_type_errors_naming_the_argument(store: Store):
     store.enqueue("j")
     for call, name in [
