@@ -101,6 +101,18 @@ pub(crate) struct Store {
     shown: String,
 }
 
+/// The argument `db` of `Store` and `Worker`: a `str` is parsed (a path, or a PostgreSQL URL
+/// or libpq string), an `os.PathLike` is always an SQLite file, whatever its text looks like.
+pub(crate) fn target_of(py: Python<'_>, db: &Bound<'_, PyAny>) -> PyResult<Target> {
+    if let Ok(text) = db.cast::<PyString>() {
+        return Target::parse(&text.to_cow()?).py(py);
+    }
+    let path: PathBuf = db.extract().map_err(|_| {
+        PyTypeError::new_err("db must be a str (a path or a postgres:// URL) or os.PathLike")
+    })?;
+    Ok(Target::Sqlite(path))
+}
+
 /// The clock reading of a call: `now` when given, else the system clock (seconds since the
 /// Unix epoch).
 fn now_or_system(py: Python<'_>, now: Option<f64>) -> PyResult<Now> {
@@ -185,16 +197,7 @@ impl Store {
         #[pyo3(from_py_with = args::busy_timeout_opt)] busy_timeout: Option<f64>,
         schema: Option<String>,
     ) -> PyResult<Self> {
-        let target = if let Ok(text) = db.cast::<PyString>() {
-            Target::parse(&text.to_cow()?).py(py)?
-        } else {
-            let path: PathBuf = db.extract().map_err(|_| {
-                PyTypeError::new_err(
-                    "db must be a str (a path or a postgres:// URL) or os.PathLike",
-                )
-            })?;
-            Target::Sqlite(path)
-        };
+        let target = target_of(py, db)?;
         let mut sqlite = SqliteOptions::new();
         sqlite = match synchronous {
             "full" | "FULL" => sqlite.synchronous(Synchronous::Full),

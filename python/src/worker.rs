@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use leasefence::{
     AnyOptions, AnyStore, CancelToken, HandlerError, JobContext, JobId, Now, PgOptions, Resource,
-    ShutdownHandle, SqliteOptions, Status, Store as _, Synchronous, WorkerStats,
+    ShutdownHandle, SqliteOptions, Status, Store as _, Synchronous, Target, WorkerStats,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
@@ -24,7 +24,7 @@ use crate::values::Lease;
 /// The store a `Job` opens (once per worker, on first use) for `admit` and `check_lease`.
 struct SideStore {
     options: AnyOptions,
-    db: String,
+    target: Target,
     store: Mutex<Option<AnyStore>>,
 }
 
@@ -35,7 +35,7 @@ impl SideStore {
     ) -> leasefence::Result<T> {
         let mut guard = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         if guard.is_none() {
-            *guard = Some(self.options.open(&self.db)?);
+            *guard = Some(self.options.open_target(&self.target)?);
         }
         call(guard.as_ref().expect("opened above"))
     }
@@ -359,22 +359,10 @@ impl NativeWorker {
         synchronous: &str,
         schema: Option<String>,
     ) -> PyResult<Self> {
-        // Checked here as `Store` checks it, so that a bad one fails at construction, not in
+        // Read exactly as `Store` reads it (an os.PathLike is an SQLite file, never parsed as a
+        // connection string), and checked here, so that a bad one fails at construction, not in
         // `run()`: the same TypeError for a type that is no path, InvalidArgument for an empty one.
-        let db: String = if let Ok(text) = db.cast::<PyString>() {
-            let text = text.to_cow()?.into_owned();
-            leasefence::Target::parse(&text).py(py)?;
-            text
-        } else {
-            let path: std::path::PathBuf = db.extract().map_err(|_| {
-                pyo3::exceptions::PyTypeError::new_err(
-                    "db must be a str (a path or a postgres:// URL) or os.PathLike",
-                )
-            })?;
-            path.to_str()
-                .ok_or_else(|| invalid(py, "db", "must be valid UTF-8"))?
-                .to_string()
-        };
+        let target = crate::store::target_of(py, db)?;
         let sync = match synchronous {
             "full" | "FULL" => Synchronous::Full,
             "normal" | "NORMAL" => Synchronous::Normal,
@@ -431,11 +419,10 @@ impl NativeWorker {
             options: AnyOptions::new()
                 .sqlite(SqliteOptions::new().synchronous(sync))
                 .postgres(pg.pool_size(1)),
-            db: db.clone(),
+            target: target.clone(),
             store: Mutex::new(None),
         });
-        let open_db = db.clone();
-        let mut builder = leasefence::Worker::builder(move || options.open(&open_db))
+        let mut builder = leasefence::Worker::builder(move || options.open_target(&target))
             .concurrency(concurrency)
             .ttl(ttl)
             .drain(drain)

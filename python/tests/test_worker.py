@@ -158,6 +158,20 @@ def test_a_timeout_stops_a_handler_and_records_a_failure(tmp_path: Path):
     assert info.status == "dead" and info.result is None
 
 
+def test_a_pathlike_db_is_the_sqlite_file_store_opens(tmp_path: Path, monkeypatch):
+    import pathlib
+
+    monkeypatch.chdir(tmp_path)
+    # A legal file name that reads as a libpq connection string: a path is a file all the same.
+    path = pathlib.Path("dbname=test user=postgres")
+    store = Store(path)
+    assert store.backend == "sqlite"
+    store.enqueue("j")
+    stats = Worker(path, lambda job: "done", drain=True).run(handle_signals=False)
+    assert stats.completed == 1
+    assert Store(tmp_path / "dbname=test user=postgres").state("j")["result"] == "done"
+
+
 def test_bad_worker_arguments_name_themselves(tmp_path: Path):
     path = tmp_path / "jobs.db"
     Store(path)
