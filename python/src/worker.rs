@@ -14,8 +14,9 @@ use leasefence::{
     AnyOptions, AnyStore, CancelToken, HandlerError, JobContext, JobId, Now, PgOptions, Resource,
     ShutdownHandle, SqliteOptions, Status, Store as _, Synchronous, Target, WorkerStats,
 };
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyMapping, PyString};
 
 use crate::args;
 use crate::errors::{IntoPy, invalid, rename};
@@ -327,6 +328,33 @@ enum State {
     Finished,
 }
 
+/// The `(key, value)` pairs of the argument `name`: any mapping (`collections.abc.Mapping`, as
+/// the stubs say), `None` passed through; anything else is a `TypeError` naming it.
+#[allow(clippy::type_complexity)]
+fn items_of<'py>(
+    value: Option<&Bound<'py, PyAny>>,
+    name: &'static str,
+) -> PyResult<Option<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>>> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let mapping = value.cast::<PyMapping>().map_err(|_| {
+        let kind = value
+            .get_type()
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        PyTypeError::new_err(format!(
+            "invalid argument `{name}`: must be a mapping (a dict), not {kind}"
+        ))
+    })?;
+    let items = mapping.items()?;
+    items
+        .iter()
+        .map(|pair| pair.extract())
+        .collect::<PyResult<Vec<_>>>()
+        .map(Some)
+}
+
 /// The native worker; `leasefence.Worker` wraps it.
 #[pyclass(frozen, module = "leasefence._native", name = "Worker")]
 pub(crate) struct NativeWorker {
@@ -346,9 +374,9 @@ impl NativeWorker {
         py: Python<'_>,
         db: &Bound<'_, PyAny>,
         handler: Option<Py<PyAny>>,
-        kinds: Option<&Bound<'_, PyDict>>,
+        kinds: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = args::concurrency)] concurrency: usize,
-        queues: Option<&Bound<'_, PyDict>>,
+        queues: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = args::ttl)] ttl: f64,
         #[pyo3(from_py_with = args::timeout_opt)] timeout: Option<f64>,
         drain: bool,
@@ -386,7 +414,9 @@ impl NativeWorker {
         };
         let poll = seconds("poll_interval", poll_interval)?;
         let deadline = seconds("shutdown_deadline", shutdown_deadline)?;
-        if handler.is_none() && kinds.is_none_or(|k| k.is_empty()) {
+        let kinds = items_of(kinds, "kinds")?;
+        let queues = items_of(queues, "queues")?;
+        if handler.is_none() && kinds.as_ref().is_none_or(Vec::is_empty) {
             return Err(invalid(
                 py,
                 "handler",
@@ -400,7 +430,10 @@ impl NativeWorker {
                 "must be callable (it is called with a Job)",
             ));
         }
-        if kinds.is_some_and(|k| k.values().iter().any(|h| !h.is_callable())) {
+        if kinds
+            .as_ref()
+            .is_some_and(|k| k.iter().any(|(_, h)| !h.is_callable()))
+        {
             return Err(invalid(
                 py,
                 "kinds",
@@ -438,7 +471,7 @@ impl NativeWorker {
             builder = builder.batch(n);
         }
         if let Some(queues) = queues {
-            for (name, threads) in queues.iter() {
+            for (name, threads) in queues {
                 let name: String = name.extract().map_err(|_| {
                     invalid(py, "queues", "maps queue names (str) to thread counts")
                 })?;
@@ -449,7 +482,7 @@ impl NativeWorker {
             }
         }
         if let Some(kinds) = kinds {
-            for (name, callable) in kinds.iter() {
+            for (name, callable) in kinds {
                 let name: String = name
                     .extract()
                     .map_err(|_| invalid(py, "kinds", "maps kind names (str) to handlers"))?;

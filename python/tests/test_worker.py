@@ -172,6 +172,30 @@ def test_a_pathlike_db_is_the_sqlite_file_store_opens(tmp_path: Path, monkeypatc
     assert Store(tmp_path / "dbname=test user=postgres").state("j")["result"] == "done"
 
 
+def test_the_native_worker_takes_any_mapping_as_its_stub_says(tmp_path: Path):
+    import types
+
+    from leasefence import _native
+
+    path = tmp_path / "jobs.db"
+    store = Store(path)
+    store.enqueue("a1", kind="a")
+    native = _native.Worker(
+        str(path),
+        None,
+        kinds=types.MappingProxyType({"a": lambda job: "ran a"}),
+        queues=types.MappingProxyType({"default": 1}),
+        drain=True,
+    )
+    native.start()
+    assert native.join().completed == 1
+    assert store.state("a1")["result"] == "ran a"
+    for name in ["kinds", "queues"]:
+        with pytest.raises(TypeError) as err:
+            _native.Worker(str(path), str, **{name: [("default", 1)]})
+        assert f"invalid argument `{name}`" in str(err.value)
+
+
 def test_bad_worker_arguments_name_themselves(tmp_path: Path):
     path = tmp_path / "jobs.db"
     Store(path)
