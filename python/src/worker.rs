@@ -416,6 +416,14 @@ impl NativeWorker {
         let deadline = seconds("shutdown_deadline", shutdown_deadline)?;
         let kinds = items_of(kinds, "kinds")?;
         let queues = items_of(queues, "queues")?;
+        // `None` is every queue; an empty mapping names none, and would be read as every one.
+        if queues.as_ref().is_some_and(Vec::is_empty) {
+            return Err(invalid(
+                py,
+                "queues",
+                "must name at least one queue (None serves every queue)",
+            ));
+        }
         if handler.is_none() && kinds.as_ref().is_none_or(Vec::is_empty) {
             return Err(invalid(
                 py,

@@ -196,6 +196,19 @@ def test_the_native_worker_takes_any_mapping_as_its_stub_says(tmp_path: Path):
         assert f"invalid argument `{name}`" in str(err.value)
 
 
+def test_an_empty_queues_mapping_is_refused_not_read_as_every_queue(tmp_path: Path):
+    path = tmp_path / "jobs.db"
+    store = Store(path)
+    store.enqueue("in-default")
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        store.claim_next("o", queues=[])  # as the store refuses an empty list
+    assert err.value.argument == "queues"
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        Worker(path, lambda job: "done", queues={}, drain=True)
+    assert err.value.argument == "queues"
+    assert Store(path).inspect("in-default").status == "ready"
+
+
 def test_bad_worker_arguments_name_themselves(tmp_path: Path):
     path = tmp_path / "jobs.db"
     Store(path)
