@@ -173,6 +173,9 @@ def _mapping(name: str, value: Optional[Mapping[str, Any]]) -> Optional[Dict[str
 class Worker:
     """Runs ``handler(job)`` for every ready job of a store, on Rust threads.
 
+    A handler is a plain callable; an ``async def`` function, a generator function or an async
+    generator function is refused with a ``TypeError`` (its body would never run).
+
     Each thread claims a job (``claim_next``), renews its lease on a heartbeat while the
     handler runs, and stores the outcome only through the fence: the handler's return value
     (``str``, UTF-8 ``bytes`` or ``None``) as the result, or its exception as a failure (retried

@@ -16,7 +16,7 @@ use leasefence::{
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyMapping, PyString};
+use pyo3::types::{PyBytes, PyMapping, PyString, PyType};
 
 use crate::args;
 use crate::errors::{IntoPy, invalid, rename};
@@ -355,6 +355,50 @@ fn items_of<'py>(
         .map(Some)
 }
 
+/// Refuses a handler whose call returns before its body runs: an async function (a
+/// coroutine), a generator function or an async generator function — or an object whose
+/// `__call__` is one. Called on a worker thread, it would hand back an object that is no
+/// result, and every job would fail with it; a `TypeError` naming `name` says so up front.
+fn refuse_lazy(handler: &Bound<'_, PyAny>, name: &'static str) -> PyResult<()> {
+    let py = handler.py();
+    let inspect = py.import("inspect")?;
+    let mut candidates = vec![handler.clone()];
+    // An instance with `__call__` (not a function, not a class, whose call makes an instance).
+    if !inspect.call_method1("isroutine", (handler,))?.is_truthy()?
+        && !handler.is_instance_of::<PyType>()
+        && let Ok(call) = handler.getattr("__call__")
+    {
+        candidates.push(call);
+    }
+    for candidate in &candidates {
+        for (test, what, instead) in [
+            (
+                "iscoroutinefunction",
+                "an async function",
+                "a plain function (run the coroutine inside it, e.g. with asyncio.run)",
+            ),
+            (
+                "isasyncgenfunction",
+                "an async generator function",
+                "a plain function that returns the result",
+            ),
+            (
+                "isgeneratorfunction",
+                "a generator function",
+                "a plain function that returns the result",
+            ),
+        ] {
+            if inspect.call_method1(test, (candidate,))?.is_truthy()? {
+                return Err(PyTypeError::new_err(format!(
+                    "invalid argument `{name}`: a handler must be {instead}, not {what}: its \
+                     body would never run, and every job would fail"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The native worker; `leasefence.Worker` wraps it.
 #[pyclass(frozen, module = "leasefence._native", name = "Worker")]
 pub(crate) struct NativeWorker {
@@ -447,6 +491,12 @@ impl NativeWorker {
                 "kinds",
                 "maps kind names to callables (each is called with a Job)",
             ));
+        }
+        if let Some(handler) = &handler {
+            refuse_lazy(handler.bind(py), "handler")?;
+        }
+        for (_, handler) in kinds.iter().flatten() {
+            refuse_lazy(handler, "kinds")?;
         }
         // Workers judge leases by the database's clock on PostgreSQL, one connection a thread.
         let mut pg = PgOptions::new();

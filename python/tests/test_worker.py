@@ -209,6 +209,46 @@ def test_an_empty_queues_mapping_is_refused_not_read_as_every_queue(tmp_path: Pa
     assert Store(path).inspect("in-default").status == "ready"
 
 
+async def async_handler(job):
+    return "done"
+
+
+def generator_handler(job):
+    yield "done"
+
+
+async def async_generator_handler(job):
+    yield "done"
+
+
+class AsyncCallable:
+    async def __call__(self, job):
+        return "done"
+
+
+@pytest.mark.parametrize(
+    "handler", [async_handler, generator_handler, async_generator_handler, AsyncCallable()]
+)
+def test_async_and_generator_handlers_are_refused_at_construction(tmp_path: Path, handler):
+    import functools
+
+    path = tmp_path / "jobs.db"
+    store = Store(path)
+    store.enqueue("j", max_attempts=1)
+    with pytest.raises(TypeError) as err:
+        Worker(path, handler, drain=True)
+    assert "invalid argument `handler`" in str(err.value)
+    with pytest.raises(TypeError) as err:
+        Worker(path, kinds={"k": handler}, drain=True)
+    assert "invalid argument `kinds`" in str(err.value)
+    if not isinstance(handler, AsyncCallable):
+        with pytest.raises(TypeError):
+            Worker(path, functools.partial(handler), drain=True)
+    # Nothing ran: the job is still ready, its one attempt unspent.
+    info = Store(path).inspect("j")
+    assert (info.status, info.attempts) == ("ready", 0)
+
+
 def test_bad_worker_arguments_name_themselves(tmp_path: Path):
     path = tmp_path / "jobs.db"
     Store(path)
