@@ -232,7 +232,13 @@ class Worker:
         the counters. With ``handle_signals`` (and on the main thread) SIGTERM and SIGINT shut
         it down gracefully, a second one at once; the previous handlers are restored afterwards,
         also when it fails (a signal whose handler was installed by C code, which
-        ``signal.getsignal`` reports as ``None``, is left to that handler)."""
+        ``signal.getsignal`` reports as ``None``, is left to that handler).
+
+        Returns once every handler has returned: one that outlives the shutdown deadline is
+        told (``job.lost``) and its lease given back, and ``run()`` waits for it. A handler
+        raising ``SystemExit`` or ``KeyboardInterrupt`` stops the worker (gracefully; that job
+        is given back, its attempt refunded), and ``run()`` raises it once the worker stopped.
+        """
         previous: Dict[int, Any] = {}
         try:
             if handle_signals and threading.current_thread() is threading.main_thread():

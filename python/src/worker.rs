@@ -5,8 +5,14 @@
 //! The handler is called with the GIL held, on that thread, with a `Job`. The package's
 //! `Worker.run` (python/leasefence/__init__.py) starts this one on a thread of its own and
 //! waits for it in short GIL-free slices, so Python's signal handlers (SIGTERM, SIGINT) run.
+//!
+//! The core's `run()` returns after the shutdown deadline and a grace even when a handler has
+//! not returned (its lease given back, its token cancelled); a thread still running Python code
+//! then would take the GIL while the interpreter finalizes, and abort the process. So the
+//! worker counts the handler calls in Python ([`InPython`]) and is finished only once none is
+//! left: `wait` and `join` return, and `Worker.run()` with them, after every handler returned.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -14,7 +20,7 @@ use leasefence::{
     AnyOptions, AnyStore, CancelToken, HandlerError, JobContext, JobId, Now, PgOptions, Resource,
     ShutdownHandle, SqliteOptions, Status, Store as _, Synchronous, Target, WorkerStats,
 };
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyException, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyMapping, PyString, PyType};
 
@@ -212,48 +218,163 @@ fn result_of(value: &Bound<'_, PyAny>) -> Result<String, HandlerError> {
     Err(format!("the handler returned a {type_name}; return a str (the result) or None").into())
 }
 
+/// The handler calls running Python code, and whether the worker still lets one start.
+#[derive(Default)]
+struct InPython {
+    /// (calls in Python now, closed: no call may start any more)
+    state: Mutex<(usize, bool)>,
+    /// Notified when the count falls to zero.
+    left: Condvar,
+}
+
+impl InPython {
+    fn lock(&self) -> MutexGuard<'_, (usize, bool)> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a call in: `None` once closed, else a guard that counts it out when dropped
+    /// (after the call has released the GIL).
+    fn enter(&self) -> Option<Entered<'_>> {
+        let mut state = self.lock();
+        if state.1 {
+            return None;
+        }
+        state.0 += 1;
+        Some(Entered(self))
+    }
+
+    /// Waits (on a Rust thread, without the GIL) until no call is in Python, and closes: none
+    /// starts afterwards.
+    fn close(&self) {
+        let mut state = self.lock();
+        while state.0 > 0 {
+            state = self
+                .left
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.1 = true;
+    }
+}
+
+/// One call counted in [`InPython`]; counted out on drop.
+struct Entered<'a>(&'a InPython);
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.0 -= 1;
+        if state.0 == 0 {
+            self.0.left.notify_all();
+        }
+    }
+}
+
+/// What every handler call of one worker shares.
+struct Calls {
+    /// The store of `Job.check_lease` and `Job.admit`.
+    side: Arc<SideStore>,
+    /// The calls in Python; the worker is finished only once it is closed.
+    in_python: InPython,
+    /// The first `BaseException` that is not an `Exception` (`SystemExit`,
+    /// `KeyboardInterrupt`) a handler raised: `join` raises it once the worker stopped.
+    interrupt: Mutex<Option<PyErr>>,
+    /// Stops the worker from a handler; set as soon as the worker is built.
+    stop: OnceLock<ShutdownHandle>,
+}
+
+/// What a call returned: the attempt's outcome, or a request to stop the process.
+enum Called {
+    Outcome(Result<String, HandlerError>),
+    /// `SystemExit`, `KeyboardInterrupt` or another `BaseException` that is no `Exception`,
+    /// described as a failure would be.
+    Interrupted(String),
+}
+
+/// `Type: message` (or `Type`) for an exception.
+fn describe(py: Python<'_>, err: &PyErr) -> String {
+    let type_name = err
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".into());
+    let text = err
+        .value(py)
+        .str()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    if text.is_empty() {
+        type_name
+    } else {
+        format!("{type_name}: {text}")
+    }
+}
+
 /// Calls the Python `handler` for one job; an exception becomes the stored failure
 /// (`Type: message`).
+///
+/// A `BaseException` that is not an `Exception` — `SystemExit` (`sys.exit()`),
+/// `KeyboardInterrupt` — asks for the process to stop; it says nothing about the job. The
+/// worker then shuts down (gracefully), the attempt is given back (lease released, fence kept,
+/// attempt refunded: `JobContext::release`), and `join` raises the exception once the worker
+/// has stopped. Should the lease no longer be this attempt's to give back (lost, past its
+/// time limit, released at the deadline), the attempt ends as the worker decides for it.
 fn call_handler(
     handler: &Py<PyAny>,
-    side: &Arc<SideStore>,
+    calls: &Calls,
     ctx: &JobContext<'_, AnyStore>,
 ) -> Result<String, HandlerError> {
-    Python::attach(|py| {
-        let lease = Py::new(
+    let Some(entered) = calls.in_python.enter() else {
+        // The worker has stopped and no Python may start now (the interpreter may be
+        // finalizing): the attempt is given back untouched.
+        let _ = ctx.release();
+        return Err("the worker stopped before the handler could run".into());
+    };
+    let called = Python::attach(|py| {
+        let lease = match Py::new(
             py,
             Lease {
                 inner: ctx.lease().clone(),
             },
-        )
-        .map_err(|e| e.to_string())?;
+        ) {
+            Ok(lease) => lease,
+            Err(e) => return Called::Outcome(Err(e.to_string().into())),
+        };
         let job = Job {
             lease,
             inner: ctx.lease().clone(),
             token: ctx.token().clone(),
-            side: side.clone(),
+            side: calls.side.clone(),
         };
         match handler.call1(py, (job,)) {
-            Ok(value) => result_of(value.bind(py)),
-            Err(err) => {
-                let type_name = err
-                    .get_type(py)
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|_| "Exception".into());
-                let text = err
-                    .value(py)
-                    .str()
-                    .map(|s| s.to_string())
-                    .unwrap_or_default();
-                Err(if text.is_empty() {
-                    type_name.into()
-                } else {
-                    format!("{type_name}: {text}").into()
-                })
+            Ok(value) => Called::Outcome(result_of(value.bind(py))),
+            Err(err) if !err.is_instance_of::<PyException>(py) => {
+                let text = describe(py, &err);
+                // No new claims from now on, before the lease is given back below.
+                if let Some(stop) = calls.stop.get() {
+                    stop.shutdown();
+                }
+                let mut first = calls
+                    .interrupt
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                first.get_or_insert(err);
+                Called::Interrupted(text)
             }
+            Err(err) => Called::Outcome(Err(describe(py, &err).into())),
         }
-    })
+    });
+    // Out of Python (the GIL released): counted out before the store is written.
+    drop(entered);
+    match called {
+        Called::Outcome(outcome) => outcome,
+        // Given back (`Ok(true)`): what is returned is not written. Otherwise the attempt
+        // was no longer this handler's to give back, and ends as the worker decides.
+        Called::Interrupted(text) => {
+            let _ = ctx.release();
+            Err(text.into())
+        }
+    }
 }
 
 /// A worker's counters.
@@ -404,7 +525,9 @@ fn refuse_lazy(handler: &Bound<'_, PyAny>, name: &'static str) -> PyResult<()> {
 pub(crate) struct NativeWorker {
     state: Mutex<State>,
     handle: ShutdownHandle,
+    /// Cancelled once the core's run returned and no handler is left in Python.
     finished: CancelToken,
+    calls: Arc<Calls>,
 }
 
 #[pymethods]
@@ -513,6 +636,12 @@ impl NativeWorker {
             target: target.clone(),
             store: Mutex::new(None),
         });
+        let calls = Arc::new(Calls {
+            side,
+            in_python: InPython::default(),
+            interrupt: Mutex::new(None),
+            stop: OnceLock::new(),
+        });
         let mut builder = leasefence::Worker::builder(move || options.open_target(&target))
             .concurrency(concurrency)
             .ttl(ttl)
@@ -545,13 +674,16 @@ impl NativeWorker {
                     .extract()
                     .map_err(|_| invalid(py, "kinds", "maps kind names (str) to handlers"))?;
                 let callable = callable.unbind();
-                let side = side.clone();
-                builder = builder.kind(name, move |ctx| call_handler(&callable, &side, ctx));
+                let calls = calls.clone();
+                builder = builder.kind(name, move |ctx| call_handler(&callable, &calls, ctx));
             }
         }
+        let handler_calls = calls.clone();
         let worker = py
             .detach(|| match handler {
-                Some(handler) => builder.build(move |ctx| call_handler(&handler, &side, ctx)),
+                Some(handler) => {
+                    builder.build(move |ctx| call_handler(&handler, &handler_calls, ctx))
+                }
                 None => builder.build_kinds(),
             })
             .map_err(|e| {
@@ -563,10 +695,13 @@ impl NativeWorker {
                 rename(e, &names)
             })
             .py(py)?;
+        let handle = worker.shutdown_handle();
+        let _ = calls.stop.set(handle.clone());
         Ok(NativeWorker {
-            handle: worker.shutdown_handle(),
+            handle,
             state: Mutex::new(State::Built(Box::new(worker))),
             finished: CancelToken::new(),
+            calls,
         })
     }
 
@@ -581,10 +716,14 @@ impl NativeWorker {
             }
         };
         let finished = self.finished.clone();
+        let calls = self.calls.clone();
         let thread = std::thread::Builder::new()
             .name("leasefence-worker".into())
             .spawn(move || {
                 let stats = worker.run();
+                // The core leaves a handler that outlived the shutdown deadline running; the
+                // worker is finished only once it has left Python (this thread holds no GIL).
+                calls.in_python.close();
                 finished.cancel();
                 stats
             })
@@ -601,7 +740,8 @@ impl NativeWorker {
         py.detach(move || finished.wait_timeout(timeout))
     }
 
-    /// Waits for the worker to stop and returns its counters (or raises its error).
+    /// Waits (GIL released) for the worker to stop and every handler to return, and returns its
+    /// counters; raises its error, or the `SystemExit`/`KeyboardInterrupt` a handler raised.
     fn join(&self, py: Python<'_>) -> PyResult<Stats> {
         let state = std::mem::replace(
             &mut *self.state.lock().unwrap_or_else(PoisonError::into_inner),
@@ -610,7 +750,23 @@ impl NativeWorker {
         let State::Running(thread) = state else {
             return Err(invalid(py, "worker", "is not running (call start first)"));
         };
-        let stats = py.detach(move || thread.join());
+        let calls = self.calls.clone();
+        let stats = py.detach(move || {
+            let stats = thread.join();
+            // Already closed by the thread, unless it panicked: no handler is left in Python.
+            calls.in_python.close();
+            stats
+        });
+        // The process was asked to stop from a handler: that comes first.
+        let interrupt = self
+            .calls
+            .interrupt
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(err) = interrupt {
+            return Err(err);
+        }
         match stats {
             Ok(stats) => stats.py(py).map(Stats::from),
             Err(_) => Err(invalid(py, "worker", "its thread panicked")),

@@ -394,3 +394,76 @@ def test_a_worker_on_postgres():
     assert store.inspect("pg-broken").error == "ZeroDivisionError: division by zero"
     store.close()
     drop_schema(schema)
+
+
+BUSY_SCRIPT = textwrap.dedent(
+    """
+    import sys, time, threading, leasefence
+    started, returned = threading.Event(), threading.Event()
+    def handler(job):
+        started.set()
+        end = time.monotonic() + 1.5   # a CPU-bound step that does not look at job.lost
+        while time.monotonic() < end:
+            pass
+        returned.set()
+        return "done"
+    w = leasefence.Worker(sys.argv[1], handler, shutdown_deadline=0.2)
+    threading.Thread(target=lambda: (started.wait(30), w.shutdown()), daemon=True).start()
+    stats = w.run()
+    print("returned", stats.released, returned.is_set(), flush=True)
+    """
+)
+
+
+def test_run_returns_only_once_a_handler_past_the_deadline_has_returned(tmp_path: Path):
+    # The core gives a handler that outlives the shutdown deadline up (lease released, lost
+    # set) and returns; a thread still in Python code at interpreter exit aborted the process
+    # ("Fatal Python error: PyGILState_Release", rc -6). run() now waits for it to return.
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue("j")
+    script = tmp_path / "busy.py"
+    script.write_text(BUSY_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["returned", "1", "True"]
+    # Given back at the deadline, fence kept; the late "done" was not stored.
+    info = Store(path).inspect("j")
+    assert (info.status, info.owner, info.fence, info.result) == ("ready", None, 1, None)
+
+
+@pytest.mark.parametrize("exc", [SystemExit(3), KeyboardInterrupt()])
+def test_a_handler_raising_systemexit_stops_the_worker_and_gives_the_job_back(tmp_path: Path, exc):
+    path = tmp_path / "jobs.db"
+    store = Store(path)
+    store.enqueue("first", max_attempts=1, priority=1)
+    store.enqueue("second")
+    seen = []
+
+    def handler(job):
+        seen.append(job.id)
+        raise exc
+
+    outcome = {}
+
+    def run() -> None:
+        try:
+            outcome["stats"] = Worker(path, handler, poll_interval=0.05).run()
+        except BaseException as raised:  # the worker stopped, then re-raised it
+            outcome["raised"] = raised
+
+    # Not drain: only the shutdown the exception asks for ends this run.
+    runner = threading.Thread(target=run)
+    runner.start()
+    runner.join(DEADLINE)
+    assert not runner.is_alive(), "the worker did not stop"
+    assert outcome.get("raised") is exc, outcome
+    assert seen == ["first"]  # no claim after it
+    check = Store(path)
+    first = check.inspect("first")
+    # Not a failure of the job: given back with its fence, the attempt refunded.
+    assert (first.status, first.owner, first.fence, first.attempts) == ("ready", None, 1, 0)
+    assert first.error is None
+    assert check.inspect("second").fence == 0
+
