@@ -81,51 +81,84 @@ class NewJob:
 @final
 class JobInfo:
     """One job with every field and its status at the call's clock reading."""
-    id: str
-    status: str
-    owner: Optional[str]
-    until: float
-    fence: int
-    result: Optional[str]
-    done: bool
-    queue: str
-    kind: Optional[str]
-    unique_key: Optional[str]
-    payload: Optional[bytes]
-    priority: int
-    not_before: float
-    max_attempts: int
-    attempts: int
-    error: Optional[str]
-    finished_at: Optional[float]
-    outcome: Optional[str]
-    enqueued_at: Optional[float]
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def owner(self) -> Optional[str]: ...
+    @property
+    def until(self) -> float: ...
+    @property
+    def fence(self) -> int: ...
+    @property
+    def result(self) -> Optional[str]: ...
+    @property
+    def done(self) -> bool: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def kind(self) -> Optional[str]: ...
+    @property
+    def unique_key(self) -> Optional[str]: ...
+    @property
+    def payload(self) -> Optional[bytes]: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def not_before(self) -> float: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def error(self) -> Optional[str]: ...
+    @property
+    def finished_at(self) -> Optional[float]: ...
+    @property
+    def outcome(self) -> Optional[str]: ...
+    @property
+    def enqueued_at(self) -> Optional[float]: ...
 
 @final
 class Stats:
     """Jobs by status."""
-    ready: int
-    scheduled: int
-    leased: int
-    expired: int
-    retrying: int
-    done: int
-    dead: int
-    cancelled: int
-    total: int
+    @property
+    def ready(self) -> int: ...
+    @property
+    def scheduled(self) -> int: ...
+    @property
+    def leased(self) -> int: ...
+    @property
+    def expired(self) -> int: ...
+    @property
+    def retrying(self) -> int: ...
+    @property
+    def done(self) -> int: ...
+    @property
+    def dead(self) -> int: ...
+    @property
+    def cancelled(self) -> int: ...
+    @property
+    def total(self) -> int: ...
 
 @final
 class QueueInfo:
     """A queue, whether it is paused, and its jobs by status."""
-    name: str
-    paused: bool
-    stats: Stats
+    @property
+    def name(self) -> str: ...
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def stats(self) -> Stats: ...
 
 @final
 class Failed:
     """What a recorded failure led to."""
-    dead: bool
-    retry_at: Optional[float]
+    @property
+    def dead(self) -> bool: ...
+    @property
+    def retry_at(self) -> Optional[float]: ...
 
 @final
 class Store:
@@ -229,17 +262,28 @@ class Job:
 @final
 class WorkerStats:
     """A worker's counters."""
-    claimed: int
-    renewed: int
-    completed: int
-    retried: int
-    dead: int
-    lost: int
-    stale_refused: int
-    released: int
-    cancelled: int
-    timed_out: int
-    errors: int
+    @property
+    def claimed(self) -> int: ...
+    @property
+    def renewed(self) -> int: ...
+    @property
+    def completed(self) -> int: ...
+    @property
+    def retried(self) -> int: ...
+    @property
+    def dead(self) -> int: ...
+    @property
+    def lost(self) -> int: ...
+    @property
+    def stale_refused(self) -> int: ...
+    @property
+    def released(self) -> int: ...
+    @property
+    def cancelled(self) -> int: ...
+    @property
+    def timed_out(self) -> int: ...
+    @property
+    def errors(self) -> int: ...
 
 @final
 class Worker:

@@ -7,6 +7,8 @@ operator verbs (cancel, retry, delete, purge, pause, resume) are documented as s
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -260,3 +262,43 @@ def test_a_postgres_url_with_a_password_never_shows_it():
         Store("postgres://app:hunter2-secret@127.0.0.1:1/none?connect_timeout=1")
     assert "hunter2-secret" not in str(err.value)
     assert "hunter2-secret" not in repr(err.value)
+
+
+def test_the_stubs_declare_the_read_only_fields_read_only(tmp_path: Path):
+    # The runtime refuses an assignment to these snapshots; mypy --strict must too.
+    store = Store(tmp_path / "jobs.db")
+    store.enqueue("j")
+    lease = store.claim("j", "A", 10.0, now=0.0)
+    assert lease is not None
+    failed = store.fail(lease, "boom", now=1.0)
+    values = [
+        (store.inspect("j"), "status"),
+        (store.stats(), "ready"),
+        (store.queues()[0], "paused"),
+        (failed, "dead"),
+        (leasefence.Worker(tmp_path / "jobs.db", str).stats(), "completed"),
+    ]
+    for value, field in values:
+        with pytest.raises(AttributeError):
+            setattr(value, field, getattr(value, field))
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(
+        "import leasefence\n"
+        "def f(i: leasefence.JobInfo, s: leasefence.Stats, q: leasefence.QueueInfo,\n"
+        "      f: leasefence.Failed, w: leasefence.WorkerStats) -> None:\n"
+        "    print(i.status, s.ready, q.paused, f.dead, w.completed)\n"
+        "    i.status = 'done'\n"
+        "    s.ready = 3\n"
+        "    q.paused = True\n"
+        "    f.dead = True\n"
+        "    w.completed = 1\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(snippet)],
+        capture_output=True,
+        text=True,
+    )
+    errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
+    # Each of the five assignments is refused, and nothing else (the reads are fine).
+    assert [line.split(":")[1] for line in errors] == ["5", "6", "7", "8", "9"], proc.stdout
+    assert all("read-only" in line for line in errors), proc.stdout
