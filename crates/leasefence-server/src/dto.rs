@@ -62,6 +62,17 @@ impl NewJobBody {
                 other => other.into(),
             }
         };
+        if self.id == leasefence::SCHEDULER_JOB {
+            // The role's job is the scheduler's to make (in its own queue, never ready): one
+            // enqueued here would be an ordinary job a worker could claim.
+            return Err(ApiError::bad(
+                name("id"),
+                format!(
+                    "{} is reserved for the scheduler role's job; choose another id",
+                    leasefence::SCHEDULER_JOB
+                ),
+            ));
+        }
         let mut job = leasefence::NewJob::new(self.id).map_err(lib)?;
         if let Some(queue) = self.queue {
             job = job.queue(queue).map_err(lib)?;

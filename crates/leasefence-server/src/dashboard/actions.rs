@@ -133,6 +133,18 @@ pub(crate) async fn job_action(
         .ok_or_else(|| PageError::new(StatusCode::NOT_FOUND, "no such action"))?;
     allowed(&viewer, &headers, &form)?;
     JobId::new(&id).map_err(|e| PageError::new(StatusCode::NOT_FOUND, e.to_string()))?;
+    if id == leasefence::SCHEDULER_JOB && action != "delete" {
+        // As the API refuses it: cancelling the role's job stops every scheduler, retrying or
+        // releasing it hands it to ordinary workers. Deleting it resets the role.
+        return Err(PageError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{} is the scheduler role's job, not a job to {action}; delete it to reset the \
+                 role",
+                leasefence::SCHEDULER_JOB
+            ),
+        ));
+    }
     let base = format!("/dashboard/jobs/{}", enc(&id));
     if form.confirmed != "yes" {
         return Ok(render(&ConfirmPage {

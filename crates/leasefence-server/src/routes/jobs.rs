@@ -149,7 +149,8 @@ pub async fn get_job(
         .ok_or_else(|| ApiError::NotFound(format!("no job {id}")))
 }
 
-/// The query of `GET /v1/jobs`.
+/// The query of `GET /v1/jobs` (its OpenAPI parameters; read through [`RawListQuery`], so
+/// that a bad parameter is named as itself).
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
@@ -162,6 +163,46 @@ pub struct ListQuery {
     pub after: Option<String>,
     /// At most this many (default 100, at most 1000).
     pub limit: Option<usize>,
+}
+
+/// [`ListQuery`] as text: every value parsed here, so that a bad one is named in `field`
+/// (`limit`), not as the whole query; a parameter it does not know is named too.
+#[derive(Debug, Deserialize)]
+pub struct RawListQuery {
+    status: Option<String>,
+    queue: Option<String>,
+    after: Option<String>,
+    limit: Option<String>,
+    #[serde(flatten)]
+    unknown: std::collections::BTreeMap<String, String>,
+}
+
+impl RawListQuery {
+    fn parse(self) -> Result<ListQuery, ApiError> {
+        if let Some(name) = self.unknown.keys().next() {
+            return Err(ApiError::bad(
+                "query",
+                format!("unknown query parameter `{name}`; known: status, queue, after, limit"),
+            ));
+        }
+        let limit = self
+            .limit
+            .map(|text| {
+                text.parse::<usize>().map_err(|_| {
+                    ApiError::bad(
+                        "limit",
+                        format!("must be a whole number from 1 to {MAX_PAGE}, got {text:?}"),
+                    )
+                })
+            })
+            .transpose()?;
+        Ok(ListQuery {
+            status: self.status,
+            queue: self.queue,
+            after: self.after,
+            limit,
+        })
+    }
 }
 
 /// Jobs in the order they were enqueued, a page at a time (keyset paging: pass `next` as
@@ -177,9 +218,11 @@ pub struct ListQuery {
 pub async fn list_jobs(
     _: Worker,
     State(state): State<AppState>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<RawListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<JobPage>, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::bad("query", e.body_text()))?;
+    // All text: what fails here is the query's form itself (a parameter given twice).
+    let Query(raw) = query.map_err(|e| ApiError::bad("query", e.body_text()))?;
+    let q = raw.parse()?;
     let status = q.status.as_deref().map(Status::parse).transpose()?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=MAX_PAGE).contains(&limit) {

@@ -20,6 +20,10 @@ use crate::error::{ApiError, ErrorBody, Reason};
 /// The most jobs one claim may take.
 pub const MAX_CLAIM: usize = 1000;
 
+/// The most queues one claim may name: their names are checked and de-duplicated on the
+/// server before the claim is made, so the count is bounded as `n` is.
+pub const MAX_CLAIM_QUEUES: usize = 1000;
+
 /// Why a fenced write of `owner` under `fence` on `job` was refused, read after the refusal.
 /// The read is best-effort: the refusal stands whatever it finds, and a read that fails is
 /// told as `unexplained`, never as an error (the write's answer is already decided).
@@ -73,6 +77,15 @@ pub async fn claim(
     }
     let n = BatchSize::new(n).map_err(|_| ApiError::bad("n", "must be at least 1"))?;
     let queues = match &body.queues {
+        Some(names) if names.len() > MAX_CLAIM_QUEUES => {
+            return Err(ApiError::bad(
+                "queues",
+                format!(
+                    "at most {MAX_CLAIM_QUEUES} queues per claim, got {}",
+                    names.len()
+                ),
+            ));
+        }
         Some(names) => Queues::only(names.iter().map(String::as_str)).map_err(|e| match e {
             leasefence::Error::InvalidArgument { reason, .. } => ApiError::bad("queues", reason),
             other => other.into(),
@@ -81,6 +94,9 @@ pub async fn claim(
     };
     if let Some(id) = &body.job_id {
         JobId::new(id)?;
+        // The scheduler role is not offered over HTTP: a worker holding it would stop every
+        // scheduler for as long as its lease (any ttl) lasts.
+        super::jobs::not_the_scheduler_job("claim", id)?;
         if body.n.is_some() || body.queues.is_some() {
             return Err(ApiError::bad(
                 "job_id",

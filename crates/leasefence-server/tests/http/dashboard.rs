@@ -582,3 +582,30 @@ backends! {
         );
     }
 }
+
+backends! {
+    // As the API refuses them: cancelling the scheduler role's job stops every scheduler,
+    // retrying or releasing it hands it to ordinary workers. The dashboard answers 400 and
+    // changes nothing; deleting it (which resets the role) stays allowed.
+    fn the_scheduler_roles_job_is_not_cancelled_retried_or_released_here(db: &Db) {
+        use leasefence::{SCHEDULER_JOB, SCHEDULER_QUEUE};
+        let s = direct(db);
+        s.enqueue_job(NewJob::new(SCHEDULER_JOB).unwrap().queue(SCHEDULER_QUEUE).unwrap())
+            .unwrap();
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(ADMIN));
+        let csrf = b.get("/dashboard").csrf();
+        for action in ["cancel", "retry", "release"] {
+            let path = format!("/dashboard/jobs/{SCHEDULER_JOB}/{action}");
+            let r = b.post(&path, &[("csrf", &csrf), ("confirmed", "yes")]);
+            assert_eq!(r.status, 400, "{action}: {}", r.body);
+            assert!(r.body.contains("delete it to reset the role"), "{}", r.body);
+        }
+        let row = db.row(SCHEDULER_JOB).unwrap();
+        assert!(!row.done, "not cancelled");
+        assert!(s.audit_log(None, 10).unwrap().is_empty(), "nothing was done");
+        let r = b.act(&format!("/dashboard/jobs/{SCHEDULER_JOB}/delete"));
+        assert_eq!(r.header("location"), "/dashboard/jobs?done=delete&ok=1");
+        assert!(db.row(SCHEDULER_JOB).is_none());
+    }
+}

@@ -259,3 +259,61 @@ fn the_longest_request_timeout_still_serves() {
     c.enqueue("j");
     assert_eq!(db.count(), 1);
 }
+
+backends! {
+    // docs/http.md: a 400's `field` names the bad input — a query parameter as itself, not as
+    // the whole query; one the route does not know is named in the message.
+    fn a_bad_query_parameter_is_named_as_its_field(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        c.enqueue("j");
+        for query in ["limit=abc", "limit=-1", "limit=1.5", "limit="] {
+            let (status, body) = c.get(&format!("/v1/jobs?{query}"));
+            assert_eq!(
+                (status, body["field"].as_str()),
+                (400, Some("limit")),
+                "GET /v1/jobs?{query}: {body}"
+            );
+        }
+        let (status, body) = c.get("/v1/jobs?limt=5");
+        assert_eq!((status, body["field"].as_str()), (400, Some("query")), "{body}");
+        assert!(body["message"].as_str().unwrap().contains("`limt`"), "{body}");
+        // The parameters it knows still work.
+        let (status, body) = c.get("/v1/jobs?limit=1&status=ready");
+        assert_eq!((status, body["jobs"][0]["id"].as_str()), (200, Some("j")), "{body}");
+    }
+}
+
+/// A claim names at most 1,000 queues (as it asks for at most 1,000 jobs): their names are
+/// checked and de-duplicated on the server before the claim, so an unbounded list let one
+/// worker token stall the server (30,000 names held `/healthz` for 7 s). Too many is a 400
+/// naming `queues`; 1,000 distinct names are served.
+#[test]
+fn a_claim_names_at_most_a_thousand_queues() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    let c = server.client(None);
+    c.enqueue("j");
+    let names = |n: usize| -> Vec<String> { (0..n).map(|i| format!("q{i}")).collect() };
+    let (status, body) = c.post(
+        "/v1/claims",
+        json!({"owner": "A", "ttl": 30, "queues": names(1001)}),
+    );
+    assert_eq!(
+        (status, body["field"].as_str()),
+        (400, Some("queues")),
+        "{body}"
+    );
+    assert!(body["message"].as_str().unwrap().contains("1001"), "{body}");
+    let mut queues = names(999);
+    queues.push("default".into());
+    let (status, body) = c.post(
+        "/v1/claims",
+        json!({"owner": "A", "ttl": 30, "queues": queues}),
+    );
+    assert_eq!(
+        (status, body["leases"][0]["job_id"].as_str()),
+        (200, Some("j")),
+        "{body}"
+    );
+}

@@ -207,3 +207,63 @@ fn a_rare_queue_is_paged_without_reading_the_whole_store_at_once() {
     assert_eq!(ids, ["job-11997", "job-11998", "job-11999"]);
     assert!(second.get("next").is_none(), "{second}");
 }
+
+/// The scheduler role's job is not a worker's to take: a claim of it by id (with any ttl)
+/// would keep every scheduler from the role for as long as that lease lasts, and the role is
+/// not offered over HTTP. Nor may a worker enqueue a job under its id. Both are a 400 naming
+/// the field, and the role stays free for a scheduler.
+#[test]
+fn a_worker_can_neither_claim_nor_enqueue_the_scheduler_roles_job() {
+    use leasefence::{JobId, NewJob, Now, Owner, SCHEDULER_JOB, SCHEDULER_QUEUE, Store, Ttl};
+    let db = crate::support::Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    let c = server.client(None);
+    let (status, body) = c.post("/v1/jobs", json!({"id": SCHEDULER_JOB}));
+    assert_eq!(
+        (status, body["field"].as_str()),
+        (400, Some("id")),
+        "{body}"
+    );
+    let (status, body) = c.post(
+        "/v1/jobs",
+        json!({"jobs": [{"id": "fine"}, {"id": SCHEDULER_JOB}]}),
+    );
+    assert_eq!(
+        (status, body["field"].as_str()),
+        (400, Some("jobs[1].id")),
+        "{body}"
+    );
+    assert_eq!(db.count(), 0, "nothing enqueued");
+    // The role's job, as `Scheduler` enqueues it.
+    let store = leasefence::AnyStore::open(&db.db).unwrap();
+    store
+        .enqueue_jobs(&[NewJob::new(SCHEDULER_JOB)
+            .unwrap()
+            .queue(SCHEDULER_QUEUE)
+            .unwrap()
+            .not_before(253_402_300_799.0)
+            .unwrap()])
+        .unwrap();
+    let (status, body) = c.post(
+        "/v1/claims",
+        json!({"owner": "worker-1", "ttl": 1e15, "job_id": SCHEDULER_JOB}),
+    );
+    assert_eq!(
+        (status, body["field"].as_str()),
+        (400, Some("job_id")),
+        "{body}"
+    );
+    let scheduler = store
+        .claim(
+            JobId::new(SCHEDULER_JOB).unwrap(),
+            Owner::new("scheduler-1").unwrap(),
+            Now::system(),
+            Ttl::new(30.0).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(
+        scheduler.map(|l| l.fence),
+        Some(1),
+        "the role is still free"
+    );
+}
