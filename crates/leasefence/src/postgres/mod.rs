@@ -388,6 +388,8 @@ impl PgStore {
     where
         E: From<Error>,
     {
+        key("job_id", &lease.job_id)?;
+        text("owner", &lease.owner)?;
         text("result", result)?;
         let now = self.clock(now)?;
         let mut conn = self.conn()?;

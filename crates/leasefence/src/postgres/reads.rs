@@ -17,8 +17,15 @@ impl PgStore {
         after: Option<JobId<'_>>,
         limit: usize,
     ) -> Result<Vec<JobInfo>> {
+        // The cursor is this call's `after`, not a `job_id`.
+        let known = |after: JobId<'_>| match self.state(after) {
+            Err(crate::Error::InvalidArgument { reason, .. }) => {
+                Err(crate::Error::invalid("after", reason))
+            }
+            other => other.map(|state| state.is_some()),
+        };
         if let Some(after) = after
-            && self.state(after)?.is_none()
+            && !known(after)?
         {
             // An unknown cursor would silently page from the start.
             return Err(crate::Error::invalid(

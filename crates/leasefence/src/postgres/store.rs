@@ -236,6 +236,9 @@ impl Store for PgStore {
         let now = self.clock(now)?;
         let retry_at = policy::retry_at(retry_at, lease, now);
         let (now, at) = (now.seconds(), retry_at.seconds());
+        // As `complete` checks them: a NUL byte is an invalid argument, not a server error.
+        key("job_id", &lease.job_id)?;
+        text("owner", &lease.owner)?;
         text("error", error)?;
         let mut conn = self.conn()?;
         let statement = conn.prepared(sql::FAIL).map_err(|e| self.err(e))?;

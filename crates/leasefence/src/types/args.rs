@@ -142,16 +142,26 @@ impl Ttl {
     /// The end of a lease taken at `now`: `now + ttl`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming `ttl` when the sum overflows to infinity.
+    /// [`Error::InvalidArgument`] naming `ttl` when the sum overflows to infinity, or when the
+    /// ttl is too small to move the end past `now` (`1e-9` at `now = 1.7e9` rounds back to
+    /// `now`): such a lease would never be live, yet spend an attempt and a fence.
     pub fn until(self, now: Now) -> Result<f64> {
         let until = now.0 + self.0;
-        if until.is_finite() {
-            Ok(until)
-        } else {
+        if !until.is_finite() {
             Err(Error::invalid(
                 "ttl",
                 format!("now + ttl overflows ({} + {})", now.0, self.0),
             ))
+        } else if until <= now.0 {
+            Err(Error::invalid(
+                "ttl",
+                format!(
+                    "too small to end the lease after now: now + ttl rounds to now ({} + {})",
+                    now.0, self.0
+                ),
+            ))
+        } else {
+            Ok(until)
         }
     }
 }

@@ -139,7 +139,9 @@ impl NewJob {
     /// ([`Enqueued::Duplicate`]). Decided by a unique index inside the insert, so it holds
     /// under any number of concurrent enqueuers. Once that job has finished (completed, dead
     /// or cancelled), the key is free again — unless [`unique_for`](Self::unique_for) says
-    /// otherwise.
+    /// otherwise. A job whose last attempt's lease expired is reported dead at once, but is
+    /// finished as dead only by the next claim, of any queue (the enqueue takes no clock to
+    /// judge the lease by): until then it still holds its key.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming `unique_key` when it is empty, longer than 512 bytes

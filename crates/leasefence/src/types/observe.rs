@@ -139,6 +139,11 @@ impl JobOrder {
 }
 
 /// Where a [`JobQuery`] goes on from: the [`JobPage::next`] of the page before.
+///
+/// On SQLite the enqueue position is the row's rowid, which SQLite hands out again once the
+/// newest job is deleted or purged: a job enqueued after that takes the deleted one's
+/// position, and a cursor handed out at that position (oldest first) pages past it. A query
+/// started afresh shows it; PostgreSQL's `seq` is never reused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobCursor {
     /// After this enqueue position (SQLite's rowid, PostgreSQL's `seq`), in the query's order.

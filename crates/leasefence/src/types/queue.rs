@@ -151,11 +151,17 @@ impl Queues {
         })
     }
 
-    /// The names as a list, or `None` for every queue: how PostgreSQL receives them.
+    /// The names as a list, each once (`Queues::Only` may be built with repeats), or `None`
+    /// for every queue: how PostgreSQL receives them. A name given twice would otherwise be
+    /// joined twice, and its jobs fill a claim's `LIMIT` twice over.
     #[cfg(feature = "postgres")]
     pub(crate) fn list(&self) -> Option<Vec<&str>> {
-        self.names()
-            .map(|queues| queues.iter().map(Queue::as_str).collect())
+        self.names().map(|queues| {
+            let mut names: Vec<&str> = queues.iter().map(Queue::as_str).collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        })
     }
 }
 

@@ -23,6 +23,7 @@ mod state;
 mod admit;
 mod async_expiry;
 mod audit;
+mod boundaries;
 mod cancel;
 mod claim_batch;
 mod claim_budget;
