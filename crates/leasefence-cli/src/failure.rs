@@ -273,7 +273,7 @@ fn hint(err: &anyhow::Error) -> Option<String> {
                     "the server at {target} is starting up, shutting down or recovering; retry \
                      in a moment"
                 )
-            } else if said("authentication") || said("password") {
+            } else if driver.contains("authentication") || driver.contains("password") {
                 format!(
                     "the server at {target} refused the credentials; check user= and password= \
                      in --db (or LEASEFENCE_DB)"

@@ -173,3 +173,20 @@ fn help_never_shows_the_database_from_the_environment() {
         }
     }
 }
+
+#[test]
+fn a_refused_connection_on_init_is_not_blamed_on_the_credentials() {
+    // `init` puts the redacted --db (`… password=*** …`) into its error context; the hint must
+    // still be the one `stats` gives for the same refused connection.
+    let run = lf(&[
+        "--db",
+        "host=127.0.0.1 port=1 user=postgres password=secret dbname=test",
+        "init",
+    ]);
+    run.busy("Connection refused");
+    assert!(
+        run.stderr.contains("hint: no PostgreSQL server answered"),
+        "nothing answered, so the credentials were never checked; {run:#?}"
+    );
+    assert!(!run.stderr.contains("refused the credentials"), "{run:#?}");
+}

@@ -1143,3 +1143,51 @@ fn serve_on_postgres_refuses_the_stale_fence_by_the_database_clock() {
     .unwrap();
     assert!(server.wait().unwrap().success());
 }
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn work_exec_admit_from_the_command_uses_the_workers_schema() {
+    // `work --help`: the command gets LEASEFENCE_DB "so that the command can run `leasefence
+    // admit`". With the schema given as --pg-schema, the command's admit must reach the fence
+    // gate of that schema, not the default `leasefence` one.
+    let Some(pg) = Pg::new() else { return };
+    let resource = format!("review/{}", pg.schema);
+    let env = [
+        ("LEASEFENCE_DB", pg.url.as_str()),
+        ("LF", env!("CARGO_BIN_EXE_leasefence")),
+        ("RES", resource.as_str()),
+    ];
+    raw(&["--pg-schema", &pg.schema, "init"], None, &env).ok();
+    raw(&["--pg-schema", &pg.schema, "enqueue", "g"], None, &env).ok();
+    raw(
+        &[
+            "--pg-schema",
+            &pg.schema,
+            "work",
+            "--drain",
+            "--exec",
+            r#""$LF" admit "$RES" --fence "$LEASEFENCE_FENCE""#,
+        ],
+        None,
+        &env,
+    )
+    .ok();
+    let in_worker_schema = pg.query(
+        "SELECT fence FROM {schema}.fence_gate WHERE resource = $1",
+        &[&resource],
+    );
+    // Clean up what went to the default schema, if anything did.
+    let _ = pg.client.lock().unwrap().execute(
+        "DELETE FROM leasefence.fence_gate WHERE resource = $1",
+        &[&resource],
+    );
+    assert_eq!(
+        in_worker_schema.len(),
+        1,
+        "the command's admit went to another schema's fence gate; state: {:#?}",
+        raw(&["--pg-schema", &pg.schema, "state", "g"], None, &env)
+    );
+}

@@ -429,3 +429,31 @@ fn cancel_and_retry_refuse_the_scheduler_roles_job_and_change_nothing() {
         .ok()
         .says("\"fence\":2");
 }
+
+#[test]
+fn schedule_add_of_a_known_name_exits_as_its_help_says() {
+    // `schedule add --help`: a known NAME is left as it was — the same definition again changes
+    // nothing (exit 0, `added` false), a different one is refused (exit 1).
+    let s = Sandbox::new();
+    let add = ["schedule", "add", "n", "--cron", "0 3 * * *", "--now", "0"];
+    s.lf(&add).ok();
+    s.lf(&["schedule", "add", "--help"])
+        .ok()
+        .says("the same definition again changes")
+        .says("a different one is refused (exit 1)");
+    let mut json = vec!["--json"];
+    json.extend_from_slice(&add);
+    let again = s.lf(&json);
+    assert_eq!(
+        (again.code, again.json()["added"].clone()),
+        (0, serde_json::Value::Bool(false)),
+        "{again:#?}"
+    );
+    let other = s.lf(&["schedule", "add", "n", "--cron", "0 4 * * *", "--now", "0"]);
+    assert_eq!(other.code, 1, "{other:#?}");
+    let listed = s.lf(&["--json", "schedule", "list"]);
+    assert!(
+        listed.ok().stdout.contains("0 3 * * *"),
+        "left as it was: {listed:#?}"
+    );
+}

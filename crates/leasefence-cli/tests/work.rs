@@ -1077,3 +1077,54 @@ fn with_scheduler_a_worker_enqueues_each_slot_runs_it_and_gives_the_role_back_on
     assert!(runs.windows(2).all(|w| w[0] < w[1]), "{runs:?}");
     assert_eq!(s.row(&runs[0]).outcome.as_deref(), Some("completed"));
 }
+
+#[test]
+fn a_command_whose_stdout_is_not_utf8_fails_its_attempt_rather_than_storing_it_altered() {
+    // Results are text: `complete --result-file` refuses bytes that are not UTF-8, and `work`
+    // must not store them replaced by U+FFFD as a completion.
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "bin", "--max-attempts", "1"]);
+    let out = s.ok(&["work", "--exec", r"printf '\377\376raw'", "--drain"]);
+    let row = s.row("bin");
+    assert_eq!(
+        (row.outcome.as_deref(), row.result.as_deref()),
+        (Some("dead"), None),
+        "{row:?}\n{out}"
+    );
+    assert!(
+        row.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not UTF-8"),
+        "{row:?}"
+    );
+}
+
+#[test]
+fn a_command_that_exits_0_is_completed_though_a_daemon_it_detached_keeps_stdout_open() {
+    // The shell exits 0 after 0.3 s with "hi" on stdout; a daemon it started in a session of
+    // its own (so outside the command's process group, which is killed) still holds the stdout
+    // pipe for 8 s. The job is the shell's: completed with its output, not held until the
+    // daemon ends (here past --timeout, which failed it).
+    let s = Sandbox::new();
+    s.ok(&["enqueue", "d", "--max-attempts", "1"]);
+    let out = s.ok(&[
+        "--json",
+        "work",
+        "--drain",
+        "--timeout",
+        "2",
+        "--exec",
+        "setsid sleep 8 & sleep 0.3; echo hi",
+    ]);
+    let row = s.row("d");
+    assert_eq!(
+        (
+            row.outcome.as_deref(),
+            row.result.as_deref(),
+            row.error.as_deref()
+        ),
+        (Some("completed"), Some("hi\n"), None),
+        "{out}"
+    );
+}

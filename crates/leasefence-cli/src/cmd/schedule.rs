@@ -31,7 +31,8 @@ pub struct Args {
 enum Verb {
     /// Add a periodic job: at every slot of the cron expression, the scheduler enqueues the
     /// job NAME@<slot in UTC> with the settings given. Its first run is its first slot after
-    /// now; a known NAME is refused (exit 1) and left as it was.
+    /// now. A known NAME is left as it was: the same definition again changes nothing (exit 0,
+    /// `added` false), a different one is refused (exit 1).
     Add(AddArgs),
     /// Every schedule with its expression, time zone, job settings and next run.
     List(ListArgs),

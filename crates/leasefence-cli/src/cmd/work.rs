@@ -29,7 +29,7 @@
 //! (running jobs are shut down gracefully first).
 
 use std::collections::HashSet;
-use std::io::{Read, Write as _};
+use std::io::Write as _;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -38,6 +38,7 @@ use anyhow::Context as _;
 use leasefence::{Backoff, JobContext, Store, Worker};
 use serde_json::json;
 
+mod drain;
 mod interrupt;
 mod progress;
 
@@ -45,6 +46,7 @@ use crate::cmd::args;
 use crate::cmd::shared::invalid;
 use crate::ctx::Ctx;
 use crate::output::{Out, Outcome};
+use drain::Drain;
 use interrupt::Interrupts;
 use progress::{Progress, RUNNING};
 
@@ -56,11 +58,14 @@ const AFTER_HELP: &str = "\
 Each job's command gets the payload on stdin and, in its environment, LEASEFENCE_JOB_ID (the \
 job id), LEASEFENCE_FENCE (the lease's fence: pass it to `leasefence admit` before writing to \
 an external resource), LEASEFENCE_ATTEMPT (1 on the first run, counting the runs of the job), \
-LEASEFENCE_QUEUE (the job's queue) and, for a job with a kind, LEASEFENCE_KIND. Its stdout \
-becomes the result when it exits 0. The rest of the worker's environment is passed on as it \
-is — LEASEFENCE_DB too when the worker read the database from it (a password in it included), \
-so that the command can run `leasefence admit` (with --db on the command line, give the \
-command its own); the tokens (LEASEFENCE_WORKER_TOKEN, LEASEFENCE_ADMIN_TOKEN) never are.
+LEASEFENCE_QUEUE (the job's queue), for a job with a kind LEASEFENCE_KIND, and on PostgreSQL \
+LEASEFENCE_PG_SCHEMA (the worker's schema). Its stdout becomes the result when it exits 0 \
+(it must be UTF-8 text: other bytes fail the attempt); once the command's process group is \
+gone its output is read for at most 0.5 s more, so a daemon it detached (setsid) does not hold \
+the job. The rest of the worker's environment is passed on as it is — LEASEFENCE_DB too when \
+the worker read the database from it (a password in it included), so that the command can \
+run `leasefence admit` (with --db on the command line, give the command its own); the tokens \
+(LEASEFENCE_WORKER_TOKEN, LEASEFENCE_ADMIN_TOKEN) never are.
 
 Queues: without --queue the worker takes jobs of every queue, --concurrency at a time. Each \
 --queue Q serves only the queue Q, with jobs of its own: N at a time for --queue Q=N, else \
@@ -181,7 +186,12 @@ pub struct Args {
     /// the same claims, heartbeats and fenced writes over its HTTP API, so the worker needs no
     /// database credentials. The worker token comes from --token-file or
     /// LEASEFENCE_WORKER_TOKEN.
-    #[arg(long, value_name = "URL", env = "LEASEFENCE_SERVER")]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "LEASEFENCE_SERVER",
+        hide_env_values = true
+    )]
     server: Option<String>,
     /// With --server: a file holding the worker token [default: LEASEFENCE_WORKER_TOKEN].
     #[arg(long, value_name = "FILE", requires = "server")]
@@ -244,12 +254,15 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
                 "worker token",
             )?;
             let store = leasefence_server::HttpStore::new(&url, token)?;
-            work(out, &args, backoff, poll, deadline, move || {
+            work(out, &args, backoff, poll, deadline, None, move || {
                 Ok(store.clone())
             })
         }
         // One store per worker thread (and one for the heartbeat).
-        None => work(out, &args, backoff, poll, deadline, ctx.opener()?),
+        None => {
+            let schema = ctx.shown()?.schema;
+            work(out, &args, backoff, poll, deadline, schema, ctx.opener()?)
+        }
     }
 }
 
@@ -272,13 +285,15 @@ fn init_logging() {
         .try_init();
 }
 
-/// Runs the worker on the stores `open` makes (the database's, or a server's).
+/// Runs the worker on the stores `open` makes (the database's, or a server's); `pg_schema`:
+/// the PostgreSQL schema the commands are told.
 fn work<S: Store + Send + 'static>(
     out: Out,
     args: &Args,
     backoff: Backoff,
     poll: Duration,
     deadline: Duration,
+    pg_schema: Option<String>,
     open: impl Fn() -> leasefence::Result<S> + Send + Sync + 'static,
 ) -> anyhow::Result<Outcome> {
     let total: u32 = if args.queues.is_empty() {
@@ -314,7 +329,12 @@ fn work<S: Store + Send + 'static>(
     if let Some(limit) = args.timeout {
         builder = builder.timeout(limit);
     }
-    let exec = args.exec.clone();
+    let exec = Exec {
+        shell: args.exec.clone(),
+        // The command's own `leasefence admit` must reach this worker's fence gate: the
+        // schema given as --pg-schema is passed on, as LEASEFENCE_DB is.
+        pg_schema,
+    };
     let shown = progress.clone();
     let groups = Groups::default();
     let running = groups.clone();
@@ -409,9 +429,17 @@ impl Groups {
     }
 }
 
+/// The command `work` runs for each job, and what its environment adds.
+struct Exec {
+    /// The `--exec` text, run by `sh -c`.
+    shell: String,
+    /// On PostgreSQL, the schema: the command gets it as LEASEFENCE_PG_SCHEMA.
+    pg_schema: Option<String>,
+}
+
 /// Runs the command for one job; `Ok(stdout)` on exit status 0.
 fn run_command<S: Store>(
-    exec: &str,
+    exec: &Exec,
     job: &JobContext<'_, S>,
     out: Out,
     progress: &Progress,
@@ -424,7 +452,7 @@ fn run_command<S: Store>(
     let mut command = Command::new("sh");
     command
         .arg("-c")
-        .arg(exec)
+        .arg(&exec.shell)
         .env("LEASEFENCE_JOB_ID", job.job_id())
         .env("LEASEFENCE_FENCE", job.fence().to_string())
         .env("LEASEFENCE_ATTEMPT", job.attempt().to_string())
@@ -440,6 +468,9 @@ fn run_command<S: Store>(
     if let Some(kind) = job.kind() {
         command.env("LEASEFENCE_KIND", kind);
     }
+    if let Some(schema) = &exec.pg_schema {
+        command.env("LEASEFENCE_PG_SCHEMA", schema);
+    }
     #[cfg(unix)]
     {
         // Its own process group: killed as a whole, and not hit by the terminal's Ctrl-C (the
@@ -449,7 +480,7 @@ fn run_command<S: Store>(
     }
     let mut child = command
         .spawn()
-        .map_err(|e| format!("cannot start `sh -c {exec}`: {e}"))?;
+        .map_err(|e| format!("cannot start `sh -c {}`: {e}", exec.shell))?;
     groups.set().insert(child.id());
 
     let payload = job.payload().unwrap_or_default().to_vec();
@@ -460,8 +491,8 @@ fn run_command<S: Store>(
             let _ = stdin.write_all(&payload);
         }
     });
-    let stdout = reader(child.stdout.take());
-    let stderr = reader(child.stderr.take());
+    let stdout = Drain::start(child.stdout.take());
+    let stderr = Drain::start(child.stderr.take());
 
     let status = loop {
         match child.try_wait() {
@@ -522,11 +553,20 @@ fn run_command<S: Store>(
     kill_group(&child);
     groups.set().remove(&child.id());
     let _ = writer.join();
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
+    let stdout = stdout.take();
+    let stderr = stderr.take();
     let status = status?;
     if status.success() {
-        return Ok(String::from_utf8_lossy(&stdout).into_owned());
+        // Results are text, as `complete --result-file` requires: bytes that are not UTF-8
+        // fail the attempt instead of being stored altered.
+        return String::from_utf8(stdout).map_err(|e| {
+            format!(
+                "the command exited 0 but its stdout is not UTF-8 (byte {} of {}); results are \
+                 text: encode binary output (base64) or write it elsewhere",
+                e.utf8_error().valid_up_to(),
+                e.as_bytes().len()
+            )
+        });
     }
     let error = failure(status, &stderr);
     match gave_back {
@@ -542,17 +582,6 @@ fn run_command<S: Store>(
         )),
         None => Err(error),
     }
-}
-
-/// Reads a pipe to its end on a thread of its own.
-fn reader(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut bytes);
-        }
-        bytes
-    })
 }
 
 /// The recorded error of a failed command: its exit status and the tail of its stderr.
