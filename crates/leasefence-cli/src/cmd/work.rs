@@ -85,7 +85,8 @@ what is left.
 
 Exit status: 0 after a clean stop (by a signal or --drain, also when commands were killed at \
 the deadline; a failing command is a retried or dead job, not a failed worker), 2 on bad flags \
-or a database error, 3 when the database stayed busy or the server unavailable (run it again).";
+or a database error, 3 when the database was busy or the server unavailable as it started (run \
+it again; once running, the worker waits those out).";
 
 /// Arguments of `work`.
 #[derive(Debug, clap::Args)]
