@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::context::JobContext;
 use super::job::{
-    Job, Phase, SETTLED_CANCELLED, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED, UNSETTLED,
+    Job, LOSS_OPERATOR, Phase, SETTLED_CANCELLED, SETTLED_COMPLETED, SETTLED_REFUSED,
+    SETTLED_RELEASED, UNSETTLED,
 };
 use super::loss::refused;
 use super::shared::{Shared, Slot, busy_retry, write_retry};
@@ -212,38 +213,64 @@ fn store_results<S: Store>(shared: &Shared<S>, store: &S, results: Vec<(Arc<Job>
     }
 }
 
-/// Gives back, fenced, the jobs of a batch that were never started (the worker is stopping).
+/// Ends the jobs of a batch that never started: those still queued (the worker is stopping)
+/// are given back, fenced; every one of them — also those lost while they waited, or released
+/// at the shutdown deadline — is told to the `on_outcome` hook, as every claimed job is.
 fn release_queued<S: Store>(shared: &Shared<S>, store: &S, jobs: &[Arc<Job>]) {
     for job in jobs {
-        {
+        let phase = {
             let mut beat = lock(&job.beat);
-            if beat.phase != Phase::Queued {
-                continue;
+            if beat.started_at.is_some() {
+                continue; // ran: told when its outcome was written
             }
-            // Released: the heartbeat leaves it alone from now on, so the lock is not needed
-            // across the write.
-            beat.phase = Phase::Released;
-        }
+            let phase = beat.phase;
+            if phase == Phase::Queued {
+                // Released: the heartbeat leaves it alone from now on, so the lock is not
+                // needed across the write.
+                beat.phase = Phase::Released;
+            }
+            phase
+        };
         let lease = &job.lease;
-        match busy_retry(shared, || store.release_lease(lease)) {
-            Ok(true) => {
-                bump(&shared.counters.released);
-                tracing::info!(
-                    job_id = %lease.job_id, fence = lease.fence,
-                    "released unstarted at shutdown; claimable again at once"
-                );
+        let outcome = match phase {
+            Phase::Queued => release_unstarted(shared, store, lease),
+            // Lost while it waited: its renewal was refused (counted then).
+            Phase::Lost if job.loss.load(Ordering::SeqCst) == LOSS_OPERATOR => {
+                JobOutcome::Cancelled
             }
-            Ok(false) => tracing::warn!(
+            Phase::Lost => JobOutcome::Refused,
+            // Released at the shutdown deadline by the heartbeat (counted there).
+            _ => JobOutcome::Released,
+        };
+        report(shared, lease, &outcome);
+    }
+}
+
+/// Gives back, fenced, the lease of a job that never started.
+fn release_unstarted<S: Store>(shared: &Shared<S>, store: &S, lease: &Lease) -> JobOutcome {
+    match busy_retry(shared, || store.release_lease(lease)) {
+        Ok(true) => {
+            bump(&shared.counters.released);
+            tracing::info!(
+                job_id = %lease.job_id, fence = lease.fence,
+                "released unstarted at shutdown; claimable again at once"
+            );
+            JobOutcome::Released
+        }
+        Ok(false) => {
+            tracing::warn!(
                 job_id = %lease.job_id, fence = lease.fence,
                 "release refused: the lease was no longer held"
-            ),
-            Err(e) => {
-                bump(&shared.counters.errors);
-                tracing::error!(
-                    job_id = %lease.job_id, fence = lease.fence, error = %e,
-                    "release failed; the lease will expire instead"
-                );
-            }
+            );
+            JobOutcome::Refused
+        }
+        Err(e) => {
+            bump(&shared.counters.errors);
+            tracing::error!(
+                job_id = %lease.job_id, fence = lease.fence, error = %e,
+                "release failed; the lease will expire instead"
+            );
+            JobOutcome::StoreError(e.to_string())
         }
     }
 }

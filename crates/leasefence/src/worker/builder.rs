@@ -193,8 +193,11 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
     /// and while handlers are quick it claims as many as it can run in about 10 ms (at most
     /// `max`), and writes their results with one
     /// [`Store::complete_batch`](crate::Store::complete_batch) — one commit, one
-    /// fsync, for the whole batch. Slow handlers keep it at one job per claim, so a claimed
-    /// job never waits long behind another. Jobs waiting in a batch are renewed by the
+    /// fsync, for the whole batch. Slow handlers keep it at one job per claim; the size
+    /// follows the handlers' recent time, so when quick handlers turn slow, the rest of a
+    /// batch claimed for quick ones waits behind them on its thread (for at most the batch
+    /// size × the slow time) while another thread may be idle — lower `max` for handlers of
+    /// mixed speed. Jobs waiting in a batch are renewed by the
     /// heartbeat like running ones, a result waits at most ~10 ms before it is written, and on
     /// shutdown the jobs not started yet are released at once (fenced) for others to claim.
     pub fn batch(mut self, max: usize) -> Self {
@@ -323,7 +326,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming `concurrency` (0), `ttl` (not finite and `> 0`),
+    /// [`Error::InvalidArgument`] naming `concurrency` (0 without named queues), `ttl` (not finite and `> 0`),
     /// `heartbeat_fraction` (not strictly between 0 and 1), `owner` (an empty prefix),
     /// `poll_interval` (zero), `queue` (an invalid name, one given twice, or 0 threads) or
     /// `kind` (an invalid kind, or one registered twice).
@@ -370,7 +373,8 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
     }
 
     fn finish(self, handler: Option<Box<Handler<S>>>) -> Result<Worker<S>> {
-        if self.concurrency == 0 {
+        // Not used with named queues (each has its own threads), so not checked then.
+        if self.concurrency == 0 && self.queues.is_empty() {
             return Err(Error::invalid("concurrency", "must be at least 1"));
         }
         let ttl = Ttl::new(self.ttl)?;

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use super::cancel::CancelToken;
 use super::clock::WorkerClock;
 use super::job::{
-    Job, Phase, SETTLED_CANCELLED, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED,
+    Job, Phase, SETTLED_CANCELLED, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED, UNSETTLED,
 };
 use super::loss::{mark_lost, reason, refused_at};
 use super::stats::{Counters, bump};
@@ -399,8 +399,11 @@ impl JobContext<'_, SqliteStore> {
     /// ([`SqliteStore::complete_with`]).
     ///
     /// - `Ok(Some(t))`: everything committed; the job is done.
-    /// - `Ok(None)`: the lease was no longer current (also: the handler gave the attempt back
-    ///   with [`release`](JobContext::release)); `write` did not run, nothing changed.
+    /// - `Ok(None)`: the lease was no longer current (counted cancelled when an operator
+    ///   ended the job, else a stale write), or the attempt was over already — settled by an
+    ///   earlier `complete_with` or a [`release`](JobContext::release), or given up (past its
+    ///   time limit: the failure stands; lost; released at the shutdown deadline); `write` did
+    ///   not run, nothing changed.
     ///
     /// Either way the outcome is final for this attempt: what the handler returns afterwards is
     /// not written again. On `Err` nothing was written and the handler carries on (returning
@@ -441,15 +444,19 @@ impl JobContext<'_, SqliteStore> {
     where
         E: From<Error>,
     {
-        if matches!(
-            self.job.settled.load(Ordering::SeqCst),
-            SETTLED_REFUSED | SETTLED_RELEASED | SETTLED_CANCELLED
-        ) {
-            // Given back or refused already: the lease is gone, nothing is written.
+        if self.job.settled.load(Ordering::SeqCst) != UNSETTLED {
+            // Settled already — completed by an earlier call, given back, or refused: the
+            // outcome is final, nothing is written (and nothing counted) again.
             return Ok(None);
         }
         let now = self.clock.now()?;
         let was = self.job.finish();
+        if was != Phase::Running || self.job.token.is_cancelled() {
+            // Given up: past its time limit (the failure stands), lost, or released at the
+            // shutdown deadline. The attempt is over; nothing is written.
+            self.job.resume(was);
+            return Ok(None);
+        }
         let lease = &self.job.lease;
         match self.store.complete_with(lease, now, result, write) {
             Ok(Some(value)) => {
@@ -459,12 +466,21 @@ impl JobContext<'_, SqliteStore> {
                 Ok(Some(value))
             }
             Ok(None) => {
-                self.job.settled.store(SETTLED_REFUSED, Ordering::SeqCst);
-                bump(&self.counters.stale_refused);
-                tracing::warn!(
-                    job_id = %lease.job_id, fence = lease.fence,
-                    "stale completion refused: the lease is no longer current; nothing written"
-                );
+                // Counted as any refused write of the worker's: cancelled when an operator
+                // ended the job, else a stale write.
+                if refused_at(self.counters, self.store, self.job, self.clock.reading()) {
+                    self.job.settled.store(SETTLED_CANCELLED, Ordering::SeqCst);
+                    tracing::warn!(
+                        job_id = %lease.job_id, fence = lease.fence,
+                        "completion refused: an operator ended the job; nothing written"
+                    );
+                } else {
+                    self.job.settled.store(SETTLED_REFUSED, Ordering::SeqCst);
+                    tracing::warn!(
+                        job_id = %lease.job_id, fence = lease.fence,
+                        "stale completion refused: the lease is no longer current; nothing written"
+                    );
+                }
                 Ok(None)
             }
             Err(e) => {

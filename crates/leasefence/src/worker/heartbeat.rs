@@ -169,6 +169,12 @@ pub(super) fn mark_released<S>(shared: &Shared<S>) -> Vec<Arc<Job>> {
                 }
                 return false;
             }
+            if job.timed_out.load(Ordering::SeqCst) {
+                // Past its time limit the attempt is a failure, recorded when its handler
+                // returns (or, should the worker stop first, spent when the lease expires):
+                // never refunded by a release. Its token is cancelled already.
+                return false;
+            }
             beat.phase = Phase::Released;
             job.token.cancel();
             true

@@ -26,7 +26,9 @@
 //! fsyncs at `synchronous = FULL` — for the whole batch instead of two per job. On SQLite at
 //! `FULL` the threads of a worker also share those commits with each other (the store's
 //! [group commit](crate::SqliteOptions::group_commit)). Slow handlers keep it at one job per
-//! claim, so no claimed job waits long behind another.
+//! claim. The size follows the handlers' recent time: when quick handlers turn slow, the rest
+//! of a batch claimed for quick ones waits behind them on its thread while another thread may
+//! be idle (a smaller [`WorkerBuilder::batch`] bounds that for handlers of mixed speed).
 //!
 //! **Shutdown.** [`ShutdownHandle::shutdown`] stops the claims; jobs in flight get the
 //! [shutdown deadline](WorkerBuilder::shutdown_deadline) to finish, then they are cancelled and

@@ -128,13 +128,15 @@ pub enum JobOutcome {
         error: String,
     },
     /// The store refused the completion or failure: the lease had been taken over by another
-    /// claim or had expired. Nothing was stored.
+    /// claim or had expired (also a job of a batch whose lease was lost before its handler
+    /// started: it never ran). Nothing was stored.
     Refused,
-    /// An operator cancelled, retried or deleted the job while the handler ran: the lease had
-    /// ended, nothing was stored.
+    /// An operator cancelled, retried or deleted the job while the handler ran (or before it
+    /// started, while the job waited in its batch): the lease had ended, nothing was stored.
     Cancelled,
     /// The lease was given back (fenced, fence kept, attempt refunded) at the shutdown deadline
-    /// while the handler ran, or by the handler itself
+    /// while the handler ran, at shutdown before it started (a job waiting in its batch), or
+    /// by the handler itself
     /// ([`JobContext::release`](crate::JobContext::release)): whatever the handler returned was
     /// not written, and the job is claimable again at once.
     Released,
