@@ -300,9 +300,14 @@ pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
         .any(|h| h.eq_ignore_ascii_case(host))
 }
 
-/// A `next` target that stays on the dashboard (never another site).
+/// A `next` target that stays on the dashboard (never another site), and that a `Location`
+/// header can carry (no control character).
 pub(crate) fn safe_next(next: &str) -> &str {
-    if next.starts_with("/dashboard") && !next.starts_with("//") && !next.contains('\\') {
+    if next.starts_with("/dashboard")
+        && !next.starts_with("//")
+        && !next.contains('\\')
+        && !next.chars().any(char::is_control)
+    {
         next
     } else {
         "/dashboard"

@@ -32,6 +32,9 @@ pub(crate) struct ActionForm {
     csrf: String,
     #[serde(default)]
     confirmed: String,
+    /// The fence of the lease the page showed: a release acts on that lease only.
+    #[serde(default)]
+    fence: Option<i64>,
 }
 
 #[derive(Template)]
@@ -43,6 +46,8 @@ struct ConfirmPage {
     url: String,
     back: String,
     danger: bool,
+    /// Carried on to the confirmed post (a release's lease).
+    fence: Option<i64>,
 }
 
 /// Checks who may do it, where the form came from and its CSRF token.
@@ -115,7 +120,7 @@ fn job_question(action: &str, id: &str) -> Option<(String, &'static str, bool)> 
         ),
         "release" => (
             format!("Release the expired lease of job {id}?"),
-            "Gives the lease back under its own owner and fence, as its holder would: the job is claimable at once, the fence is kept and the attempt refunded. If the job was claimed again meanwhile, nothing happens.",
+            "Gives the lease back under its own owner and fence, as its holder would: the job is claimable at once, the fence is kept and the attempt refunded. Only the lease the page showed (its fence is named above): if the job was claimed again meanwhile, nothing happens.",
             false,
         ),
         _ => return None,
@@ -146,7 +151,23 @@ pub(crate) async fn job_action(
         ));
     }
     let base = format!("/dashboard/jobs/{}", enc(&id));
+    let shown = form.fence.filter(|_| action == "release");
+    if action == "release" && shown.is_none() {
+        return Err(PageError::new(
+            StatusCode::BAD_REQUEST,
+            "a release names the lease it gives back (its fence); reload the job's page",
+        ));
+    }
     if form.confirmed != "yes" {
+        let question = match shown {
+            Some(fence) => {
+                format!(
+                    "{} (the lease under fence {fence})",
+                    question.trim_end_matches('?')
+                ) + "?"
+            }
+            None => question,
+        };
         return Ok(render(&ConfirmPage {
             chrome: Chrome::new("Confirm", "jobs", &viewer, &state.dashboard),
             question,
@@ -154,6 +175,7 @@ pub(crate) async fn job_action(
             url: format!("{base}/{action}"),
             back: base,
             danger,
+            fence: shown,
         }));
     }
     let now = store_now(&state).await?;
@@ -177,9 +199,19 @@ pub(crate) async fn job_action(
                     _ => (false, "refused: no such job".to_owned()),
                 },
                 _ => {
-                    // release: only the expired lease, under its own owner and fence.
+                    // release: only the expired lease the page showed, under its own owner
+                    // and fence.
                     let info = s.inspect(job, now)?;
                     match info {
+                        Some(info) if Some(info.state.fence) != shown => (
+                            false,
+                            format!(
+                                "refused: the lease changed since the page was shown (fence {} \
+                                 now, {} shown)",
+                                info.state.fence,
+                                shown.unwrap_or_default()
+                            ),
+                        ),
                         Some(info) if info.status == Status::Expired => {
                             let owner = info.state.owner.clone().unwrap_or_default();
                             let holder = leasefence::Owner::new(&owner)?;
@@ -264,6 +296,7 @@ pub(crate) async fn queue_action(
             url: format!("/dashboard/queues/{}/{action}", enc(&name)),
             back: "/dashboard/queues".into(),
             danger,
+            fence: None,
         }));
     }
     let now = store_now(&state).await?;

@@ -42,6 +42,8 @@ pub(crate) struct Action {
     url: String,
     danger: bool,
     note: &'static str,
+    /// The fence of the lease the page shows, sent with the action (release acts only on it).
+    fence: Option<i64>,
 }
 
 #[derive(Template)]
@@ -223,6 +225,7 @@ pub(crate) async fn job(
             url: format!("{base}/{action}"),
             danger,
             note,
+            fence: (action == "release").then_some(st.fence),
         })
     };
     if !st.done {

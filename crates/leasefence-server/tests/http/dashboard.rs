@@ -237,15 +237,33 @@ impl Browser {
 
     /// An action confirmed: the first POST's confirmation page, then its form sent.
     pub fn act(&mut self, path: &str) -> Answer {
+        self.act_with(path, &[])
+    }
+
+    /// [`act`](Self::act) with more fields in both posts (a release's `fence`), which the
+    /// confirmation page must carry on.
+    pub fn act_with(&mut self, path: &str, more: &[(&str, &str)]) -> Answer {
         let csrf = self.get("/dashboard").csrf();
-        let confirm = self.post(path, &[("csrf", &csrf)]);
+        let mut form = vec![("csrf", csrf.as_str())];
+        form.extend_from_slice(more);
+        let confirm = self.post(path, &form);
         assert_eq!(confirm.status, 200, "{}", confirm.body);
         assert!(
             confirm.body.contains("name=\"confirmed\" value=\"yes\""),
             "{}",
             confirm.body
         );
-        self.post(path, &[("csrf", &csrf), ("confirmed", "yes")])
+        for (name, value) in more {
+            assert!(
+                confirm
+                    .body
+                    .contains(&format!("name=\"{name}\" value=\"{value}\"")),
+                "the confirmation page drops {name}: {}",
+                confirm.body
+            );
+        }
+        form.push(("confirmed", "yes"));
+        self.post(path, &form)
     }
 }
 
@@ -351,11 +369,11 @@ backends! {
         let mut b = Browser::new(&srv, Some(ADMIN));
         let id = JobId::new;
         // release: only the expired lease, under its own owner and fence
-        let r = b.act("/dashboard/jobs/stuck/release");
+        let r = b.act_with("/dashboard/jobs/stuck/release", &[("fence", "1")]);
         assert_eq!(r.header("location"), "/dashboard/jobs/stuck?done=release&ok=1");
         let stuck = db.row("stuck").unwrap();
         assert_eq!((stuck.owner, stuck.fence, stuck.until), (None, 1, 0.0));
-        let r = b.act("/dashboard/jobs/live/release");
+        let r = b.act_with("/dashboard/jobs/live/release", &[("fence", "1")]);
         assert_eq!(r.header("location"), "/dashboard/jobs/live?done=release&ok=0");
         assert_eq!(db.row("live").unwrap().owner.as_deref(), Some("worker-d"), "a live lease is kept");
         // cancel: the holder's complete is refused afterwards
@@ -565,7 +583,8 @@ backends! {
             .unwrap();
         let srv = server(db);
         let mut b = Browser::new(&srv, Some(ADMIN));
-        let r = b.act(&format!("/dashboard/jobs/{long_id}/release"));
+        let fence = lease.fence.to_string();
+        let r = b.act_with(&format!("/dashboard/jobs/{long_id}/release"), &[("fence", &fence)]);
         assert_eq!(r.header("location"), format!("/dashboard/jobs/{long_id}?done=release&ok=1"));
         let row = db.row(&long_id).unwrap();
         assert_eq!((row.owner, row.fence), (None, lease.fence), "released under its own fence");
@@ -608,4 +627,125 @@ backends! {
         assert_eq!(r.header("location"), "/dashboard/jobs?done=delete&ok=1");
         assert!(db.row(SCHEDULER_JOB).is_none());
     }
+}
+
+/// "Release the expired lease" gives back the lease the page showed, and only it: the page
+/// sends that lease's fence, the confirmation names it, and if the job was claimed again
+/// meanwhile (and that lease ran out too) nothing is released.
+#[test]
+fn a_release_gives_back_only_the_lease_the_page_showed() {
+    let db = Db::new(Backend::Sqlite).unwrap();
+    let s = direct(&db);
+    s.enqueue_job(NewJob::new("j").unwrap()).unwrap();
+    let id = JobId::new("j").unwrap();
+    let ago = |secs: f64| Now::new(Now::system().seconds() - secs).unwrap();
+    s.claim(
+        id,
+        Owner::new("worker-a").unwrap(),
+        ago(100.0),
+        Ttl::new(10.0).unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    let srv = server(&db);
+    let mut b = Browser::new(&srv, Some(ADMIN));
+    let page = b.get("/dashboard/jobs/j");
+    assert!(
+        page.body.contains("The lease of worker-a (fence 1) ended"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("name=\"fence\" value=\"1\""),
+        "{}",
+        page.body
+    );
+    let csrf = page.csrf();
+    let confirm = b.post(
+        "/dashboard/jobs/j/release",
+        &[("csrf", &csrf), ("fence", "1")],
+    );
+    assert_eq!(confirm.status, 200);
+    assert!(
+        confirm.body.contains("(the lease under fence 1)"),
+        "{}",
+        confirm.body
+    );
+    // Meanwhile the job is claimed again, and that lease runs out as well.
+    let second = s
+        .claim(
+            id,
+            Owner::new("worker-b").unwrap(),
+            ago(50.0),
+            Ttl::new(10.0).unwrap(),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.fence, 2);
+    let done = b.post(
+        "/dashboard/jobs/j/release",
+        &[("csrf", &csrf), ("fence", "1"), ("confirmed", "yes")],
+    );
+    assert_eq!(
+        done.header("location"),
+        "/dashboard/jobs/j?done=release&ok=0"
+    );
+    let row = db.row("j").unwrap();
+    assert_eq!(
+        (row.owner.as_deref(), row.fence),
+        (Some("worker-b"), 2),
+        "not released"
+    );
+    let audit = s.audit_log(None, 1).unwrap();
+    assert!(
+        audit[0].result.contains("changed since the page was shown"),
+        "{audit:?}"
+    );
+    // A release that names no lease is refused, with nothing changed.
+    let bare = b.post(
+        "/dashboard/jobs/j/release",
+        &[("csrf", &csrf), ("confirmed", "yes")],
+    );
+    assert_eq!(bare.status, 400, "{}", bare.body);
+    assert_eq!(db.row("j").unwrap().owner.as_deref(), Some("worker-b"));
+}
+
+/// A sign-in whose `next` holds a control character (which no `Location` header can carry)
+/// lands on the dashboard, not on a 500 after the session was made.
+#[test]
+fn a_sign_in_with_a_control_character_in_next_lands_on_the_dashboard() {
+    let db = Db::new(Backend::Sqlite).unwrap();
+    let srv = server(&db);
+    let mut b = Browser::new(&srv, None);
+    assert_eq!(b.get("/dashboard/login?next=%2Fdashboard%0A").status, 200);
+    let r = b.post(
+        "/dashboard/login",
+        &[("user", "ann"), ("token", ADMIN), ("next", "/dashboard\n")],
+    );
+    assert_eq!(
+        (r.status, r.header("location")),
+        (303, "/dashboard"),
+        "{}",
+        r.body
+    );
+}
+
+/// A payload, result or error taller than its box scrolls: the box takes keyboard focus, so
+/// that it can be scrolled without a mouse (axe-core's `scrollable-region-focusable`).
+#[test]
+fn a_long_payload_can_be_scrolled_from_the_keyboard() {
+    let db = Db::new(Backend::Sqlite).unwrap();
+    let s = direct(&db);
+    let long: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    s.enqueue_job(NewJob::new("big").unwrap().payload(long.into_bytes()))
+        .unwrap();
+    let srv = server(&db);
+    let mut b = Browser::new(&srv, Some(ADMIN));
+    let page = b.get("/dashboard/jobs/big");
+    assert!(
+        page.body
+            .contains("<pre class=\"data\" tabindex=\"0\">line 1\n"),
+        "{}",
+        page.body
+    );
 }
