@@ -48,14 +48,15 @@ fn raw(url: &str) -> Client {
     Client::connect(url, NoTls).expect("the test's own connection")
 }
 
-/// A lock on a schema's `jobs` table, held by a connection of the test's own.
-struct Held {
+/// A lock on a schema's `jobs` table, held by a connection of the test's own (also used by
+/// the async worker's fault cases).
+pub(crate) struct Held {
     holder: Client,
     url: String,
 }
 
 impl Held {
-    fn lock(url: &str, schema: &str) -> Held {
+    pub(crate) fn lock(url: &str, schema: &str) -> Held {
         let mut holder = raw(url);
         holder
             .batch_execute(&format!(
@@ -70,7 +71,7 @@ impl Held {
 
     /// Waits until at least `n` sessions named `app` are blocked on the lock, terminates
     /// those, and lets go of the lock. Returns how many were ended.
-    fn cut(mut self, app: &str, n: i64) -> i64 {
+    pub(crate) fn cut(mut self, app: &str, n: i64) -> i64 {
         let mut admin = raw(&self.url);
         let waiting = "SELECT count(*) FROM pg_stat_activity \
                        WHERE application_name = $1 AND wait_event_type = 'Lock'";

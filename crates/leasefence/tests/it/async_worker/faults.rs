@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use leasefence::postgres::{Client, NoTls};
 use leasefence::{
     AsyncJob, AsyncOptions, AsyncStore, AsyncWorker, JobOutcome, NewJob, SqliteOptions,
     SqliteStore, Store, WorkerStats,
@@ -13,7 +12,7 @@ use leasefence::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::common::{Db, PgDb, Probe};
-use crate::reconnect::named_url;
+use crate::reconnect::{Held, named_url};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -33,50 +32,6 @@ impl Drop for DropSignal {
     fn drop(&mut self) {
         let _ = self.0.send(Instant::now());
     }
-}
-
-/// Locks `schema.jobs` from a connection of the test's own, waits until `n` sessions named
-/// `app` are blocked on it, terminates them (ConnectionLost mid-call), then commits.
-fn cut_blocked_sessions(url: &str, schema: &str, app: &str, n: i64) -> i64 {
-    cut_blocked_sessions_then(url, schema, app, n, || ())
-}
-
-/// [`cut_blocked_sessions`], calling `locked` once the lock is held.
-fn cut_blocked_sessions_then(
-    url: &str,
-    schema: &str,
-    app: &str,
-    n: i64,
-    locked: impl FnOnce(),
-) -> i64 {
-    let mut holder = Client::connect(url, NoTls).unwrap();
-    holder
-        .batch_execute(&format!(
-            "BEGIN; LOCK TABLE {schema}.jobs IN ACCESS EXCLUSIVE MODE"
-        ))
-        .unwrap();
-    locked();
-    let mut admin = Client::connect(url, NoTls).unwrap();
-    let waiting = "SELECT count(*) FROM pg_stat_activity \
-                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
-    let start = Instant::now();
-    while admin.query_one(waiting, &[&app]).unwrap().get::<_, i64>(0) < n {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "no session of {app} blocked"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let ended = admin
-        .query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE application_name = $1 AND wait_event_type = 'Lock'",
-            &[&app],
-        )
-        .unwrap()
-        .len() as i64;
-    holder.batch_execute("COMMIT").unwrap();
-    ended
 }
 
 /// The shutdown deadline runs while a claim waits on a locked store: the running handler is
@@ -181,7 +136,7 @@ fn a_claim_whose_connection_is_lost_is_made_again_on_a_new_one() {
             .await
         });
         let (u, s, a) = (db.url.clone(), db.schema.clone(), app.clone());
-        let ended = tokio::task::spawn_blocking(move || cut_blocked_sessions(&u, &s, &a, 1))
+        let ended = tokio::task::spawn_blocking(move || Held::lock(&u, &s).cut(&a, 1))
             .await
             .unwrap();
         assert!(ended >= 1);
@@ -243,14 +198,11 @@ fn a_completion_whose_connection_is_lost_is_stored_on_a_new_one() {
         tokio::time::timeout(Duration::from_secs(10), started.recv())
             .await
             .unwrap();
-        let (u, s, a) = (db.url.clone(), db.schema.clone(), app.clone());
         // concurrency 1, slot full: the only store call now is the completion.
-        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
-        let cutter = tokio::task::spawn_blocking(move || {
-            cut_blocked_sessions_then(&u, &s, &a, 1, move || locked_tx.send(()).unwrap())
-        });
-        blocking(|| locked_rx.recv().unwrap());
+        let held = blocking(|| Held::lock(&db.url, &db.schema));
         go_tx.send(true).unwrap(); // the handler returns: its completion waits on the lock
+        let a = app.clone();
+        let cutter = tokio::task::spawn_blocking(move || held.cut(&a, 1));
         assert_eq!(cutter.await.unwrap(), 1);
         let outcome = tokio::time::timeout(Duration::from_secs(60), outcomes.recv())
             .await
