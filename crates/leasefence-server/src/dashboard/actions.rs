@@ -21,7 +21,7 @@ use super::access::{
     COOKIE, SESSION_LIFE, Via, Viewer, clean_name, safe_next, same_origin, session_cookie,
 };
 use super::pages::{LoginPage, store_now};
-use super::view::{enc, job_href};
+use super::view::{job_href, seg, unseg};
 use super::{Chrome, PageError, render};
 use crate::AppState;
 
@@ -134,6 +134,7 @@ pub(crate) async fn job_action(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
+    let id = unseg(id);
     let (question, detail, danger) = job_question(&action, &id)
         .ok_or_else(|| PageError::new(StatusCode::NOT_FOUND, "no such action"))?;
     allowed(&viewer, &headers, &form)?;
@@ -150,7 +151,7 @@ pub(crate) async fn job_action(
             ),
         ));
     }
-    let base = format!("/dashboard/jobs/{}", enc(&id));
+    let base = format!("/dashboard/jobs/{}", seg(&id));
     let shown = form.fence.filter(|_| action == "release");
     if action == "release" && shown.is_none() {
         return Err(PageError::new(
@@ -267,6 +268,7 @@ pub(crate) async fn queue_action(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
+    let name = unseg(name);
     let (question, detail, danger): (String, &'static str, bool) = match action.as_str() {
         "pause" => (
             format!("Pause queue {name}?"),
@@ -293,7 +295,7 @@ pub(crate) async fn queue_action(
             chrome: Chrome::new("Confirm", "queues", &viewer, &state.dashboard),
             question,
             detail,
-            url: format!("/dashboard/queues/{}/{action}", enc(&name)),
+            url: format!("/dashboard/queues/{}/{action}", seg(&name)),
             back: "/dashboard/queues".into(),
             danger,
             fence: None,

@@ -10,7 +10,7 @@ use leasefence::{History, JobId, JobInfo, Status, Store};
 
 use super::access::Viewer;
 use super::pages::store_now;
-use super::view::{Shown, enc, relative, time};
+use super::view::{Shown, relative, seg, time, unseg};
 use super::{Chrome, PageError, render};
 use crate::AppState;
 
@@ -102,6 +102,7 @@ pub(crate) async fn job(
     Path(id): Path<String>,
     axum::extract::Query(notice): axum::extract::Query<super::pages::Notice>,
 ) -> Result<Response, PageError> {
+    let id = unseg(id);
     let (info, history, now) = read(&state, &id).await?;
     let hide = state.dashboard.hide_payloads;
     let shown = |data: &[u8]| {
@@ -111,7 +112,7 @@ pub(crate) async fn job(
             Shown::of(data)
         }
     };
-    let base = format!("/dashboard/jobs/{}", enc(&id));
+    let base = format!("/dashboard/jobs/{}", seg(&id));
     let st = &info.state;
     let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".into());
     let fields = vec![
@@ -338,6 +339,7 @@ pub(crate) async fn payload(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
+    let id = unseg(id);
     let (info, _, _) = read(&state, &id).await?;
     Ok(download(&state, &id, "payload", info.payload))
 }
@@ -347,6 +349,7 @@ pub(crate) async fn result(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
+    let id = unseg(id);
     let (info, _, _) = read(&state, &id).await?;
     Ok(download(
         &state,

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::access::{Viewer, safe_next};
 use super::chart::{self, Chart};
-use super::view::{count, enc, job_href, query, span, time};
+use super::view::{count, job_href, query, seg, span, time};
 use super::{Chrome, Dashboard, PageError, render};
 use crate::AppState;
 
@@ -130,7 +130,7 @@ fn queue_views(queues: &[leasefence::QueueInfo]) -> Vec<QueueView> {
                 .collect(),
             total: count(q.stats.total()),
             dead: q.stats.dead,
-            action_base: format!("/dashboard/queues/{}", enc(&q.name)),
+            action_base: format!("/dashboard/queues/{}", seg(&q.name)),
         })
         .collect()
 }

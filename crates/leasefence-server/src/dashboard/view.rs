@@ -19,9 +19,29 @@ pub(crate) fn enc(text: &str) -> String {
     utf8_percent_encode(text, PART).to_string()
 }
 
+/// `text` as one path segment: percent-encoded, and — since browsers drop the segments `.`
+/// and `..` even percent-encoded — with a `~` before a name that is all dots, or that starts
+/// with `~` itself (so that [`unseg`] can tell the two apart). A job named `..` is
+/// `/dashboard/jobs/~..`, one named `~x` is `/dashboard/jobs/~~x`.
+pub(crate) fn seg(text: &str) -> String {
+    if text == "." || text == ".." || text.starts_with('~') {
+        format!("~{}", enc(text))
+    } else {
+        enc(text)
+    }
+}
+
+/// The name a path segment made by [`seg`] stands for (axum has percent-decoded it already).
+pub(crate) fn unseg(segment: String) -> String {
+    match segment.strip_prefix('~') {
+        Some(name) => name.to_owned(),
+        None => segment,
+    }
+}
+
 /// The dashboard page of a job.
 pub(crate) fn job_href(id: &str) -> String {
-    format!("/dashboard/jobs/{}", enc(id))
+    format!("/dashboard/jobs/{}", seg(id))
 }
 
 /// A query string from the pairs whose value is not empty (`?` included; empty when none).
@@ -190,7 +210,18 @@ mod tests {
             job_href("javascript:alert(1)"),
             "/dashboard/jobs/javascript%3Aalert%281%29"
         );
-        assert_eq!(job_href("..").as_str(), "/dashboard/jobs/..");
+        // Dot segments, which a browser would resolve away, and names starting with `~`.
+        for (id, href) in [
+            ("..", "/dashboard/jobs/~.."),
+            (".", "/dashboard/jobs/~."),
+            ("~x", "/dashboard/jobs/~~x"),
+            ("...", "/dashboard/jobs/..."),
+            ("a.b", "/dashboard/jobs/a.b"),
+        ] {
+            assert_eq!(job_href(id), href);
+            let segment = href.trim_start_matches("/dashboard/jobs/").to_owned();
+            assert_eq!(unseg(segment), id, "{href} names {id}");
+        }
         assert_eq!(
             query(&[("status", "dead"), ("queue", ""), ("id", "a&b=c")]),
             "?status=dead&id=a%26b%3Dc"
