@@ -29,6 +29,11 @@
           var v = lookup(data, el.getAttribute("data-live"));
           if (v !== undefined && v !== null) el.textContent = String(v);
         });
+        // A card's link follows its figure (the oldest ready job is another job now).
+        document.querySelectorAll("[data-live-href]").forEach(function (el) {
+          var v = lookup(data, el.getAttribute("data-live-href"));
+          if (typeof v === "string" && v.indexOf("/dashboard/") === 0) el.setAttribute("href", v);
+        });
         queued.forEach(function (el) {
           var q = data.queues && data.queues[el.getAttribute("data-live-q")];
           var v = q && q[el.getAttribute("data-live-s")];

@@ -204,22 +204,15 @@ pub(crate) async fn overview(
             value: count(o.refused_last_hour),
             live: "refused_last_hour",
             href: jobs(""),
-            note: format!("{} in all", count(o.refused_total)),
+            note: refused_note(&o),
             tone: "refused",
         },
         Card {
             label: "Oldest ready job waiting",
             value: o.oldest_ready_age().map(span).unwrap_or_else(|| "—".into()),
             live: "oldest_ready_age",
-            href: o
-                .oldest_ready
-                .as_ref()
-                .map(|(id, _)| job_href(id))
-                .unwrap_or_else(|| jobs("ready")),
-            note: match &o.oldest_ready {
-                Some((id, _)) => format!("job {id}"),
-                None => "no job is ready".into(),
-            },
+            href: oldest_ready_href(&o),
+            note: oldest_ready_note(&o),
             tone: "ready",
         },
     ];
@@ -276,7 +269,32 @@ pub(crate) async fn live(
         "refused_total": count(o.refused_total),
         "refused_last_hour": count(o.refused_last_hour),
         "oldest_ready_age": o.oldest_ready_age().map(span).unwrap_or_else(|| "—".into()),
+        // The cards' notes and links that change with the figures (`<live>_note`, `_href`).
+        "oldest_ready_age_note": oldest_ready_note(&o),
+        "oldest_ready_age_href": oldest_ready_href(&o),
+        "refused_last_hour_note": refused_note(&o),
     })))
+}
+
+/// The "oldest ready job" card's note: which job it is.
+fn oldest_ready_note(o: &leasefence::Overview) -> String {
+    match &o.oldest_ready {
+        Some((id, _)) => format!("job {id}"),
+        None => "no job is ready".into(),
+    }
+}
+
+/// The "oldest ready job" card's link: that job, or the ready jobs when there is none.
+fn oldest_ready_href(o: &leasefence::Overview) -> String {
+    o.oldest_ready
+        .as_ref()
+        .map(|(id, _)| job_href(id))
+        .unwrap_or_else(|| format!("/dashboard/jobs{}", query(&[("status", "ready")])))
+}
+
+/// The stale-writes card's note: the refusals of all time.
+fn refused_note(o: &leasefence::Overview) -> String {
+    format!("{} in all", count(o.refused_total))
 }
 
 // ─── Queues, schedules, fences, audit ────────────────────────────────────────────────────

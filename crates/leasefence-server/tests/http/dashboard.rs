@@ -814,3 +814,57 @@ fn jobs_and_queues_named_with_dots_or_a_tilde_have_working_links_and_buttons() {
         "{paused:?}"
     );
 }
+
+/// The live figures bring the cards' notes and links along: once the oldest ready job is
+/// claimed, the "oldest ready job" card names and links the next one, not a leased job
+/// beside another one's age.
+#[test]
+fn the_live_figures_name_and_link_the_oldest_ready_job_of_now() {
+    let db = Db::new(Backend::Sqlite).unwrap();
+    let s = direct(&db);
+    s.enqueue_job(NewJob::new("first").unwrap().not_before(1.0).unwrap())
+        .unwrap();
+    s.enqueue_job(NewJob::new("second").unwrap().not_before(2.0).unwrap())
+        .unwrap();
+    let srv = server(&db);
+    let mut b = Browser::new(&srv, Some(ADMIN));
+    let overview = b.get("/dashboard");
+    assert!(
+        overview
+            .body
+            .contains("data-live-href=\"oldest_ready_age_href\"")
+            && overview
+                .body
+                .contains("data-live=\"oldest_ready_age_note\">job first<"),
+        "{}",
+        overview.body
+    );
+    let live = |b: &mut Browser| -> serde_json::Value {
+        serde_json::from_str(&b.get("/dashboard/live").body).unwrap()
+    };
+    let v = live(&mut b);
+    assert_eq!(
+        (
+            v["oldest_ready_age_note"].as_str(),
+            v["oldest_ready_age_href"].as_str()
+        ),
+        (Some("job first"), Some("/dashboard/jobs/first"))
+    );
+    s.claim(
+        JobId::new("first").unwrap(),
+        Owner::new("w").unwrap(),
+        Now::system(),
+        Ttl::new(600.0).unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    let v = live(&mut b);
+    assert_eq!(
+        (
+            v["oldest_ready_age_note"].as_str(),
+            v["oldest_ready_age_href"].as_str()
+        ),
+        (Some("job second"), Some("/dashboard/jobs/second"))
+    );
+    assert_eq!(v["refused_last_hour_note"].as_str(), Some("0 in all"));
+}
