@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use super::cancel::CancelToken;
 use super::clock::WorkerClock;
 use super::job::{
-    Job, Phase, SETTLED_CANCELLED, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED, UNSETTLED,
+    Job, Phase, SETTLED_CANCELLED, SETTLED_COMPLETED, SETTLED_REFUSED, SETTLED_RELEASED,
 };
 use super::loss::{mark_lost, reason, refused_at};
 use super::stats::{Counters, bump};
@@ -444,16 +444,13 @@ impl JobContext<'_, SqliteStore> {
     where
         E: From<Error>,
     {
-        if self.job.settled.load(Ordering::SeqCst) != UNSETTLED {
-            // Settled already — completed by an earlier call, given back, or refused: the
-            // outcome is final, nothing is written (and nothing counted) again.
-            return Ok(None);
-        }
         let now = self.clock.now()?;
         let was = self.job.finish();
         if was != Phase::Running || self.job.token.is_cancelled() {
-            // Given up: past its time limit (the failure stands), lost, or released at the
-            // shutdown deadline. The attempt is over; nothing is written.
+            // Not running any more: settled already (completed by an earlier call, given back,
+            // refused: the outcome is final, nothing is written or counted again), or given up
+            // (past its time limit: the failure stands; lost; released at the shutdown
+            // deadline). The attempt is over; nothing is written.
             self.job.resume(was);
             return Ok(None);
         }
