@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::job::{AsyncJob, Loss};
 use super::worker::{AsyncResult, Inner, Run, key, lock};
 use crate::store::Store as _;
-use crate::types::{Failed, Lease, Now};
+use crate::types::{Failed, JobInfo, Lease, Now};
 use crate::worker::{
     HandlerError, JobOutcome, LOSS_OPERATOR, LOSS_TAKEN_OVER, completed_under, failed_under,
     loss_reason, panic_message,
@@ -81,15 +81,9 @@ async fn complete(inner: &Inner, lease: &Lease, result: String) -> JobOutcome {
         .write(move |s| s.complete_lease(&l, Now::system(), &r))
         .await;
     let stored_unseen = || async {
-        let (l, r) = (lease.clone(), result.clone());
-        let read = inner
-            .write(move |s| {
-                let now = s.database_now()?.unwrap_or_else(Now::system);
-                Ok(s.inspect(l.job(), now)?
-                    .is_some_and(|job| completed_under(&job, &l, &r)))
-            })
-            .await;
-        matches!(read.answer, Ok(true))
+        read_back(inner, lease)
+            .await
+            .is_some_and(|job| completed_under(&job, lease, &result))
     };
     match written.answer {
         Ok(true) => {}
@@ -102,6 +96,19 @@ async fn complete(inner: &Inner, lease: &Lease, result: String) -> JobOutcome {
     }
     inner.count(|s| s.completed += 1);
     JobOutcome::Completed
+}
+
+/// The job of `lease` as the store shows it now (on its clock), to tell whether a write whose
+/// answer was lost took effect; `None` when it cannot be read (the refusal then stands).
+async fn read_back(inner: &Inner, lease: &Lease) -> Option<JobInfo> {
+    let l = lease.clone();
+    let read = inner
+        .write(move |s| {
+            let now = s.database_now()?.unwrap_or_else(Now::system);
+            s.inspect(l.job(), now)
+        })
+        .await;
+    read.answer.ok().flatten()
 }
 
 /// A write of `lease`'s outcome the store refused: an operator ended the job (counted as
@@ -138,17 +145,9 @@ async fn fail(inner: &Inner, lease: &Lease, error: String) -> JobOutcome {
     let answer = match written.answer {
         // Refused after a try whose answer was lost with its connection: that try may have
         // been the one that recorded it.
-        Ok(None) if written.maybe_landed => {
-            let (l, e) = (lease.clone(), error.clone());
-            let read = inner
-                .write(move |s| {
-                    let now = s.database_now()?.unwrap_or_else(Now::system);
-                    Ok(s.inspect(l.job(), now)?
-                        .and_then(|job| failed_under(&job, &l, &e)))
-                })
-                .await;
-            Ok(read.answer.ok().flatten())
-        }
+        Ok(None) if written.maybe_landed => Ok(read_back(inner, lease)
+            .await
+            .and_then(|job| failed_under(&job, lease, &error))),
         other => other,
     };
     match answer {
