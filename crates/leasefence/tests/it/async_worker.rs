@@ -371,3 +371,4 @@ fn a_call_that_waits_past_the_acquire_timeout_is_unavailable_and_runs_nothing() 
 // After the macro and helpers above, which it uses.
 mod details;
 mod faults;
+mod lost_answer;

@@ -115,6 +115,10 @@ fn the_shutdown_deadline_is_kept_while_a_claim_waits_on_a_locked_store() {
 /// the worker claims again on a new connection and goes on, as the blocking worker does
 /// (`reconnect::claims_whose_connection_is_lost_…`).
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn a_claim_whose_connection_is_lost_is_made_again_on_a_new_one() {
     let Some(db) = PgDb::new() else { return };
     let app = format!("{}_arun", db.schema);
@@ -160,6 +164,10 @@ fn a_claim_whose_connection_is_lost_is_made_again_on_a_new_one() {
 /// PostgreSQL) is tried again on a new connection and stored — not lost as a store error with
 /// the lease left held until it expires — as the blocking worker's `write_retry` does.
 #[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
 fn a_completion_whose_connection_is_lost_is_stored_on_a_new_one() {
     let Some(db) = PgDb::new() else { return };
     let app = format!("{}_awr", db.schema);
