@@ -307,6 +307,13 @@ fn run_through_proxy(
     })
 }
 
+/// Job `a` read back through the test's own connection, done: its fence, owner and result.
+fn done_row(db: &PgDb) -> (i64, String, String) {
+    let row = db.row("a").unwrap();
+    assert_eq!(row.done, 1, "{row:?}");
+    (row.fence, row.owner.unwrap(), row.result.unwrap())
+}
+
 /// The completion committed, its answer lost with the connection: the worker's next try is
 /// refused (the job is done), the job read back is done with this lease's result — reported
 /// completed and counted so, not refused, not an error; stored once, under fence 1.
@@ -327,16 +334,7 @@ fn a_completion_committed_before_its_answer_was_lost_is_reported_completed() {
         "{s:?}"
     );
     assert!(s.errors >= 1, "the lost connection is counted: {s:?}");
-    let row = db.row("a").unwrap();
-    assert_eq!(
-        (
-            row.done,
-            row.fence,
-            row.owner.as_deref(),
-            row.result.as_deref()
-        ),
-        (1, 1, Some("proxied"), Some("a done"))
-    );
+    assert_eq!(done_row(&db), (1, "proxied".into(), "a done".into()));
 }
 
 /// The failure recorded, its answer lost: read back, the worker reports the retry it recorded
@@ -425,14 +423,5 @@ fn a_completion_lost_unsent_while_the_job_was_taken_over_is_reported_refused() {
         (0, 1, 0),
         "{s:?}"
     );
-    let row = db.row("a").unwrap();
-    assert_eq!(
-        (
-            row.done,
-            row.fence,
-            row.owner.as_deref(),
-            row.result.as_deref()
-        ),
-        (1, 2, Some("taker"), Some("taken"))
-    );
+    assert_eq!(done_row(&db), (2, "taker".into(), "taken".into()));
 }
