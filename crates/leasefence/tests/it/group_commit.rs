@@ -488,3 +488,103 @@ fn an_unbounded_busy_timeout_waits_instead_of_failing() {
         assert_eq!(row.result.as_deref(), Some("done"));
     });
 }
+
+/// A small tmpfs mounted for the test (root only), unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(bytes: u64) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(SmallDisk { dir })
+    }
+
+    /// Fills the disk, then frees `room` bytes of it.
+    fn fill_leaving(&self, room: u64) {
+        use std::io::Write;
+        let filler = self.dir.path().join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 4096];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.flush();
+        let len = std::fs::metadata(&filler).unwrap().len();
+        file.set_len(len.saturating_sub(room)).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A full disk at the group's commit, caused by one caller's large result, must reach that
+/// caller only, as it does without group commit: its small neighbour is stored and told so.
+fn full_disk_at_commit(group_commit: bool) {
+    let Some(disk) = SmallDisk::mount(16 << 20) else {
+        eprintln!("skipped: cannot mount a tmpfs (needs root)");
+        return;
+    };
+    {
+        let db = Db::new_in(disk.dir.path());
+        let options = SqliteOptions::new().group_commit(group_commit);
+        let leases = claimed(&db, &["lead", "a", "big"]);
+        db.raw()
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+        // Room for a small commit, not for a 1 MiB one.
+        disk.fill_leaving(256 << 10);
+        let (stored_a, too_big) = if group_commit {
+            let lead = leases[0].clone();
+            let (blocker, leader) = hold_lock_behind_a_leader(&db, &options, move |s| {
+                s.complete_lease(&lead, now(1.0), "L")
+            });
+            let a = leases[1].clone();
+            let stored_a =
+                queue_call(&db, &options, move |s| s.complete_lease(&a, now(1.0), "A"));
+            let big = leases[2].clone();
+            let too_big = queue_call(&db, &options, move |s| {
+                s.complete_lease(&big, now(1.0), &"x".repeat(1 << 20))
+            });
+            blocker.execute_batch("ROLLBACK").unwrap();
+            assert!(answer(leader).unwrap());
+            (answer(stored_a), answer(too_big))
+        } else {
+            let store = options.open(&db.path).unwrap();
+            assert!(store.complete_lease(&leases[0], now(1.0), "L").unwrap());
+            let stored_a = store.complete_lease(&leases[1], now(1.0), "A");
+            let too_big = store.complete_lease(&leases[2], now(1.0), &"x".repeat(1 << 20));
+            (stored_a, too_big)
+        };
+        assert!(
+            matches!(too_big, Err(Error::StorageFull { .. })),
+            "{too_big:?}"
+        );
+        assert!(
+            matches!(stored_a, Ok(true)),
+            "the small neighbour of a write too large for the disk: {stored_a:?}"
+        );
+        assert_eq!(db.row("a").unwrap().result.as_deref(), Some("A"));
+        assert_eq!(db.row("big").unwrap().done, 0);
+        drop(db);
+    }
+    drop(disk);
+}
+
+#[test]
+fn a_full_disk_without_group_commit_fails_the_large_write_only() {
+    within_30s(|| full_disk_at_commit(false));
+}
+
+#[test]
+fn a_full_disk_at_a_group_commit_fails_the_large_write_only_and_stores_its_neighbour() {
+    within_30s(|| full_disk_at_commit(true));
+}
