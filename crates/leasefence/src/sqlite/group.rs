@@ -16,7 +16,9 @@
 //! the calls that had run in it run again in a new one (errors are rare, so a group pays for
 //! this only when one happens; no caller is answered before its write is committed). An error
 //! of the transaction itself (beginning it, committing it) reaches every call of the group that
-//! has no error of its own: none of them is stored.
+//! has no error of its own: none of them is stored — except a commit that fails for what the
+//! group wrote rather than for the file's lock (a disk too full for it all): the calls then
+//! run again one transaction each, as without group commit.
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -201,6 +203,14 @@ where
     }
 }
 
+/// Whether `e` is contention for the file's lock (the same for every call of a group).
+fn busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 /// The answer of a call whose leader stopped before giving one (it panicked).
 fn unanswered() -> Error {
     Error::Backend(crate::error::BackendError::new(std::io::Error::other(
@@ -325,7 +335,8 @@ impl SqliteStore {
     /// a success that was committed (or the commit's error).
     ///
     /// Each transaction either commits or leaves one more call with its own error, so there
-    /// are at most as many as calls, and one more to commit.
+    /// are at most as many as calls, and one more to commit. When that commit fails for
+    /// anything but the file's lock, each call runs once more in a transaction of its own.
     fn run_group(&self, calls: &mut [Box<dyn Call>]) {
         'transaction: for _ in 0..=calls.len() {
             if !calls.iter().any(|c| c.unanswered()) {
@@ -345,9 +356,34 @@ impl SqliteStore {
                 }
             }
             if let Err(e) = tx.commit() {
-                self.fail_all(calls, &e);
+                calls.iter_mut().for_each(|c| c.take_back());
+                let stored = calls.iter().filter(|c| c.unanswered()).count();
+                if stored > 1 && !busy(&e) {
+                    // The commit failed for what the group wrote (a disk too full for all of
+                    // it, say), not for the file's lock: each call runs again in a transaction
+                    // of its own, as without group commit, so the error reaches only the calls
+                    // that bring it.
+                    for call in calls.iter_mut().filter(|c| c.unanswered()) {
+                        self.run_alone(call.as_mut());
+                    }
+                } else {
+                    self.fail_all(calls, &e);
+                }
             }
             return;
+        }
+    }
+
+    /// Runs `call` in a transaction of its own (after its group's commit failed).
+    fn run_alone(&self, call: &mut dyn Call) {
+        let tx = match self.begin() {
+            Ok(tx) => tx,
+            Err(e) => return call.fail(self.err(e)),
+        };
+        if call.run(self) {
+            if let Err(e) = tx.commit() {
+                call.fail(self.err(e));
+            }
         }
     }
 

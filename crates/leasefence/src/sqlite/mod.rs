@@ -151,8 +151,10 @@ impl SqliteOptions {
     /// transaction and one commit — one fsync for the whole group instead of one each — and
     /// only the group's leader waits for the file's lock (when another process holds it). Each
     /// write is still judged alone (its own fence check, its own answer: a refused or failed
-    /// write never fails another; only a failure to begin or commit the group's transaction
-    /// reaches every write of the group, none of which is then stored), and each caller returns
+    /// write never fails another; only a failure to begin the group's transaction, or to commit
+    /// it for the file's lock, reaches every write of the group, none of which is then stored;
+    /// a commit that fails otherwise — a disk too full for the group's writes — is retried one
+    /// write per transaction, as without group commit), and each caller returns
     /// only once its write is committed. The writes grouped: `enqueue`, `claim`, `claim_next`,
     /// `claim_batch`, `renew`, `complete`, `complete_batch`, `release` and `fail` — so the
     /// [`Worker`](crate::Worker)'s threads share their claims' and results' commits. A failed

@@ -548,8 +548,7 @@ fn full_disk_at_commit(group_commit: bool) {
                 s.complete_lease(&lead, now(1.0), "L")
             });
             let a = leases[1].clone();
-            let stored_a =
-                queue_call(&db, &options, move |s| s.complete_lease(&a, now(1.0), "A"));
+            let stored_a = queue_call(&db, &options, move |s| s.complete_lease(&a, now(1.0), "A"));
             let big = leases[2].clone();
             let too_big = queue_call(&db, &options, move |s| {
                 s.complete_lease(&big, now(1.0), &"x".repeat(1 << 20))
