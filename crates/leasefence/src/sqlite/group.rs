@@ -380,10 +380,10 @@ impl SqliteStore {
             Ok(tx) => tx,
             Err(e) => return call.fail(self.err(e)),
         };
-        if call.run(self) {
-            if let Err(e) = tx.commit() {
-                call.fail(self.err(e));
-            }
+        if call.run(self)
+            && let Err(e) = tx.commit()
+        {
+            call.fail(self.err(e));
         }
     }
 
