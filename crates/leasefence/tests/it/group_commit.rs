@@ -529,6 +529,13 @@ impl Drop for SmallDisk {
 /// A full disk at the group's commit, caused by one caller's large result, must reach that
 /// caller only, as it does without group commit: its small neighbour is stored and told so.
 fn full_disk_at_commit(group_commit: bool) {
+    full_disk(group_commit, 256 << 10, 1 << 20, 1);
+}
+
+/// With `room` bytes left on the disk, a result of `large` bytes and then its neighbour's of
+/// `small` bytes, each on a lease of its own: the large one is told the disk is full, the small
+/// one is stored.
+fn full_disk(group_commit: bool, room: u64, large: usize, small: usize) {
     let Some(disk) = SmallDisk::mount(16 << 20) else {
         eprintln!("skipped: cannot mount a tmpfs (needs root)");
         return;
@@ -536,32 +543,34 @@ fn full_disk_at_commit(group_commit: bool) {
     {
         let db = Db::new_in(disk.dir.path());
         let options = SqliteOptions::new().group_commit(group_commit);
-        let leases = claimed(&db, &["lead", "a", "big"]);
+        let leases = claimed(&db, &["lead", "big", "a"]);
         db.raw()
             .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
             .unwrap();
-        // Room for a small commit, not for a 1 MiB one.
-        disk.fill_leaving(256 << 10);
-        let (stored_a, too_big) = if group_commit {
+        disk.fill_leaving(room);
+        let (large, small) = ("x".repeat(large), "a".repeat(small));
+        let (too_big, stored_a) = if group_commit {
             let lead = leases[0].clone();
             let (blocker, leader) = hold_lock_behind_a_leader(&db, &options, move |s| {
                 s.complete_lease(&lead, now(1.0), "L")
             });
-            let a = leases[1].clone();
-            let stored_a = queue_call(&db, &options, move |s| s.complete_lease(&a, now(1.0), "A"));
-            let big = leases[2].clone();
+            let big = leases[1].clone();
             let too_big = queue_call(&db, &options, move |s| {
-                s.complete_lease(&big, now(1.0), &"x".repeat(1 << 20))
+                s.complete_lease(&big, now(1.0), &large)
+            });
+            let a = leases[2].clone();
+            let stored_a = queue_call(&db, &options, move |s| {
+                s.complete_lease(&a, now(1.0), &small)
             });
             blocker.execute_batch("ROLLBACK").unwrap();
             assert!(answer(leader).unwrap());
-            (answer(stored_a), answer(too_big))
+            (answer(too_big), answer(stored_a))
         } else {
             let store = options.open(&db.path).unwrap();
             assert!(store.complete_lease(&leases[0], now(1.0), "L").unwrap());
-            let stored_a = store.complete_lease(&leases[1], now(1.0), "A");
-            let too_big = store.complete_lease(&leases[2], now(1.0), &"x".repeat(1 << 20));
-            (stored_a, too_big)
+            let too_big = store.complete_lease(&leases[1], now(1.0), &large);
+            let stored_a = store.complete_lease(&leases[2], now(1.0), &small);
+            (too_big, stored_a)
         };
         assert!(
             matches!(too_big, Err(Error::StorageFull { .. })),
@@ -571,7 +580,7 @@ fn full_disk_at_commit(group_commit: bool) {
             matches!(stored_a, Ok(true)),
             "the small neighbour of a write too large for the disk: {stored_a:?}"
         );
-        assert_eq!(db.row("a").unwrap().result.as_deref(), Some("A"));
+        assert_eq!(db.row("a").unwrap().done, 1);
         assert_eq!(db.row("big").unwrap().done, 0);
         drop(db);
     }
