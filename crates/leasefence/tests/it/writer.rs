@@ -167,3 +167,38 @@ fn a_file_replaced_at_its_path_gets_a_writer_of_its_own() {
         assert!(db.row("late").is_none());
     });
 }
+
+/// An error of a write names the database as its caller opened it, even when another store of
+/// this process opened the file first under another name (a symlink): the writer they share
+/// opened it under that other name.
+#[cfg(unix)]
+#[test]
+fn a_storage_full_error_names_the_path_its_store_was_opened_with() {
+    within_30s(|| {
+        let db = Db::new();
+        leasefence::enqueue(&db.path, "j").unwrap();
+        let link = db.path.with_file_name("link.db");
+        std::os::unix::fs::symlink(&db.path, &link).unwrap();
+        let size = std::fs::metadata(&db.path).unwrap().len();
+        for group_commit in [false, true] {
+            let options = SqliteOptions::new().max_size(size).group_commit(group_commit);
+            let first = options.open(&link).unwrap();
+            let store = options.open(&db.path).unwrap();
+            let (job, w) = (JobId::new("j").unwrap(), Owner::new("w").unwrap());
+            let lease = store
+                .claim(job, w, now(0.0), Ttl::new(60.0).unwrap())
+                .unwrap()
+                .unwrap();
+            let err = store
+                .complete_lease(&lease, now(1.0), &"x".repeat(4 << 20))
+                .unwrap_err();
+            let expected = db.path.display().to_string();
+            assert!(
+                matches!(&err, leasefence::Error::StorageFull { database } if *database == expected),
+                "group commit {group_commit}: {err:?}, expected {expected}"
+            );
+            assert!(store.release_lease(&lease).unwrap());
+            drop((first, store));
+        }
+    });
+}
