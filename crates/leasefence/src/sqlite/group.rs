@@ -268,7 +268,7 @@ impl SqliteStore {
                 answers.recv_timeout(deadline.left())
             };
             match message {
-                Ok(Message::Done(answer)) => return answer,
+                Ok(Message::Done(answer)) => return answer.map_err(|e| self.own(e)),
                 Ok(Message::Lead) => lead = true,
                 Err(RecvTimeoutError::Disconnected) => return Err(unanswered()),
                 Err(RecvTimeoutError::Timeout) if group.withdraw(number) => {
@@ -300,12 +300,39 @@ impl SqliteStore {
     ) -> std::result::Result<T, E> {
         if let Some(writer) = &self.writer {
             let writing = writer.enter(self.busy_timeout).map_err(|e| self.err(e))?;
-            return writing.transaction(operation);
+            return writing.named(&self.path).transaction(operation);
         }
         let tx = self.begin().map_err(|e| self.err(e))?;
         let value = operation(self)?;
         tx.commit().map_err(|e| self.err(e))?;
         Ok(value)
+    }
+
+    /// `e`, of a call run by a group's leader, naming the file as this store was opened (the
+    /// leader's store or the writer may have opened it under another name).
+    fn own(&self, e: Error) -> Error {
+        let database = || self.path.display().to_string();
+        match e {
+            Error::StorageFull { .. } => Error::StorageFull {
+                database: database(),
+            },
+            Error::ReadOnly { source, .. } => Error::ReadOnly {
+                database: database(),
+                source,
+            },
+            Error::Corrupt { source, .. } => Error::Corrupt {
+                database: database(),
+                source,
+            },
+            Error::NotADatabase { .. } => Error::NotADatabase {
+                path: self.path.clone(),
+            },
+            Error::CannotOpen { source, .. } => Error::CannotOpen {
+                path: self.path.clone(),
+                source,
+            },
+            e => e,
+        }
     }
 
     /// Takes the waiting calls, runs them (on the file's writer), answers them, and passes the

@@ -61,6 +61,18 @@ impl Writer {
     }
 }
 
+impl Writing<'_> {
+    /// The writer, for a transaction of the store opened as `path`: its errors name the file as
+    /// that store was opened (the writer was opened by the first store of the file, perhaps
+    /// under another name: a symlink, another spelling).
+    pub(super) fn named(mut self, path: &std::path::Path) -> Self {
+        if self.store.path != path {
+            self.store.path = path.to_path_buf();
+        }
+        self
+    }
+}
+
 /// The writer of the file and `settings`, opened by `open` when this process has none yet.
 pub(super) fn writer(
     settings: Settings,

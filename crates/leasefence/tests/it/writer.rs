@@ -181,7 +181,9 @@ fn a_storage_full_error_names_the_path_its_store_was_opened_with() {
         std::os::unix::fs::symlink(&db.path, &link).unwrap();
         let size = std::fs::metadata(&db.path).unwrap().len();
         for group_commit in [false, true] {
-            let options = SqliteOptions::new().max_size(size).group_commit(group_commit);
+            let options = SqliteOptions::new()
+                .max_size(size)
+                .group_commit(group_commit);
             let first = options.open(&link).unwrap();
             let store = options.open(&db.path).unwrap();
             let (job, w) = (JobId::new("j").unwrap(), Owner::new("w").unwrap());
