@@ -72,14 +72,6 @@ impl Db {
         Db { _dir: dir, path }
     }
 
-    /// An initialised database in a folder of its own under `parent`.
-    pub fn new_in(parent: &Path) -> Db {
-        let dir = tempfile::tempdir_in(parent).expect("tempdir");
-        let path = dir.path().join("jobs.db");
-        leasefence::init_db(&path).expect("init_db");
-        Db { _dir: dir, path }
-    }
-
     /// An initialised database.
     pub fn new() -> Db {
         let db = Db::empty();
