@@ -242,8 +242,15 @@ pub(super) fn write_retry<S, T>(
                 bump(&shared.counters.errors);
                 std::thread::sleep(TICK * tries);
             }
-            Err(e) if is_connection_fault(e) && !give_up.passed() && !shared.now.is_cancelled() => {
-                maybe_landed |= matches!(e, Error::ConnectionLost { .. });
+            // A server in between (`HttpStore`) that stays unavailable — the database behind
+            // it restarting — is waited out as a connection fault is, not given up after the
+            // few quick busy retries above.
+            Err(e)
+                if (is_connection_fault(e) || matches!(e, Error::Unavailable { .. }))
+                    && !give_up.passed()
+                    && !shared.now.is_cancelled() =>
+            {
+                maybe_landed |= matches!(e, Error::ConnectionLost { .. } | Error::Unavailable { .. });
                 bump(&shared.counters.errors);
                 tracing::warn!(error = %e, "a write met a failed database connection; trying again");
                 std::thread::sleep(RECONNECT_WAIT);
