@@ -97,6 +97,17 @@ impl Serving {
     }
 }
 
+impl Drop for Serving {
+    /// A server the case did not [`stop`](Serving::stop) (it ended early, or panicked) is
+    /// killed, not left running after the tests.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// `leasefence work --server URL ARGS…` in `sb` with the worker token `token` and no database;
 /// stdin closed, stdout and stderr for the caller to set.
 #[allow(dead_code)]
