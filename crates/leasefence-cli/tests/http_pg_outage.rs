@@ -90,7 +90,15 @@ fn a_result_finished_while_postgres_restarts_behind_serve_is_stored_under_its_fe
     assert!(init.status.success(), "{init:?}");
 
     let mut serve = Command::new(lf)
-        .args(["--db", &pg, "serve", "--bind", "127.0.0.1:0", "--connections", "2"])
+        .args([
+            "--db",
+            &pg,
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--connections",
+            "2",
+        ])
         .env_remove("LEASEFENCE_DB")
         .env("LEASEFENCE_WORKER_TOKEN", WORKER_TOKEN)
         .env("LEASEFENCE_ADMIN_TOKEN", ADMIN_TOKEN)
@@ -148,11 +156,15 @@ fn a_result_finished_while_postgres_restarts_behind_serve_is_stored_under_its_fe
     // The database goes away; `serve` notices (its store connections fail and are dropped,
     // so that its answers are quick 503s, as they are while any worker polls it).
     cluster.pg_ctl(&["stop", "-m", "fast", "-w"]).unwrap();
-    wait_for("serve to answer 503 at once", Duration::from_secs(30), || {
-        let asked = Instant::now();
-        let (code, _) = get(&url, "/v1/clock");
-        code == 503 && asked.elapsed() < Duration::from_millis(500)
-    });
+    wait_for(
+        "serve to answer 503 at once",
+        Duration::from_secs(30),
+        || {
+            let asked = Instant::now();
+            let (code, _) = get(&url, "/v1/clock");
+            code == 503 && asked.elapsed() < Duration::from_millis(500)
+        },
+    );
     // The command finishes now, while the database is down: its completion meets 503s.
     std::fs::write(&gate, "").unwrap();
     std::thread::sleep(Duration::from_millis(1500));

@@ -250,7 +250,8 @@ pub(super) fn write_retry<S, T>(
                     && !give_up.passed()
                     && !shared.now.is_cancelled() =>
             {
-                maybe_landed |= matches!(e, Error::ConnectionLost { .. } | Error::Unavailable { .. });
+                maybe_landed |=
+                    matches!(e, Error::ConnectionLost { .. } | Error::Unavailable { .. });
                 bump(&shared.counters.errors);
                 tracing::warn!(error = %e, "a write met a failed database connection; trying again");
                 std::thread::sleep(RECONNECT_WAIT);

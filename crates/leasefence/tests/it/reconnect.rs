@@ -243,6 +243,10 @@ const LOST_CLAIM: u8 = 4;
 /// Stored, then answered `Unavailable`, as `HttpStore` answers when the server's reply was
 /// cut short or the server lost its own database connection during the commit.
 const STORED_ANSWER_UNAVAILABLE: u8 = 5;
+/// Not stored: this and every later completion or failure is answered `Unavailable`, as
+/// `HttpStore` answers while the database behind `leasefence serve` restarts, until the case
+/// sets another mode.
+const UNAVAILABLE_UNTIL_RESET: u8 = 6;
 
 /// What the stores of an [`AnswerLost`] case were asked.
 #[derive(Default)]
@@ -250,6 +254,8 @@ struct Calls {
     /// How many times the job was read (`inspect`), as the worker reads back a write whose
     /// answer was lost.
     inspects: AtomicUsize,
+    /// How many completions or failures were answered `Unavailable` ([`UNAVAILABLE_UNTIL_RESET`]).
+    unavailable: AtomicUsize,
     /// When each claim was made and when its answer came back.
     claims: Mutex<Vec<(Instant, Instant)>>,
 }
@@ -269,6 +275,13 @@ impl AnswerLost {
     fn lost<T>(&self, job_id: &str, write: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
         if self.lose.load(Ordering::SeqCst) == LOST_UNTIL_RESET {
             return Err(lost_connection(&self.url, &self.schema));
+        }
+        if self.lose.load(Ordering::SeqCst) == UNAVAILABLE_UNTIL_RESET {
+            self.calls.unavailable.fetch_add(1, Ordering::SeqCst);
+            return Err(Error::Unavailable {
+                target: "http://127.0.0.1:7878".into(),
+                reason: "the database behind the server is restarting".into(),
+            });
         }
         match self.lose.swap(PASS, Ordering::SeqCst) {
             STORED_ANSWER_LOST => {
@@ -771,6 +784,61 @@ fn a_completion_whose_connection_stays_lost_for_a_ttl_is_reported_a_store_error(
     assert_eq!(
         (state.done, state.fence, state.result.as_deref()),
         (true, 2, Some("a done under 2"))
+    );
+}
+
+/// A completion answered `Unavailable` again and again — `HttpStore` while the database behind
+/// `leasefence serve` restarts — is tried again for as long as the lease may be live, as a lost
+/// connection is, not given up after the few quick retries of a busy store: once the server
+/// answers, it is stored under its own fence and reported completed, and the job runs once.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_completion_answered_unavailable_for_a_while_is_stored_once_the_server_answers() {
+    let Some(db) = PgDb::new() else { return };
+    db.store().enqueue_many(&[job("a")]).unwrap();
+    let lose = Arc::new(AtomicU8::new(UNAVAILABLE_UNTIL_RESET));
+    let calls = Arc::new(Calls::default());
+    let handler = |ctx: &leasefence::JobContext<'_, AnswerLost>| {
+        Ok(format!("{} done under {}", ctx.job_id(), ctx.fence()))
+    };
+    let (w, seen) = answer_lost_worker_with(&db, &lose, &calls, |b| b.ttl(30.0), handler);
+    let run = std::thread::spawn(move || w.run());
+    // Past the quick retries (3, ~60 ms): eight answers `Unavailable`, or an early outcome.
+    let since = Instant::now();
+    let early = loop {
+        if calls.unavailable.load(Ordering::SeqCst) >= 8 {
+            break None;
+        }
+        assert!(
+            since.elapsed() < PATIENCE,
+            "the completion stopped being tried"
+        );
+        if let Ok(outcome) = seen.recv_timeout(Duration::from_millis(10)) {
+            break Some(outcome);
+        }
+    };
+    assert_eq!(early, None, "an outcome while the server was unavailable");
+    lose.store(PASS, Ordering::SeqCst);
+    let outcome = seen.recv_timeout(PATIENCE).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed), "{outcome:?}");
+    let stats = run.join().unwrap().expect("run ends without an error");
+    assert_eq!(
+        (
+            stats.claimed,
+            stats.completed,
+            stats.stale_refused,
+            stats.cancelled
+        ),
+        (1, 1, 0, 0),
+        "{stats:?}"
+    );
+    let state = db.store().state(JobId::new("a").unwrap()).unwrap().unwrap();
+    assert_eq!(
+        (state.done, state.fence, state.result.as_deref()),
+        (true, 1, Some("a done under 1"))
     );
 }
 
