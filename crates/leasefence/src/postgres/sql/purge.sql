@@ -5,6 +5,8 @@
 -- re-enqueued id continues from the floor.
 WITH purged AS (
     DELETE FROM jobs WHERE done = 1 AND finished_at < $1 AND id = ANY($2)
+       AND (unique_for IS NULL
+            OR enqueued_at <= extract(epoch FROM clock_timestamp())::float8 - unique_for)
     RETURNING id, fence
 ), floor AS (
     INSERT INTO fence_floor (id, fence)
