@@ -14,7 +14,9 @@ use crate::output::Outcome;
 #[command(
     after_help = "Fence floor: the last fence of every purged id is kept in a separate \
                         table, so enqueueing the same id again continues from it — a fence \
-                        number is never issued twice for the same id, even after a purge."
+                        number is never issued twice for the same id, even after a purge. \
+                        A job enqueued with --unique-for is kept until its window has passed: \
+                        until then it still holds its unique key."
 )]
 pub struct Args {
     /// The cutoff.

@@ -321,7 +321,9 @@ pub trait Store {
     /// Deletes finished jobs (completed, dead or cancelled) that finished before
     /// `finished_before`, and returns how many. The last fence of every purged id is kept as a
     /// floor, so enqueueing the same id again continues the sequence: a fence number is never
-    /// issued twice for the same id.
+    /// issued twice for the same id. A job enqueued with a unique key and a window
+    /// ([`NewJob::unique_for`](crate::NewJob::unique_for)) is kept until that window has passed
+    /// (by the clock the enqueue judges it by): until then it still holds its key.
     ///
     /// # Errors
     /// Busy or backend failures; then nothing was deleted.

@@ -2,7 +2,7 @@
 //! enqueued again never reuses a fence.
 
 use crate::common::*;
-use leasefence::{Failed, JobId, Store};
+use leasefence::{Enqueued, Failed, JobId, NewJob, Store};
 
 contract!(
     fn deletes_only_jobs_finished_before_the_cutoff(api, db, s) {
@@ -120,6 +120,42 @@ contract!(
         assert_eq!(s.fail(&l, now(1.0), "e", None).unwrap(), Some(Failed::Dead));
         assert_eq!(s.purge(now(2.0)).unwrap(), 1);
         assert_eq!(db.rows(), vec![]);
+    }
+);
+
+/// A job of `digest:ada`'s key, held for an hour from its enqueue.
+fn windowed(id: &str) -> NewJob {
+    job(id)
+        .unique_key("digest:ada")
+        .unwrap()
+        .unique_for(3600.0)
+        .unwrap()
+}
+
+contract!(
+    /// `unique_for` holds the key while a job with it was enqueued less than the window ago,
+    /// finished or not: a routine purge keeps such a finished job (and so the key held) until
+    /// its window has passed, then purges it and the key is free.
+    fn a_finished_job_is_kept_while_its_unique_window_holds_its_key(api, db, s) {
+        s.enqueue_many(&[job("plain")]).unwrap();
+        assert_eq!(s.enqueue_jobs(&[windowed("d1")]).unwrap(), [Enqueued::Inserted]);
+        for _ in 0..2 {
+            let l = s.claim_next(owner("w"), now(0.0), ttl(10.0)).unwrap().unwrap();
+            assert!(s.complete_lease(&l, now(1.0), "sent").unwrap());
+        }
+        assert_eq!(s.purge(now(2.0)).unwrap(), 1, "only the job without a window");
+        assert!(db.row("plain").is_none());
+        assert_eq!(db.row("d1").map(|r| r.done), Some(1), "kept: its window holds");
+        assert_eq!(
+            s.enqueue_jobs(&[windowed("d2")]).unwrap(),
+            [Enqueued::Duplicate { of: "d1".into() }],
+            "the key is still held after the purge"
+        );
+        // Two hours later (its enqueue moved back): the window has passed.
+        db.exec("UPDATE jobs SET enqueued_at = enqueued_at - 7200 WHERE id = 'd1'");
+        assert_eq!(s.purge(now(2.0)).unwrap(), 1);
+        assert!(db.row("d1").is_none());
+        assert_eq!(s.enqueue_jobs(&[windowed("d3")]).unwrap(), [Enqueued::Inserted]);
     }
 );
 
