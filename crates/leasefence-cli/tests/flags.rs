@@ -301,6 +301,8 @@ fn negative_counts_and_durations_name_their_flag() {
             "--retry-delay",
         ),
         (&["work", "--exec", "true", "--poll", "-0.5"], "--poll"),
+        (&["schedule", "tick", "--ttl", "-5"], "--ttl"),
+        (&["serve", "--request-timeout", "-3"], "request-timeout"),
     ] {
         let run = s.lf(args);
         run.bad(flag);
@@ -310,6 +312,26 @@ fn negative_counts_and_durations_name_their_flag() {
         );
         assert!(
             run.stderr.contains("must be") || run.stderr.contains("give"),
+            "{args:?}: {run:#?}"
+        );
+    }
+}
+
+/// Counts parsed by clap's own range parser: a negative one is refused naming its flag and the
+/// range, not taken for an unknown argument.
+#[test]
+fn negative_counts_of_demo_and_serve_name_their_flag() {
+    let s = Sandbox::new();
+    for (args, flag) in [
+        (&["demo", "--jobs", "-5"][..], "--jobs"),
+        (&["demo", "--workers", "-1"], "--workers"),
+        (&["serve", "--connections", "-1"], "--connections"),
+        (&["serve", "--max-body-bytes", "-1"], "--max-body-bytes"),
+    ] {
+        let run = s.lf(args);
+        run.bad(flag);
+        assert!(
+            !run.stderr.contains("unexpected argument"),
             "{args:?}: {run:#?}"
         );
     }

@@ -22,10 +22,10 @@ use crate::output::Outcome;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Number of jobs in the stress run.
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 2000, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
     jobs: u32,
     /// Number of worker threads, each with its own connection.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    #[arg(long, default_value_t = 8, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=256))]
     workers: u32,
     /// Lease duration of the stress run in (real) seconds.
     ///

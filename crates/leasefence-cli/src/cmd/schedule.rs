@@ -118,7 +118,13 @@ struct TickArgs {
     #[arg(long, value_name = "NAME")]
     owner: Option<String>,
     /// The lease on the role, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = args::seconds(true))]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 30.0,
+        allow_negative_numbers = true,
+        value_parser = args::seconds(true)
+    )]
     ttl: f64,
     /// The clock reading to tick at, in Unix seconds [default: the system clock; on PostgreSQL
     /// the database server's clock].

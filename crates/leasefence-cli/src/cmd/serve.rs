@@ -44,11 +44,21 @@ pub struct Args {
     admin_token_file: Option<PathBuf>,
 
     /// Store connections serving requests at once (at least 1).
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 4,
+        allow_negative_numbers = true
+    )]
     connections: u32,
 
     /// The largest request body taken, in bytes; larger ones get 413.
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 1 << 20,
+        allow_negative_numbers = true
+    )]
     max_body_bytes: usize,
 
     /// How long a request may take to send its headers and body and to get a free store
@@ -56,7 +66,12 @@ pub struct Args {
     /// when the headers never came (a keep-alive connection idle this long is closed too; a
     /// store call, once started, runs to its end). A shutdown waits this long and 5 s more for
     /// the requests in flight.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        allow_negative_numbers = true
+    )]
     request_timeout: f64,
 
     /// SQLite only: `full` (default; every acknowledged write survives power loss) or
