@@ -18,7 +18,8 @@ pub(crate) enum Io<'a> {
     Write { offset: u64, data: &'a [u8] },
     Truncate(u64),
     Sync,
-    Delete,
+    /// `sync_dir`: SQLite asked for the folder to be synced after the unlink.
+    Delete { sync_dir: bool },
 }
 
 /// An operation not yet synced.
@@ -32,6 +33,9 @@ enum Op {
 struct Tracked {
     durable: Vec<u8>,
     pending: Vec<Op>,
+    /// Whether the file's directory entry is durable: false for a file created since its
+    /// folder was last synced (its creation may be lost at a cut).
+    entry_durable: bool,
 }
 
 /// What one cut did to the unsynced operations it found.
@@ -49,6 +53,10 @@ pub struct CutReport {
     pub applied: usize,
     /// Applied in part: some of their sectors.
     pub torn: usize,
+    /// Files created since their folder's last sync that the cut made vanish.
+    pub entries_lost: usize,
+    /// Files deleted since their folder's last sync that the cut brought back.
+    pub resurrected: usize,
 }
 
 #[derive(Default)]
@@ -57,6 +65,8 @@ struct State {
     /// lives.
     root: Option<String>,
     files: HashMap<String, Tracked>,
+    /// Files deleted while their folder was not synced since: the unlink may not survive a cut.
+    deleted: HashMap<String, Tracked>,
     /// Tracked files open now.
     handles: usize,
     cut: bool,
@@ -66,8 +76,8 @@ struct State {
     /// Successful syncs of database files (not of their WAL or journal): checkpoints.
     checkpoints: u64,
     rng: u64,
-    /// What each file holds after the cut.
-    image: HashMap<String, Vec<u8>>,
+    /// What each file holds after the cut (`None`: the file is gone).
+    image: HashMap<String, Option<Vec<u8>>>,
     report: CutReport,
 }
 
@@ -111,14 +121,35 @@ pub(crate) fn is_cut() -> bool {
     CUT.load(Ordering::SeqCst)
 }
 
-pub(crate) fn opened(path: &str) {
+/// `created`: the open created the file (it did not exist before): its directory entry is
+/// durable only once its folder is synced.
+pub(crate) fn opened(path: &str, created: bool) {
     with(|s| {
         s.handles += 1;
         s.files.entry(path.to_owned()).or_insert_with(|| Tracked {
             // A file first seen now is as durable as it is on the real disk.
             durable: std::fs::read(path).unwrap_or_default(),
             pending: vec![],
+            entry_durable: !created,
         });
+    })
+}
+
+fn folder(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(dir, _)| dir)
+}
+
+/// The folder of `path` was synced (fsync of the directory): the creations and deletions of
+/// its files so far are durable.
+pub(crate) fn dir_synced(path: &str) {
+    with(|s| {
+        let dir = folder(path).to_owned();
+        for (p, file) in s.files.iter_mut() {
+            if folder(p) == dir {
+                file.entry_durable = true;
+            }
+        }
+        s.deleted.retain(|p, _| folder(p) != dir);
     })
 }
 
@@ -133,14 +164,14 @@ pub(crate) fn io(path: &str, io: Io<'_>, call: impl FnOnce() -> i32) -> i32 {
         Io::Write { .. } => ffi::SQLITE_IOERR_WRITE,
         Io::Truncate(_) => ffi::SQLITE_IOERR_TRUNCATE,
         Io::Sync => ffi::SQLITE_IOERR_FSYNC,
-        Io::Delete => ffi::SQLITE_IOERR_DELETE,
+        Io::Delete { .. } => ffi::SQLITE_IOERR_DELETE,
     };
     let mut guard = lock();
     let s = guard.get_or_insert_with(State::default);
     if s.cut {
         return refused;
     }
-    if !matches!(io, Io::Delete) {
+    if !matches!(io, Io::Delete { .. }) {
         s.events += 1;
         if let Some(left) = s.countdown.as_mut() {
             *left -= 1;
@@ -167,8 +198,20 @@ pub(crate) fn io(path: &str, io: Io<'_>, call: impl FnOnce() -> i32) -> i32 {
         return rc;
     }
     match io {
-        Io::Delete => {
-            s.files.remove(path);
+        Io::Delete { sync_dir } => {
+            if let Some(file) = s.files.remove(path) {
+                // The unlink is durable only once the folder is synced (unix's xDelete syncs
+                // it when asked to); until then a cut may bring the file back as the disk
+                // holds it.
+                if file.entry_durable && !sync_dir {
+                    s.deleted.insert(path.to_owned(), file);
+                }
+            }
+            if sync_dir {
+                drop(guard);
+                dir_synced(path);
+                return rc;
+            }
         }
         Io::Write { offset, data } => s.file(path).pending.push(Op::Write {
             offset,
@@ -207,11 +250,38 @@ impl State {
             at_event: self.events,
             ..CutReport::default()
         };
-        let mut paths: Vec<String> = self.files.keys().cloned().collect();
+        let mut paths: Vec<(String, bool)> = self
+            .files
+            .keys()
+            .map(|p| (p.clone(), false))
+            .chain(
+                self.deleted
+                    .keys()
+                    .filter(|p| !self.files.contains_key(*p))
+                    .map(|p| (p.clone(), true)),
+            )
+            .collect();
         paths.sort();
         let mut images = HashMap::new();
-        for path in paths {
-            let file = &self.files[&path];
+        for (path, deleted) in paths {
+            // The directory entry: an unsynced creation may vanish, an unsynced unlink may
+            // not have happened.
+            let entry_durable = self.files.get(&path).is_none_or(|f| f.entry_durable);
+            if deleted {
+                if self.below(2) == 0 {
+                    continue; // the unlink reached the disk
+                }
+                report.resurrected += 1;
+            } else if !entry_durable && self.below(2) == 0 {
+                report.entries_lost += 1;
+                images.insert(path, None);
+                continue;
+            }
+            let file = if deleted {
+                &self.deleted[&path]
+            } else {
+                &self.files[&path]
+            };
             let mut image = file.durable.clone();
             let mut ops = file.pending.clone();
             // Fisher–Yates: the disk may have received them in any order.
@@ -241,7 +311,7 @@ impl State {
                     }
                 }
             }
-            images.insert(path, image);
+            images.insert(path, Some(image));
         }
         self.image = images;
         self.report = report;
@@ -317,12 +387,21 @@ pub(crate) fn reboot() -> Result<CutReport, String> {
             ));
         }
         for (path, image) in s.image.drain() {
-            std::fs::write(&path, &image).map_err(|e| format!("write back {path}: {e}"))?;
+            match image {
+                Some(image) => std::fs::write(&path, &image)
+                    .map_err(|e| format!("write back {path}: {e}"))?,
+                None => match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(format!("remove {path}: {e}")),
+                },
+            }
             if !path.ends_with("-wal") && !path.ends_with("-journal") {
                 let _ = std::fs::remove_file(format!("{path}-shm"));
             }
         }
         s.files.clear();
+        s.deleted.clear();
         s.cut = false;
         s.countdown = None;
         CUT.store(false, Ordering::SeqCst);

@@ -12,8 +12,10 @@
 //! images onto the real files and drops the shared-memory wal-index, and the folder is a disk
 //! after a power loss.
 //!
-//! The model's limits: a created or deleted file is durable at once (SQLite syncs the folder
-//! where it matters), and the wal-index is shared memory, lost at every cut.
+//! The folder is modelled too: a file created or deleted since its folder was last synced (the
+//! `unix` VFS syncs it at the first sync of a new journal or WAL, and after a delete it is asked
+//! to sync) may, at a cut, vanish or come back as the disk last held it. The wal-index is shared
+//! memory, lost at every cut.
 //!
 //! ```
 //! use leasefence::{JobId, Now, Owner, SqliteStore, Store, Ttl};

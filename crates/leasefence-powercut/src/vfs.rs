@@ -31,6 +31,9 @@ struct CutFile {
     real: *mut ffi::sqlite3_file,
     /// `Box<String>` as a raw pointer, or null for a file the disk does not track.
     path: *mut String,
+    /// The `unix` VFS syncs the folder at this file's first sync (a journal or WAL opened with
+    /// `SQLITE_OPEN_CREATE`, as unix's `UNIXFILE_DIRSYNC`).
+    dirsync: bool,
 }
 
 fn base() -> *mut ffi::sqlite3_vfs {
@@ -134,6 +137,7 @@ unsafe extern "C" fn x_open(
                 },
                 real,
                 path: null_mut(),
+                dirsync: false,
             },
         );
         (*real).pMethods = ptr::null();
@@ -148,6 +152,9 @@ unsafe extern "C" fn x_open(
         if tracked.is_some() && disk::is_cut() {
             return ffi::SQLITE_IOERR;
         }
+        let existed = tracked
+            .as_deref()
+            .is_none_or(|p| std::path::Path::new(p).exists());
         let vfs = base();
         let rc = ((*vfs).xOpen.unwrap())(vfs, name, real, flags, out_flags);
         if rc != ffi::SQLITE_OK {
@@ -157,8 +164,14 @@ unsafe extern "C" fn x_open(
             return rc;
         }
         if let Some(path) = tracked {
-            disk::opened(&path);
+            disk::opened(&path, !existed);
             (*f).path = Box::into_raw(Box::new(path));
+            (*f).dirsync = flags & ffi::SQLITE_OPEN_CREATE != 0
+                && flags
+                    & (ffi::SQLITE_OPEN_MAIN_JOURNAL
+                        | ffi::SQLITE_OPEN_SUPER_JOURNAL
+                        | ffi::SQLITE_OPEN_WAL)
+                    != 0;
         }
         (*f).base.pMethods = &METHODS;
         ffi::SQLITE_OK
@@ -174,7 +187,7 @@ unsafe extern "C" fn x_delete(
     unsafe {
         let vfs = base();
         match path_of(name).filter(|p| disk::tracks(p)) {
-            Some(path) => disk::io(&path, Io::Delete, || {
+            Some(path) => disk::io(&path, Io::Delete { sync_dir: sync_dir & 1 != 0 }, || {
                 ((*vfs).xDelete.unwrap())(vfs, name, sync_dir)
             }),
             None => ((*vfs).xDelete.unwrap())(vfs, name, sync_dir),
@@ -388,7 +401,16 @@ unsafe extern "C" fn x_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int
     unsafe {
         let (real, m) = real(file);
         match tracked(file) {
-            Some(path) => disk::io(path, Io::Sync, || (m.xSync.unwrap())(real, flags)),
+            Some(path) => {
+                let rc = disk::io(path, Io::Sync, || (m.xSync.unwrap())(real, flags));
+                let f = file.cast::<CutFile>();
+                if rc == ffi::SQLITE_OK && (*f).dirsync {
+                    // unix's xSync has just synced the folder too (once per file).
+                    (*f).dirsync = false;
+                    disk::dir_synced(path);
+                }
+                rc
+            }
             None => (m.xSync.unwrap())(real, flags),
         }
     }
