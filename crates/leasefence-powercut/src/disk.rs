@@ -15,11 +15,16 @@ pub const SECTOR: u64 = 512;
 
 /// One I/O call on a tracked file.
 pub(crate) enum Io<'a> {
-    Write { offset: u64, data: &'a [u8] },
+    Write {
+        offset: u64,
+        data: &'a [u8],
+    },
     Truncate(u64),
     Sync,
     /// `sync_dir`: SQLite asked for the folder to be synced after the unlink.
-    Delete { sync_dir: bool },
+    Delete {
+        sync_dir: bool,
+    },
 }
 
 /// An operation not yet synced.
@@ -388,8 +393,9 @@ pub(crate) fn reboot() -> Result<CutReport, String> {
         }
         for (path, image) in s.image.drain() {
             match image {
-                Some(image) => std::fs::write(&path, &image)
-                    .map_err(|e| format!("write back {path}: {e}"))?,
+                Some(image) => {
+                    std::fs::write(&path, &image).map_err(|e| format!("write back {path}: {e}"))?
+                }
                 None => match std::fs::remove_file(&path) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

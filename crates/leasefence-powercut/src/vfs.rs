@@ -187,9 +187,13 @@ unsafe extern "C" fn x_delete(
     unsafe {
         let vfs = base();
         match path_of(name).filter(|p| disk::tracks(p)) {
-            Some(path) => disk::io(&path, Io::Delete { sync_dir: sync_dir & 1 != 0 }, || {
-                ((*vfs).xDelete.unwrap())(vfs, name, sync_dir)
-            }),
+            Some(path) => disk::io(
+                &path,
+                Io::Delete {
+                    sync_dir: sync_dir & 1 != 0,
+                },
+                || ((*vfs).xDelete.unwrap())(vfs, name, sync_dir),
+            ),
             None => ((*vfs).xDelete.unwrap())(vfs, name, sync_dir),
         }
     }

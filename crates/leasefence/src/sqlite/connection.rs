@@ -9,6 +9,26 @@ use rusqlite::{Connection, ErrorCode};
 
 use crate::error::{BackendError, Error};
 
+/// Sets `synchronous` on `conn` (once the file's journal mode is settled). `FULL` leaves the
+/// unlink that commits a rollback journal unsynced: a power cut can bring the journal back, and
+/// SQLite then rolls the acknowledged commit back. So at
+/// [`Synchronous::Full`](super::Synchronous::Full) a file not in WAL mode (one the `sqlite3`
+/// shell made, opened without init, which keeps its mode) gets `EXTRA`, which syncs the folder
+/// after that unlink; in WAL mode the two are the same and FULL is kept.
+pub(super) fn set_synchronous(
+    conn: &Connection,
+    synchronous: super::Synchronous,
+) -> rusqlite::Result<()> {
+    let mut level = synchronous.pragma();
+    if synchronous == super::Synchronous::Full {
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            level = "EXTRA";
+        }
+    }
+    conn.pragma_update(None, "synchronous", level)
+}
+
 /// Installs the busy handler: while another connection holds the write lock, wait in short,
 /// jittered sleeps (from 25–50 µs, doubling, to at most 2–4 ms) until `limit` has passed since
 /// the first refusal, then give up with `SQLITE_BUSY` ([`Error::Busy`]).

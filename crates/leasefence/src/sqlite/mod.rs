@@ -16,6 +16,7 @@ mod reads;
 mod rows;
 #[cfg(feature = "cron")]
 mod schedule;
+mod sql;
 mod store;
 mod watch;
 mod writer;
@@ -37,8 +38,6 @@ const MIGRATIONS: [&str; 7] = [
     include_str!("migrations/0007_dashboard.sql"),
 ];
 
-mod sql;
-
 /// The six columns of the contract's `jobs` table, in order.
 pub const JOB_COLUMNS: [&str; 6] = ["id", "owner", "until", "fence", "result", "done"];
 
@@ -47,7 +46,8 @@ pub const JOB_COLUMNS: [&str; 6] = ["id", "owner", "until", "fence", "result", "
 #[non_exhaustive]
 pub enum Synchronous {
     /// `FULL` (the default): every commit is on disk before the call returns. A power loss can
-    /// never make the store forget a fence it handed out.
+    /// never make the store forget a fence it handed out (set as `EXTRA` on a file not in WAL
+    /// mode, to sync the folder after the unlink of the rollback journal that commits).
     #[default]
     Full,
     /// `NORMAL`: in WAL mode the WAL is synced only at checkpoints, so a power loss (not a
@@ -153,15 +153,14 @@ impl SqliteOptions {
     /// write is still judged alone (its own fence check, its own answer: a refused or failed
     /// write never fails another; only a failure to begin the group's transaction, or to commit
     /// it for the file's lock, reaches every write of the group, none of which is then stored;
-    /// a commit that fails otherwise — a disk too full for the group's writes — is retried one
-    /// write per transaction, as without group commit), and each caller returns
-    /// only once its write is committed. The writes grouped: `enqueue`, `claim`, `claim_next`,
-    /// `claim_batch`, `renew`, `complete`, `complete_batch`, `release` and `fail` — so the
-    /// [`Worker`](crate::Worker)'s threads share their claims' and results' commits. A failed
-    /// batch stores none of its jobs, as alone. `renew_batch` and `enqueue_many` keep their
-    /// own transactions. Waiting for the group's turn
-    /// counts against the [busy timeout](Self::busy_timeout): a write that no group has taken
-    /// by then is withdrawn, unrun, with [`Error::Busy`](crate::Error::Busy).
+    /// a commit failing otherwise — a disk too full for the group — reruns each write alone),
+    /// and each caller returns only once its write is committed. The writes grouped: `enqueue`,
+    /// `claim`, `claim_next`, `claim_batch`, `renew`, `complete`, `complete_batch`, `release`
+    /// and `fail` — so the [`Worker`](crate::Worker)'s threads share their claims' and results'
+    /// commits. A failed batch stores none of its jobs, as alone. `renew_batch` and
+    /// `enqueue_many` keep their own transactions. Waiting for the group's turn counts against
+    /// the [busy timeout](Self::busy_timeout): a write that no group has taken by then is
+    /// withdrawn, unrun, with [`Error::Busy`](crate::Error::Busy).
     ///
     /// Why not at `NORMAL`: there a commit costs no fsync, so a group saves little, while its
     /// callers all wait for the slowest call of the group (measured: 4 threads of single
@@ -445,8 +444,6 @@ impl SqliteStore {
                 detail: "no `jobs` table; run `init_db` (or `leasefence init`) first".into(),
             });
         }
-        conn.pragma_update(None, "synchronous", options.synchronous.pragma())
-            .map_err(|e| self.err(e))?;
         if let Some(bytes) = options.max_size {
             let page_size: i64 = conn
                 .pragma_query_value(None, "page_size", |r| r.get(0))
@@ -471,6 +468,7 @@ impl SqliteStore {
                 });
             }
         }
+        connection::set_synchronous(conn, options.synchronous).map_err(|e| self.err(e))?;
         self.migrate()
     }
 
