@@ -52,9 +52,10 @@ pub enum Synchronous {
     Full,
     /// `NORMAL`: in WAL mode the WAL is synced only at checkpoints, so a power loss (not a
     /// process crash) rolls back **every commit since the last checkpoint** — in the power-cut
-    /// tests about 85 % of what was acknowledged. A claim rolled back while its job survives
+    /// tests 67–85 % of what was acknowledged. A claim rolled back while its job survives
     /// leaves the job at the old fence, so **the same fence number is then handed out again**
-    /// to the next owner (seen in the tests). The file itself stays intact. Opt in only if the
+    /// to the next owner (seen in the tests); so does a job lost with its claim and enqueued
+    /// again (it starts over at fence 0). The file itself stays intact. Opt in only if the
     /// fenced resources tolerate a repeated fence, or the store can be rebuilt.
     Normal,
     /// `OFF`: no fsync at all; for tests and throwaway data.
