@@ -34,7 +34,12 @@ fn normal_hands_out_again_the_fence_of_a_job_lost_with_its_claim_and_enqueued_ag
     let store = options.open(&path).unwrap();
     let again = store.enqueue(job).unwrap();
     let lease = store
-        .claim(job, Owner::new("w2").unwrap(), Now::new(100.0).unwrap(), ttl)
+        .claim(
+            job,
+            Owner::new("w2").unwrap(),
+            Now::new(100.0).unwrap(),
+            ttl,
+        )
         .unwrap()
         .expect("j is ready");
     // The hazard the docs now name: when the cut took the job (and so its claim), the fence

@@ -54,9 +54,8 @@ pub enum Synchronous {
     /// process crash) rolls back **every commit since the last checkpoint** — in the power-cut
     /// tests 67–85 % of what was acknowledged. A claim rolled back while its job survives
     /// leaves the job at the old fence, so **the same fence number is then handed out again**
-    /// to the next owner (seen in the tests); so does a job lost with its claim and enqueued
-    /// again (it starts over at fence 0). The file itself stays intact. Opt in only if the
-    /// fenced resources tolerate a repeated fence, or the store can be rebuilt.
+    /// to the next owner, as it is to a job lost with its claim and enqueued again (from fence
+    /// 0). The file stays intact. Opt in only if a repeated fence is harmless to the resources.
     Normal,
     /// `OFF`: no fsync at all; for tests and throwaway data.
     Off,

@@ -73,6 +73,47 @@ fn switches_the_file_to_wal_and_commits_durably_by_default() {
     assert_eq!(relaxed.synchronous().unwrap(), Synchronous::Normal);
 }
 
+/// A file in rollback-journal mode (as the `sqlite3` shell makes it), opened without init, keeps
+/// its mode; at FULL its commits run at SQLite's EXTRA, which syncs the folder after the
+/// journal's unlink that commits (at FULL a power cut can bring the journal back and roll an
+/// acknowledged commit back: `leasefence-powercut`'s `rollback_journal`). A WAL file keeps FULL.
+#[test]
+fn a_rollback_journal_file_commits_at_extra_and_a_wal_file_at_full() {
+    let level = |path: &std::path::Path| {
+        let store = SqliteOptions::new().init(false).open(path).unwrap();
+        let (job, w) = (
+            JobId::new("a").unwrap(),
+            leasefence::Owner::new("w").unwrap(),
+        );
+        let lease = store
+            .claim(job, w, now(0.0), leasefence::Ttl::new(60.0).unwrap())
+            .unwrap()
+            .unwrap();
+        let level = store
+            .complete_with(&lease, now(1.0), "done", |conn| {
+                conn.query_row("PRAGMA synchronous", [], |r| r.get::<_, i64>(0))
+                    .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+            })
+            .unwrap();
+        (level, store.synchronous().unwrap())
+    };
+    let shell = Db::empty();
+    sqlite3(
+        &shell.path,
+        "CREATE TABLE jobs(id TEXT PRIMARY KEY, owner TEXT, until REAL NOT NULL DEFAULT 0, \
+         fence INTEGER NOT NULL DEFAULT 0, result TEXT, done INTEGER NOT NULL DEFAULT 0); \
+         INSERT INTO jobs(id) VALUES ('a');",
+    );
+    assert_eq!(level(&shell.path), (Some(3), Synchronous::Full), "EXTRA");
+    assert_eq!(
+        sqlite3(&shell.path, "PRAGMA journal_mode;").trim(),
+        "delete"
+    );
+    let wal = Db::new();
+    leasefence::enqueue(&wal.path, "a").unwrap();
+    assert_eq!(level(&wal.path), (Some(2), Synchronous::Full), "FULL");
+}
+
 #[test]
 fn refuses_a_file_that_is_not_sqlite_and_leaves_it_unmodified() {
     let db = Db::empty();
