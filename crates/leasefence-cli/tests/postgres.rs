@@ -970,6 +970,30 @@ fn demo_on_postgres_without_a_schema_uses_a_fresh_one_and_drops_it() {
 }
 
 #[test]
+fn a_typo_in_a_connection_string_names_the_key_not_the_password() {
+    // No server needed: the string is refused before connecting. The message says which key
+    // is wrong (it said only "invalid connection string"), and never shows the password.
+    for (db, key) in [
+        (
+            "host=127.0.0.1 user=postgres password=S3cretPW dbnmae=test",
+            "unknown option `dbnmae`",
+        ),
+        (
+            "host=127.0.0.1 port=abc user=postgres password=S3cretPW dbname=test",
+            "invalid value for option `port`",
+        ),
+        (
+            "postgres://postgres:S3cretPW@127.0.0.1/test?connect_timeout=soon",
+            "invalid value for option `connect_timeout`",
+        ),
+    ] {
+        let run = raw(&["--db", db, "stats"], None, &[]);
+        run.error("invalid argument `db`").error(key);
+        assert!(!run.stderr.contains("S3cretPW"), "{run:#?}");
+    }
+}
+
+#[test]
 fn a_bad_database_url_is_an_error_naming_the_argument() {
     // No server needed: these fail before connecting, or connect to a closed port.
     raw(

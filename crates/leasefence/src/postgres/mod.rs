@@ -241,7 +241,9 @@ impl PgOptions {
                  verified); sslmode=require encrypts the connection"
                     .to_owned()
             } else {
-                e.to_string()
+                // The driver's cause names the key (`unknown option `dbnmae``, `invalid value
+                // for option `port``), never a value: without it a typo is a guessing game.
+                crate::error::chain(&e)
             };
             Error::invalid("url", format!("not a PostgreSQL connection string: {why}"))
         })?;
