@@ -649,7 +649,7 @@ fn list_filters_by_status_and_limits() {
 
     let run = s.lf(&["list", "--limit", "3", "--now", "100"]);
     run.ok()
-        .says("… more jobs: the next page is `leasefence list --after l`");
+        .says("… more jobs: the next page is `leasefence list --limit 3 --now 100 --after l`");
     assert_eq!(run.stdout.lines().count(), 1 + 3 + 1, "{run:#?}");
     assert_eq!(run.table_row("l")[1], "leased");
     let run = s.lf(&["list", "--limit", "8", "--now", "100"]);
@@ -673,6 +673,44 @@ fn list_filters_by_status_and_limits() {
     assert_eq!(empty.lf(&["--json", "list"]).ok().stdout, "");
 }
 
+/// The next page's hint keeps the page's filter, size, clock and time format: without them
+/// it listed every status, 100 at a time (it was `leasefence list --after ID` whatever was
+/// asked).
+#[test]
+fn the_next_page_hint_keeps_the_filter_and_the_page_size() {
+    let s = Sandbox::every_status();
+    for id in ["r2", "r3", "r4"] {
+        s.lf(&["enqueue", id]).ok();
+    }
+    // r is the first ready job; then seven of other statuses, then r2..r4.
+    let run = s.lf(&[
+        "list", "--status", "ready", "--limit", "1", "--now", "100", "--epoch",
+    ]);
+    let hint = run.ok().stdout.lines().last().unwrap().to_owned();
+    let command = &hint[hint.find('`').unwrap() + 1..hint.rfind('`').unwrap()];
+    let args: Vec<&str> = command
+        .strip_prefix("leasefence ")
+        .unwrap()
+        .split(' ')
+        .collect();
+    let next = s.lf(&args);
+    let rows: Vec<&str> = next
+        .ok()
+        .stdout
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with('…'))
+        .collect();
+    assert!(!rows.is_empty(), "{hint}: {next:#?}");
+    assert!(
+        rows.iter()
+            .all(|r| r.split_whitespace().nth(1) == Some("ready")),
+        "the next page of ready jobs holds ready jobs only ({hint}): {next:#?}"
+    );
+    assert_eq!(rows.len(), 1, "{hint}: {next:#?}");
+    assert!(command.contains("--epoch"), "{hint}");
+}
+
 /// The next page's hint pastes into a shell as it is, whatever the last id holds (spaces,
 /// quotes, `$`, a leading `-`), and an unknown cursor is named plainly.
 #[test]
@@ -688,8 +726,9 @@ fn the_next_page_hint_is_a_working_shell_command() {
         s.lf(&["enqueue", "--", first]).ok();
         s.lf(&["enqueue", "z"]).ok();
         let run = s.lf(&["list", "--limit", "1"]);
-        run.ok()
-            .says(&format!("the next page is `leasefence list {quoted}`"));
+        run.ok().says(&format!(
+            "the next page is `leasefence list --limit 1 {quoted}`"
+        ));
         let hint = run.stdout.lines().last().unwrap();
         let command = &hint[hint.find('`').unwrap() + 1..hint.rfind('`').unwrap()];
         let tail = command.strip_prefix("leasefence ").unwrap();

@@ -99,7 +99,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     if more && let Some(last) = jobs.last() {
         ctx.out.text(format!(
             "… more jobs: the next page is `leasefence list {}`",
-            after_flag(last.id())
+            next_page_flags(&args, last.id())
         ));
     }
     Ok(Outcome::Done)
@@ -260,6 +260,26 @@ fn shell_word(text: &str) -> String {
 
 /// `--after ID` for the next page's hint; `--after=ID` for an id that starts with `-`, which
 /// would otherwise be read as a flag.
+/// The flags of the next page: this page's filter, size, clock reading and time format (a
+/// hint without them lists other jobs than the page it continues), then `--after`.
+fn next_page_flags(args: &Args, last: &str) -> String {
+    let mut flags = Vec::new();
+    if let Some(status) = args.status {
+        flags.push(format!("--status {status}"));
+    }
+    if args.limit != 100 {
+        flags.push(format!("--limit {}", args.limit));
+    }
+    if let Some(now) = args.now {
+        flags.push(format!("--now {now}"));
+    }
+    if args.epoch {
+        flags.push("--epoch".to_owned());
+    }
+    flags.push(after_flag(last));
+    flags.join(" ")
+}
+
 fn after_flag(id: &str) -> String {
     if id.starts_with('-') {
         format!("--after={}", shell_word(id))
