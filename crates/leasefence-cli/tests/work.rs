@@ -222,6 +222,29 @@ fn runs_the_command_per_job_with_the_payload_on_stdin_and_stores_its_stdout() {
     );
 }
 
+/// A job id holding a newline (anyone with the worker token can enqueue one over HTTP) stays
+/// on its line of `work`'s log, written `\n`, as in `state`, `history` and `list`: it could
+/// split the log or forge a line (`done x (fence 1)\ndone y (fence 9)`). `--json` keeps it.
+#[test]
+fn a_job_id_with_a_newline_stays_on_its_line_of_the_log() {
+    let s = Sandbox::new();
+    let forged = "x (fence 1)\nstopped: 0 claimed";
+    s.ok(&["enqueue", "--", forged]);
+    let out = s.ok(&["work", "--exec", "true", "--drain"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "one job line and the stopped line: {out}");
+    assert_eq!(
+        lines[0], "done x (fence 1)\\nstopped: 0 claimed (fence 1)",
+        "{out}"
+    );
+    assert!(lines[1].starts_with("stopped: 1 claimed"), "{out}");
+
+    s.ok(&["enqueue", "--", "y\nz"]);
+    let json = s.ok(&["--json", "work", "--exec", "true", "--drain"]);
+    let first: Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+    assert_eq!(first["job_id"], "y\nz", "{json}");
+}
+
 #[test]
 fn the_environment_names_the_job_its_fence_and_attempt_and_a_failure_is_retried() {
     let s = Sandbox::new();

@@ -514,7 +514,7 @@ fn run_command<S: Store>(
                 out.line(
                     format!(
                         "killed {} (fence {}): {why}; its output is discarded",
-                        job.job_id(),
+                        crate::cmd::shared::one_line(job.job_id()),
                         job.fence()
                     ),
                     json!({

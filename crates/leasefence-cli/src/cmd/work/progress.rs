@@ -61,10 +61,13 @@ impl Progress {
 
     /// Prints one line per finished job and updates the counts.
     pub(super) fn report(&self, out: Out, lease: &Lease, outcome: &JobOutcome) {
-        let (id, fence) = (&lease.job_id, lease.fence);
+        let fence = lease.fence;
         // `ok`: the command succeeded and its result was stored.
         let ok = matches!(outcome, JobOutcome::Completed);
-        let mut record = json!({ "op": "work", "ok": ok, "job_id": id, "fence": fence });
+        let mut record = json!({ "op": "work", "ok": ok, "job_id": lease.job_id, "fence": fence });
+        // One line per job whatever the id holds: anyone with the worker token can enqueue an
+        // id with a newline over HTTP, which would split (or forge) lines of this log.
+        let id = crate::cmd::shared::one_line(&lease.job_id);
         let (human, which) = match outcome {
             JobOutcome::Completed => {
                 record["event"] = json!("completed");
