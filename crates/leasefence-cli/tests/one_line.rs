@@ -57,3 +57,63 @@ fn state_and_history_keep_each_short_field_on_its_line() {
         (Some("m\nx"), Some("X\nY"))
     );
 }
+
+/// `claim-batch` and `claim --next` print one line per lease (the README's promise, what a
+/// shell poller reads with `while read`), also for an id holding a newline, written `\n`; the
+/// JSON keeps the id as stored.
+#[test]
+fn claim_batch_and_claim_next_print_one_line_per_lease() {
+    let dir = TempDir::new().unwrap();
+    let lf = |args: &[&str]| {
+        let mut all = vec!["--db", "jobs.db"];
+        all.extend_from_slice(args);
+        Run::of(dir.path(), &all, None, &[])
+    };
+    lf(&["init"]).ok();
+    lf(&["enqueue", "a\nclaimed fake as w: fence 99"]).ok();
+    lf(&["enqueue", "b\nc"]).ok();
+    lf(&["enqueue", "d\ne"]).ok();
+
+    let next = lf(&[
+        "claim", "--next", "--owner", "w", "--ttl", "30", "--now", "0",
+    ]);
+    next.ok();
+    assert_eq!(next.stdout.lines().count(), 1, "{next:#?}");
+    assert!(
+        next.stdout
+            .starts_with("claimed a\\nclaimed fake as w: fence 99 as w: fence 1"),
+        "{next:#?}"
+    );
+
+    let batch = lf(&[
+        "claim-batch",
+        "--owner",
+        "w",
+        "--ttl",
+        "30",
+        "--n",
+        "5",
+        "--now",
+        "0",
+    ]);
+    batch.ok();
+    let lines: Vec<&str> = batch.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "one line per lease: {batch:#?}");
+    assert!(lines[0].starts_with("claimed b\\nc as w"), "{batch:#?}");
+
+    lf(&["enqueue", "f\ng"]).ok();
+    let json = lf(&[
+        "--json",
+        "claim-batch",
+        "--owner",
+        "w",
+        "--ttl",
+        "30",
+        "--n",
+        "5",
+        "--now",
+        "0",
+    ])
+    .json();
+    assert_eq!(json["job_id"].as_str(), Some("f\ng"));
+}

@@ -98,6 +98,8 @@ pub(crate) fn human(lease: &Lease) -> String {
     if let Some(kind) = &lease.kind {
         place.push_str(&format!("kind {kind}, "));
     }
+    // One line per lease whatever the id holds (one enqueued over HTTP may hold a newline).
+    let (job_id, owner) = (shared::one_line(job_id), shared::one_line(owner));
     format!(
         "claimed {job_id} as {owner}: fence {fence}, lease until {until}, attempt {attempt}, \
          {place}{payload}"
