@@ -317,6 +317,24 @@ fn negative_counts_and_durations_name_their_flag() {
     }
 }
 
+/// A duration too large for the worker's clock is refused as too large: it was "must be a
+/// finite number of seconds >= 0, got 1e300", which 1e300 is.
+#[test]
+fn a_huge_work_duration_is_refused_as_too_large() {
+    let s = Sandbox::new();
+    s.lf(&["init"]).ok();
+    for flag in [
+        "--shutdown-deadline",
+        "--retry-delay",
+        "--retry-max",
+        "--poll",
+    ] {
+        let run = s.lf(&["work", "--exec", "true", "--drain", flag, "1e300"]);
+        run.bad(flag).bad("must be at most");
+        assert!(!run.stderr.contains(">= 0"), "{flag}: {run:#?}");
+    }
+}
+
 /// Counts parsed by clap's own range parser: a negative one is refused naming its flag and the
 /// range, not taken for an unknown argument.
 #[test]

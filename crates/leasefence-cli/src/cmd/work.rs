@@ -201,10 +201,13 @@ pub struct Args {
 
 fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(value).map_err(|_| {
-        invalid(
-            flag,
-            format!("must be a finite number of seconds >= 0, got {value}"),
-        )
+        // 1e300 is finite and >= 0: say what is wrong with it instead.
+        let why = if value.is_finite() && value >= 0.0 {
+            format!("must be at most {} seconds, got {value:e}", u64::MAX)
+        } else {
+            format!("must be a finite number of seconds >= 0, got {value}")
+        };
+        invalid(flag, why)
     })
 }
 
