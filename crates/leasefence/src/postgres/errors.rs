@@ -4,6 +4,18 @@ use postgres::error::SqlState;
 
 use crate::error::{BackendError, Error};
 
+/// Why the driver refused a connection string, naming the key (`unknown option `dbnmae``,
+/// `invalid value for option `port``) — without it a typo is a guessing game — but never a
+/// value: its "unexpected character … but got `c`" shows a character of the string, perhaps
+/// of the password (`password S3cret` without its `=`), so that part is left out.
+pub(super) fn config_cause(e: &postgres::Error) -> String {
+    let cause = crate::error::chain(e);
+    match cause.find(" but got `") {
+        Some(at) => cause[..at].to_owned(),
+        None => cause,
+    }
+}
+
 /// Sorts a driver error into the crate's error kinds.
 pub(super) fn map_error(target: &str, e: postgres::Error) -> Error {
     // A statement cancelled by the server (`statement_timeout`, `pg_cancel_backend`) rolled

@@ -241,9 +241,7 @@ impl PgOptions {
                  verified); sslmode=require encrypts the connection"
                     .to_owned()
             } else {
-                // The driver's cause names the key (`unknown option `dbnmae``, `invalid value
-                // for option `port``), never a value: without it a typo is a guessing game.
-                crate::error::chain(&e)
+                errors::config_cause(&e)
             };
             Error::invalid("url", format!("not a PostgreSQL connection string: {why}"))
         })?;
