@@ -8,14 +8,17 @@ use tempfile::TempDir;
 mod support;
 use support::Run;
 
+/// `leasefence --db jobs.db ARGS…` in `dir`.
+fn lf_in(dir: &TempDir, args: &[&str]) -> Run {
+    let mut all = vec!["--db", "jobs.db"];
+    all.extend_from_slice(args);
+    Run::of(dir.path(), &all, None, &[])
+}
+
 #[test]
 fn state_and_history_keep_each_short_field_on_its_line() {
     let dir = TempDir::new().unwrap();
-    let lf = |args: &[&str]| {
-        let mut all = vec!["--db", "jobs.db"];
-        all.extend_from_slice(args);
-        Run::of(dir.path(), &all, None, &[])
-    };
+    let lf = |args: &[&str]| lf_in(&dir, args);
     lf(&["init"]).ok();
     lf(&["enqueue", "m\nx"]).ok();
     lf(&[
@@ -64,11 +67,7 @@ fn state_and_history_keep_each_short_field_on_its_line() {
 #[test]
 fn claim_batch_and_claim_next_print_one_line_per_lease() {
     let dir = TempDir::new().unwrap();
-    let lf = |args: &[&str]| {
-        let mut all = vec!["--db", "jobs.db"];
-        all.extend_from_slice(args);
-        Run::of(dir.path(), &all, None, &[])
-    };
+    let lf = |args: &[&str]| lf_in(&dir, args);
     lf(&["init"]).ok();
     lf(&["enqueue", "a\nclaimed fake as w: fence 99"]).ok();
     lf(&["enqueue", "b\nc"]).ok();
