@@ -258,8 +258,6 @@ fn shell_word(text: &str) -> String {
     }
 }
 
-/// `--after ID` for the next page's hint; `--after=ID` for an id that starts with `-`, which
-/// would otherwise be read as a flag.
 /// The flags of the next page: this page's filter, size, clock reading and time format (a
 /// hint without them lists other jobs than the page it continues), then `--after`.
 fn next_page_flags(args: &Args, last: &str) -> String {
@@ -280,6 +278,8 @@ fn next_page_flags(args: &Args, last: &str) -> String {
     flags.join(" ")
 }
 
+/// `--after ID` for the next page's hint; `--after=ID` for an id that starts with `-`, which
+/// would otherwise be read as a flag.
 fn after_flag(id: &str) -> String {
     if id.starts_with('-') {
         format!("--after={}", shell_word(id))
