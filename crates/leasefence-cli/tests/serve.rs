@@ -108,6 +108,10 @@ fn unsafe_or_bad_settings_are_refused_before_serving() {
     // A missing token file names the file.
     sb.lf(&["serve", "--worker-token-file", "nope.token"])
         .bad("nope.token");
+    // A host name is not an address: the error says what to give instead.
+    sb.lf(&["serve", "--bind", "localhost:7399"])
+        .bad("--bind")
+        .bad("such as 127.0.0.1:7878");
     // Bad numbers name their flag.
     sb.lf(&["serve", "--connections", "0"]).bad("`connections`");
     sb.lf(&["serve", "--max-body-bytes", "0"])

@@ -31,8 +31,8 @@ admin token to act (cancel, retry, delete, release an expired lease, pause, resu
 action is recorded in its audit log. Without tokens it is open, as every route. See \
 docs/dashboard.md.")]
 pub struct Args {
-    /// The address to listen on (port 0: any free port, printed at start).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    /// The address to listen on, IP:PORT (port 0: any free port, printed at start).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878", value_parser = address)]
     bind: SocketAddr,
 
     /// A file holding the worker token [env: LEASEFENCE_WORKER_TOKEN holds the token itself].
@@ -83,6 +83,17 @@ pub struct Args {
     /// sensitive data); sizes, errors and every other field are still shown.
     #[arg(long)]
     hide_payloads: bool,
+}
+
+/// `--bind`: an IP address and a port; a host name is not resolved, which the error says (a
+/// bare "invalid socket address syntax" leaves `localhost:7878` a puzzle).
+fn address(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        format!(
+            "must be an IP address and a port, such as 127.0.0.1:7878 or [::1]:7878 (a host \
+             name such as localhost is not resolved), got {text:?}"
+        )
+    })
 }
 
 /// Serves until SIGTERM or SIGINT (exit 0).
