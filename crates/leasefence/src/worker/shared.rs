@@ -253,7 +253,7 @@ pub(super) fn write_retry<S, T>(
                 maybe_landed |=
                     matches!(e, Error::ConnectionLost { .. } | Error::Unavailable { .. });
                 bump(&shared.counters.errors);
-                tracing::warn!(error = %e, "a write met a failed database connection; trying again");
+                tracing::warn!(error = %e, "a write could not reach the database; trying again");
                 std::thread::sleep(RECONNECT_WAIT);
             }
             _ => {
