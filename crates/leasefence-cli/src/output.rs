@@ -5,6 +5,8 @@ use std::io::Write as _;
 
 use serde_json::Value;
 
+use crate::cmd::shared::one_line;
+
 /// How a subcommand ended, when it did not fail. `main` turns it into the exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
@@ -57,11 +59,18 @@ impl Out {
         Outcome::Done
     }
 
-    /// Reports a refusal: `refused: {reason}` on stderr and, with `--json`, `record` with
-    /// `"ok": false` and the reason on stdout.
+    /// [`Out::done`] for a verb's one-line answer: every control character in `human` (a
+    /// newline in a job id or an owner) written as its escape ([`one_line`]), so that a script
+    /// reading the answer line by line is never handed a second, forged one.
+    pub fn done_line(self, human: impl Display, record: Value) -> Outcome {
+        self.done(one_line(&human.to_string()), record)
+    }
+
+    /// Reports a refusal: `refused: {reason}` on one line of stderr ([`one_line`]) and, with
+    /// `--json`, `record` with `"ok": false` and the reason on stdout.
     pub fn refused(self, reason: impl Display, mut record: Value) -> Outcome {
         let reason = reason.to_string();
-        eprintln!("refused: {}", terminal_safe(&reason));
+        eprintln!("refused: {}", one_line(&reason));
         if self.json {
             record["ok"] = Value::Bool(false);
             record["reason"] = Value::String(reason);

@@ -116,3 +116,57 @@ fn claim_batch_and_claim_next_print_one_line_per_lease() {
     .json();
     assert_eq!(json["job_id"].as_str(), Some("f\ng"));
 }
+
+/// Every verb's one-line answer — what it did, or `refused: …` — stays one line for an id
+/// holding a newline (`enqueue`, `claim ID`, `renew`, `complete`, `cancel`, `delete`, and a
+/// refusal), so a script reading the answer line by line is not handed a forged second one.
+#[test]
+fn a_verb_answers_on_one_line_for_an_id_with_a_newline() {
+    let dir = TempDir::new().unwrap();
+    let lf = |args: &[&str]| lf_in(&dir, args);
+    let id = "m\nrefused: forged";
+    let one_line = |run: &Run, stream: &str, starts: &str| {
+        let text = if stream == "stdout" {
+            &run.stdout
+        } else {
+            &run.stderr
+        };
+        assert_eq!(text.lines().count(), 1, "one line on {stream}: {run:#?}");
+        assert!(text.starts_with(starts), "{run:#?}");
+        assert!(text.contains("\\nrefused: forged"), "{run:#?}");
+    };
+    lf(&["init"]).ok();
+    one_line(&lf(&["enqueue", id]), "stdout", "enqueued m\\n");
+    let again = lf(&["enqueue", id]);
+    assert_eq!(again.code, 1, "{again:#?}");
+    one_line(&again, "stderr", "refused: m\\n");
+    let claim = lf(&["claim", id, "--owner", "w", "--ttl", "30", "--now", "0"]);
+    one_line(&claim, "stdout", "claimed m\\n");
+    one_line(
+        &lf(&[
+            "renew", id, "--owner", "w", "--fence", "1", "--ttl", "30", "--now", "1",
+        ]),
+        "stdout",
+        "renewed m\\n",
+    );
+    let stale = lf(&[
+        "complete", id, "--owner", "w", "--fence", "2", "--now", "2", "--result", "r",
+    ]);
+    assert_eq!(stale.code, 1, "{stale:#?}");
+    one_line(&stale, "stderr", "refused: ");
+    one_line(
+        &lf(&[
+            "complete", id, "--owner", "w", "--fence", "1", "--now", "2", "--result", "r",
+        ]),
+        "stdout",
+        "completed m\\n",
+    );
+    lf(&["enqueue", "n\nrefused: forged"]).ok();
+    one_line(
+        &lf(&["cancel", "n\nrefused: forged"]),
+        "stdout",
+        "cancelled n\\n",
+    );
+    let deleted = lf(&["delete", id]);
+    one_line(&deleted, "stdout", "deleted m\\n");
+}

@@ -34,7 +34,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         .with_context(|| format!("admit {resource}"))?;
     let record = json!({ "op": "admit", "resource": resource, "fence": fence });
     Ok(if admitted {
-        ctx.out.done(
+        ctx.out.done_line(
             format!("admitted fence {fence} for {resource} (no higher fence was admitted before)"),
             record,
         )

@@ -37,7 +37,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     .with_context(context)?;
     let record = json!({ "op": "cancel", "job_id": id, "now": now });
     if cancelled {
-        return Ok(ctx.out.done(
+        return Ok(ctx.out.done_line(
             format!(
                 "cancelled {id}: it is never handed out again, and its holder's renew, \
                  complete and fail are refused"

@@ -61,7 +61,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         Some((fence, until)) => {
             record["fence"] = json!(fence);
             record["until"] = json!(until);
-            ctx.out.done(
+            ctx.out.done_line(
                 format!("claimed {id} as {owner}: fence {fence}, lease until {until}"),
                 record,
             )
@@ -116,7 +116,7 @@ fn next(ctx: &Ctx, args: &Args) -> anyhow::Result<Outcome> {
         Some(lease) => {
             let mut record = claim_batch::record(lease, now);
             record["op"] = json!("claim");
-            ctx.out.done(claim_batch::human(lease), record)
+            ctx.out.done_line(claim_batch::human(lease), record)
         }
         None => ctx.out.refused(
             "no job is ready (every job is done, leased, scheduled for later, out of attempts, or in \

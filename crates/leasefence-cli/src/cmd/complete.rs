@@ -91,7 +91,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         "op": "complete", "job_id": id, "owner": owner, "fence": fence, "now": now,
     });
     Ok(if completed {
-        ctx.out.done(
+        ctx.out.done_line(
             format!(
                 "completed {id} as {owner} (fence {fence}): result stored ({} bytes)",
                 result.len()

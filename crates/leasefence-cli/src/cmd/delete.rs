@@ -33,7 +33,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     for (id, ok) in args.ids.iter().zip(deleted) {
         let record = json!({ "op": "delete", "job_id": id });
         if ok {
-            let _ = ctx.out.done(
+            let _ = ctx.out.done_line(
                 format!("deleted {id}: its fences stay reserved if the id is enqueued again"),
                 record,
             );

@@ -231,7 +231,7 @@ fn run_one(ctx: &Ctx, args: &Args, id: &str, payload: Option<&[u8]>) -> anyhow::
         human = format!("{human} ({})", args.describe(payload));
     }
     Ok(match outcome {
-        Enqueued::Inserted => ctx.out.done(human, record),
+        Enqueued::Inserted => ctx.out.done_line(human, record),
         Enqueued::Duplicate { of } => {
             let key = args.unique_key.as_deref().unwrap_or_default();
             let queue = args.queue.as_deref().unwrap_or(leasefence::DEFAULT_QUEUE);
@@ -312,7 +312,7 @@ fn run_many(
         human = format!("{human} ({})", args.describe(payload));
     }
     Ok(if known.is_empty() {
-        ctx.out.done(human, record)
+        ctx.out.done_line(human, record)
     } else {
         ctx.out.text(&human);
         let shown: Vec<String> = known.iter().take(10).map(|id| format!("{id:?}")).collect();

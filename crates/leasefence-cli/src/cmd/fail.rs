@@ -90,7 +90,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         Some(Failed::Retrying { at }) => {
             record["outcome"] = json!("retrying");
             record["retry_at"] = json!(at);
-            ctx.out.done(
+            ctx.out.done_line(
                 format!(
                     "failed {id} as {owner} (fence {fence}): retrying, claimable again at {at}"
                 ),
@@ -100,7 +100,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         Some(Failed::Dead) => {
             record["outcome"] = json!("dead");
             record["retry_at"] = json!(null);
-            ctx.out.done(
+            ctx.out.done_line(
                 format!("failed {id} as {owner} (fence {fence}): dead, that was its last attempt"),
                 record,
             )

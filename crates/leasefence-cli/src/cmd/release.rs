@@ -33,7 +33,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     .with_context(|| format!("release {id}"))?;
     let record = json!({ "op": "release", "job_id": id, "owner": owner, "fence": fence });
     Ok(if released {
-        ctx.out.done(
+        ctx.out.done_line(
             format!("released {id} (fence {fence} kept; the next claim gets a higher one)"),
             record,
         )

@@ -42,7 +42,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     });
     Ok(if let Some(until) = until {
         record["until"] = json!(until);
-        ctx.out.done(
+        ctx.out.done_line(
             format!("renewed {id} for {owner} (fence {fence}): lease until {until}"),
             record,
         )

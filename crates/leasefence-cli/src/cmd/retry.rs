@@ -35,7 +35,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     if args.dead {
         let (now, n) =
             at_now(ctx, args.now, |store, now| store.retry_dead(now)).context("retry --dead")?;
-        return Ok(ctx.out.done(
+        return Ok(ctx.out.done_line(
             format!(
                 "retried {n} dead job{}: ready again with a fresh attempts budget",
                 plural(n)
@@ -66,7 +66,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     for ((id, ok), row) in args.ids.iter().zip(retried).zip(rows) {
         let record = json!({ "op": "retry", "job_id": id, "now": now });
         if ok {
-            let _ = ctx.out.done(
+            let _ = ctx.out.done_line(
                 format!("retried {id}: ready again with a fresh attempts budget"),
                 record,
             );
