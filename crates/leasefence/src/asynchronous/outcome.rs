@@ -78,7 +78,7 @@ fn handler_failure(e: tokio::task::JoinError) -> HandlerError {
 async fn complete(inner: &Inner, lease: &Lease, result: String) -> JobOutcome {
     let (l, r) = (lease.clone(), result.clone());
     let written = inner
-        .write(move |s| s.complete_lease(&l, Now::system(), &r))
+        .write(lease, move |s| s.complete_lease(&l, Now::system(), &r))
         .await;
     let stored_unseen = || async {
         read_back(inner, lease)
@@ -103,7 +103,7 @@ async fn complete(inner: &Inner, lease: &Lease, result: String) -> JobOutcome {
 async fn read_back(inner: &Inner, lease: &Lease) -> Option<JobInfo> {
     let l = lease.clone();
     let read = inner
-        .write(move |s| {
+        .write(lease, move |s| {
             let now = s.database_now()?.unwrap_or_else(Now::system);
             s.inspect(l.job(), now)
         })
@@ -137,7 +137,7 @@ async fn refused(inner: &Inner, lease: &Lease) -> JobOutcome {
 async fn fail(inner: &Inner, lease: &Lease, error: String) -> JobOutcome {
     let (l, backoff, e) = (lease.clone(), inner.backoff, error.clone());
     let written = inner
-        .write(move |s| {
+        .write(lease, move |s| {
             let now = s.database_now()?.unwrap_or_else(Now::system);
             s.fail(&l, now, &e, Some(backoff.retry_at(&l, now)))
         })

@@ -53,7 +53,9 @@ impl AsyncOptions {
 
     /// How long a call may wait for a free connection (default: as long as it takes). Past it
     /// the call is [`Error::Unavailable`](crate::Error::Unavailable), retryable, and nothing
-    /// of it ran. Once a call has its connection it runs to the end.
+    /// of it ran. Once a call has its connection it runs to the end. An
+    /// [`AsyncWorker`](crate::AsyncWorker) sharing the store tries an outcome's write again
+    /// until a connection comes free (for up to its ttl), so a busy spell costs no result.
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = Some(timeout);
         self

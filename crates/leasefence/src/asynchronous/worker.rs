@@ -35,7 +35,7 @@ pub(super) type Handler =
     dyn Fn(AsyncJob) -> std::pin::Pin<Box<dyn Future<Output = AsyncResult> + Send>> + Send + Sync;
 pub(super) type OnOutcome = dyn Fn(&Lease, &JobOutcome) + Send + Sync;
 
-/// How often a busy or unavailable store is tried again for one outcome's write.
+/// How often a busy store is tried again at once for one outcome's write.
 const WRITE_RETRIES: u32 = 5;
 
 /// A write's answer after [`Inner::write`]'s retries, and whether an earlier try may have
@@ -109,13 +109,15 @@ impl Inner {
         }
     }
 
-    /// Runs a write, trying it again a few times while the store is busy or unavailable, and
-    /// — for as long as a ttl, after which the lease it writes under has expired and the write
+    /// Runs a write of `lease`'s, trying it again a few times while the store is busy, and —
+    /// for as long as a ttl, after which the lease it writes under has expired and the write
     /// would be refused anyway — while the connection to the database server fails (a
-    /// restart, an ended session: each try opens a new one). Every try is the same fenced
-    /// write, so a repeat can never store anything the first could not.
+    /// restart, an ended session: each try opens a new one) or no connection comes free
+    /// within the store's `acquire_timeout` (a pool busy with other calls). Every try is the
+    /// same fenced write, so a repeat can never store anything the first could not.
     pub(super) async fn write<T: Send + 'static>(
         &self,
+        lease: &Lease,
         op: impl Fn(&crate::AnyStore) -> Result<T> + Clone + Send + 'static,
     ) -> Written<T> {
         let mut tries = 0u32;
@@ -135,13 +137,19 @@ impl Inner {
                     self.count(|s| s.errors += 1);
                     tokio::time::sleep(Duration::from_millis(25) * tries).await;
                 }
+                // A pool that stays busy past the quick retries above is waited out as a
+                // failed connection is, not given up with the outcome (the job would run again).
                 Err(e)
-                    if is_connection_fault(e)
+                    if (is_connection_fault(e) || matches!(e, Error::Unavailable { .. }))
                         && give_up.is_none_or(|at| tokio::time::Instant::now() < at) =>
                 {
-                    maybe_landed |= matches!(e, Error::ConnectionLost { .. });
+                    maybe_landed |=
+                        matches!(e, Error::ConnectionLost { .. } | Error::Unavailable { .. });
                     self.count(|s| s.errors += 1);
-                    tracing::warn!(error = %e, "a write met a failed database connection; trying again");
+                    tracing::warn!(
+                        job_id = %lease.job_id, fence = lease.fence, error = %e,
+                        "a write could not reach the database; trying again"
+                    );
                     tokio::time::sleep(RECONNECT_WAIT).await;
                 }
                 _ => {
@@ -383,7 +391,11 @@ impl AsyncWorker {
         }
         for lease in left {
             let l = lease.clone();
-            match inner.write(move |s| s.release_lease(&l)).await.answer {
+            match inner
+                .write(&lease, move |s| s.release_lease(&l))
+                .await
+                .answer
+            {
                 Ok(true) => {
                     inner.count(|s| s.released += 1);
                     inner.report(&lease, &JobOutcome::Released);

@@ -462,3 +462,132 @@ fn a_panic_is_recorded_as_the_blocking_worker_records_it() {
         .unwrap();
     assert_eq!(info.error.as_deref(), Some("handler panicked: handler bug"));
 }
+
+/// An outcome write that finds no connection of the store's pool free within its
+/// `acquire_timeout` (`Unavailable`: nothing of it ran) is tried again until one comes free —
+/// for up to a ttl, as a failed connection is — not given up after the few quick retries of a
+/// busy store with the result thrown away (the job would run again under the next fence).
+/// Here the pool's one connection is taken by another call for as long as the worker keeps
+/// saying so in its log, then freed: the completion is stored, once, read back.
+async fn a_completion_waits_out_a_busy_pool(
+    store: AsyncStore,
+    probe: &dyn Probe,
+    sync: &dyn Store,
+) {
+    let id = crate::logs::marker("pool-busy");
+    let logs = crate::logs::capture(&id);
+    blocking(|| blocking_enqueue(sync, &id));
+    let (go_tx, go) = tokio::sync::watch::channel(false);
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let (out_tx, mut outcomes) = mpsc::unbounded_channel();
+    let w = AsyncWorker::builder(store.clone())
+        .ttl(60.0) // no heartbeat during the case
+        .poll_interval(Duration::from_millis(20))
+        .on_outcome(move |_, o| {
+            let _ = out_tx.send(o.clone());
+        })
+        .build(move |job: AsyncJob| {
+            let (mut go, started) = (go.clone(), started_tx.clone());
+            async move {
+                let _ = started.send(());
+                let _ = go.wait_for(|g| *g).await;
+                Ok(format!("{} done", job.job_id()))
+            }
+        })
+        .unwrap();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let w2 = w.clone();
+    let run = tokio::spawn(async move {
+        w2.run(async {
+            let _ = stop_rx.await;
+        })
+        .await
+    });
+    tokio::time::timeout(Duration::from_secs(20), started.recv())
+        .await
+        .unwrap();
+    // concurrency 1, slot full: the only store call from now on is the completion. The
+    // pool's one connection is taken until told.
+    let (held_tx, held) = oneshot::channel::<()>();
+    let (free_tx, free) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .call(move |_| {
+                    let _ = held_tx.send(());
+                    let _ = free.recv();
+                    Ok(())
+                })
+                .await
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(20), held)
+        .await
+        .unwrap()
+        .unwrap();
+    go_tx.send(true).unwrap();
+    // Past the quick retries (5, ~0.5 s): three waits logged, and no outcome meanwhile.
+    let since = Instant::now();
+    while logs.with("could not reach the database").len() < 3 {
+        if let Ok(outcome) = outcomes.try_recv() {
+            panic!("an outcome while no connection was free: {outcome:?}");
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "the completion stopped being tried"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    free_tx.send(()).unwrap();
+    holder.await.unwrap().unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(20), outcomes.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    stop_tx.send(()).unwrap();
+    let stats: WorkerStats = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let row = blocking(|| probe.row(&id)).unwrap();
+    assert_eq!(
+        (outcome, row.result, row.done, row.fence),
+        (JobOutcome::Completed, Some(format!("{id} done")), 1, 1),
+    );
+    assert_eq!((stats.claimed, stats.completed), (1, 1), "{stats:?}");
+}
+
+fn one_connection() -> AsyncOptions {
+    AsyncOptions::new()
+        .connections(1)
+        .acquire_timeout(Duration::from_millis(20))
+}
+
+#[test]
+fn a_completion_waits_out_a_busy_pool_sqlite() {
+    let db = Db::new();
+    let sync = SqliteStore::open(&db.path).unwrap();
+    rt().block_on(async {
+        let store = AsyncStore::open(db.path.to_str().unwrap(), one_connection())
+            .await
+            .unwrap();
+        a_completion_waits_out_a_busy_pool(store, &db, &sync).await;
+    });
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_completion_waits_out_a_busy_pool_pg() {
+    let Some(db) = PgDb::new() else { return };
+    let sync = db.store();
+    rt().block_on(async {
+        let options = one_connection().postgres(db.options().database_clock(true));
+        let store = AsyncStore::open(&db.url, options).await.unwrap();
+        a_completion_waits_out_a_busy_pool(store, &db, &sync).await;
+    });
+}
