@@ -323,6 +323,30 @@ fn a_panicking_outcome_hook_does_not_stop_the_worker() {
     });
 }
 
+/// Takes a connection of `store`'s pool (its only one, in the cases that use it) by a call
+/// that holds it until told on the returned sender; returns once the call has it.
+async fn take_the_one_connection(
+    store: &AsyncStore,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    tokio::task::JoinHandle<leasefence::Result<()>>,
+) {
+    let (held_tx, held) = oneshot::channel::<()>();
+    let (free_tx, free) = std::sync::mpsc::channel::<()>();
+    let store = store.clone();
+    let holder = tokio::spawn(async move {
+        store
+            .call(move |_| {
+                let _ = held_tx.send(());
+                let _ = free.recv();
+                Ok(())
+            })
+            .await
+    });
+    within("the connection to be taken", held).await.unwrap();
+    (free_tx, holder)
+}
+
 #[test]
 fn a_call_that_waits_past_the_acquire_timeout_is_unavailable_and_runs_nothing() {
     let db = Db::new();
@@ -334,21 +358,7 @@ fn a_call_that_waits_past_the_acquire_timeout_is_unavailable_and_runs_nothing() 
         let store = AsyncStore::open(db.path.to_str().unwrap(), options)
             .await
             .unwrap();
-        let (held_tx, held) = oneshot::channel::<()>();
-        let (release_tx, release) = std::sync::mpsc::channel::<()>();
-        let holder = {
-            let store = store.clone();
-            tokio::spawn(async move {
-                store
-                    .call(move |_| {
-                        let _ = held_tx.send(());
-                        let _ = release.recv();
-                        Ok(())
-                    })
-                    .await
-            })
-        };
-        within("the connection to be taken", held).await.unwrap();
+        let (release_tx, holder) = take_the_one_connection(&store).await;
         let err = store
             .call(|s| s.enqueue(JobId::new("never")?))
             .await

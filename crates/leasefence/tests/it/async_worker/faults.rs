@@ -176,12 +176,45 @@ fn a_completion_whose_connection_is_lost_is_stored_on_a_new_one() {
     rt().block_on(async {
         let options = AsyncOptions::new().postgres(db.options().database_clock(true));
         let store = AsyncStore::open(&url, options).await.unwrap();
+        let mut w = Gated::start(store, "async-pg").await;
+        // concurrency 1, slot full: the only store call now is the completion.
+        let held = blocking(|| Held::lock(&db.url, &db.schema));
+        w.go.send(true).unwrap(); // the handler returns: its completion waits on the lock
+        let a = app.clone();
+        let cutter = tokio::task::spawn_blocking(move || held.cut(&a, 1));
+        assert_eq!(cutter.await.unwrap(), 1);
+        let outcome = tokio::time::timeout(Duration::from_secs(60), w.outcomes.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let _ = w.stop().await;
+        let row = blocking(|| db.row("w")).unwrap();
+        assert_eq!(
+            (outcome, row.result.as_deref(), row.done),
+            (JobOutcome::Completed, Some("w done"), 1),
+            "{row:?}"
+        );
+    });
+}
+
+/// A running worker (concurrency 1; ttl 60 s, so no heartbeat during a case) whose handler
+/// has started on its one job and waits for `go` to return `"{id} done"`; its outcomes arrive
+/// on `outcomes`.
+struct Gated {
+    go: tokio::sync::watch::Sender<bool>,
+    outcomes: mpsc::UnboundedReceiver<JobOutcome>,
+    stop: oneshot::Sender<()>,
+    run: tokio::task::JoinHandle<leasefence::Result<WorkerStats>>,
+}
+
+impl Gated {
+    async fn start(store: AsyncStore, owner: &str) -> Gated {
         let (go_tx, go) = tokio::sync::watch::channel(false);
         let (started_tx, mut started) = mpsc::unbounded_channel();
-        let (out_tx, mut outcomes) = mpsc::unbounded_channel();
+        let (out_tx, outcomes) = mpsc::unbounded_channel();
         let w = AsyncWorker::builder(store)
-            .owner("async-pg")
-            .ttl(60.0) // no heartbeat during the case
+            .owner(owner)
+            .ttl(60.0)
             .poll_interval(Duration::from_millis(20))
             .on_outcome(move |_, o| {
                 let _ = out_tx.send(o.clone());
@@ -195,36 +228,33 @@ fn a_completion_whose_connection_is_lost_is_stored_on_a_new_one() {
                 }
             })
             .unwrap();
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let w2 = w.clone();
+        let (stop, stop_rx) = oneshot::channel::<()>();
         let run = tokio::spawn(async move {
-            w2.run(async {
+            w.run(async {
                 let _ = stop_rx.await;
             })
             .await
         });
-        tokio::time::timeout(Duration::from_secs(10), started.recv())
+        tokio::time::timeout(Duration::from_secs(20), started.recv())
             .await
             .unwrap();
-        // concurrency 1, slot full: the only store call now is the completion.
-        let held = blocking(|| Held::lock(&db.url, &db.schema));
-        go_tx.send(true).unwrap(); // the handler returns: its completion waits on the lock
-        let a = app.clone();
-        let cutter = tokio::task::spawn_blocking(move || held.cut(&a, 1));
-        assert_eq!(cutter.await.unwrap(), 1);
-        let outcome = tokio::time::timeout(Duration::from_secs(60), outcomes.recv())
+        Gated {
+            go: go_tx,
+            outcomes,
+            stop,
+            run,
+        }
+    }
+
+    /// Stops the run and waits (20 s at most) for its stats.
+    async fn stop(self) -> Option<WorkerStats> {
+        let _ = self.stop.send(());
+        tokio::time::timeout(Duration::from_secs(20), self.run)
             .await
-            .unwrap()
-            .unwrap();
-        stop_tx.send(()).unwrap();
-        let _ = tokio::time::timeout(Duration::from_secs(20), run).await;
-        let row = blocking(|| db.row("w")).unwrap();
-        assert_eq!(
-            (outcome, row.result.as_deref(), row.done),
-            (JobOutcome::Completed, Some("w done"), 1),
-            "{row:?}"
-        );
-    });
+            .ok()
+            .and_then(|r| r.ok())
+            .and_then(|r| r.ok())
+    }
 }
 
 fn blocking_enqueue(store: &dyn Store, id: &str) {
@@ -477,60 +507,15 @@ async fn a_completion_waits_out_a_busy_pool(
     let id = crate::logs::marker("pool-busy");
     let logs = crate::logs::capture(&id);
     blocking(|| blocking_enqueue(sync, &id));
-    let (go_tx, go) = tokio::sync::watch::channel(false);
-    let (started_tx, mut started) = mpsc::unbounded_channel();
-    let (out_tx, mut outcomes) = mpsc::unbounded_channel();
-    let w = AsyncWorker::builder(store.clone())
-        .ttl(60.0) // no heartbeat during the case
-        .poll_interval(Duration::from_millis(20))
-        .on_outcome(move |_, o| {
-            let _ = out_tx.send(o.clone());
-        })
-        .build(move |job: AsyncJob| {
-            let (mut go, started) = (go.clone(), started_tx.clone());
-            async move {
-                let _ = started.send(());
-                let _ = go.wait_for(|g| *g).await;
-                Ok(format!("{} done", job.job_id()))
-            }
-        })
-        .unwrap();
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let w2 = w.clone();
-    let run = tokio::spawn(async move {
-        w2.run(async {
-            let _ = stop_rx.await;
-        })
-        .await
-    });
-    tokio::time::timeout(Duration::from_secs(20), started.recv())
-        .await
-        .unwrap();
+    let mut w = Gated::start(store.clone(), "async-pool").await;
     // concurrency 1, slot full: the only store call from now on is the completion. The
-    // pool's one connection is taken until told.
-    let (held_tx, held) = oneshot::channel::<()>();
-    let (free_tx, free) = std::sync::mpsc::channel::<()>();
-    let holder = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            store
-                .call(move |_| {
-                    let _ = held_tx.send(());
-                    let _ = free.recv();
-                    Ok(())
-                })
-                .await
-        })
-    };
-    tokio::time::timeout(Duration::from_secs(20), held)
-        .await
-        .unwrap()
-        .unwrap();
-    go_tx.send(true).unwrap();
+    // pool's one connection is taken until freed.
+    let (free, holder) = super::take_the_one_connection(&store).await;
+    w.go.send(true).unwrap();
     // Past the quick retries (5, ~0.5 s): three waits logged, and no outcome meanwhile.
     let since = Instant::now();
     while logs.with("could not reach the database").len() < 3 {
-        if let Ok(outcome) = outcomes.try_recv() {
+        if let Ok(outcome) = w.outcomes.try_recv() {
             panic!("an outcome while no connection was free: {outcome:?}");
         }
         assert!(
@@ -539,18 +524,13 @@ async fn a_completion_waits_out_a_busy_pool(
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    free_tx.send(()).unwrap();
+    free.send(()).unwrap();
     holder.await.unwrap().unwrap();
-    let outcome = tokio::time::timeout(Duration::from_secs(20), outcomes.recv())
+    let outcome = tokio::time::timeout(Duration::from_secs(20), w.outcomes.recv())
         .await
         .unwrap()
         .unwrap();
-    stop_tx.send(()).unwrap();
-    let stats: WorkerStats = tokio::time::timeout(Duration::from_secs(20), run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let stats = w.stop().await.expect("the run ends without an error");
     let row = blocking(|| probe.row(&id)).unwrap();
     assert_eq!(
         (outcome, row.result, row.done, row.fence),
