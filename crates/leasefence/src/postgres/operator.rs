@@ -49,7 +49,7 @@ impl PgStore {
         let mut retried = std::collections::BTreeSet::new();
         for id in &ids {
             // The ledger first: an expired last attempt ends as lost, not as a release.
-            tx.execute(&lose, &[&now.seconds(), &Some(*id)])
+            tx.execute(&lose, &[&now.seconds(), &Some(*id), &None::<Vec<&str>>])
                 .map_err(|e| self.err(e))?;
             if !retried.contains(*id)
                 && tx
@@ -68,7 +68,7 @@ impl PgStore {
         Ok(ids.iter().map(|id| retried.contains(*id)).collect())
     }
 
-    /// `lose.sql` for every job, `retry_dead.sql` for the jobs of `queues`, then `notify.sql`
+    /// `lose.sql` and `retry_dead.sql` for the jobs of `queues`, then `notify.sql`
     /// when one was retried, in one transaction.
     pub(super) fn retry_all_dead(&self, queues: &Queues, now: Now) -> Result<u64> {
         let names: Option<Vec<&str>> = match queues {
@@ -80,8 +80,9 @@ impl PgStore {
         let statement = conn.prepared(sql::RETRY_DEAD).map_err(|e| self.err(e))?;
         let lose = conn.prepared(sql::LOSE).map_err(|e| self.err(e))?;
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
-        // The ledger first: an expired last attempt ends as lost, not as a release.
-        tx.execute(&lose, &[&now.seconds(), &None::<&str>])
+        // The ledger first: an expired last attempt ends as lost, not as a release; in the
+        // queues retried only (elsewhere its holder may still release it).
+        tx.execute(&lose, &[&now.seconds(), &None::<&str>, &names])
             .map_err(|e| self.err(e))?;
         let changed = tx
             .execute(&statement, &[&now.seconds(), &names])

@@ -42,11 +42,23 @@ impl SqliteStore {
     /// `lose.sql`: ends as lost the open attempts whose last lease expired by `now` (of one
     /// job, or of every job), before a retry makes them ready. Inside the retry's transaction.
     pub(super) fn lose(&self, now: f64, job_id: Option<&str>) -> Result<()> {
+        self.lose_in(now, job_id, None)
+    }
+
+    /// [`lose`](Self::lose) of the jobs of `queue` only (`None`: of every queue), for a
+    /// retry of the dead of some queues: the others' jobs are not retried, and their holders
+    /// may still give their leases back.
+    pub(super) fn lose_in(
+        &self,
+        now: f64,
+        job_id: Option<&str>,
+        queue: Option<&str>,
+    ) -> Result<()> {
         let mut stmt = self
             .conn
             .prepare_cached(sql::LOSE)
             .map_err(|e| self.err(e))?;
-        stmt.execute(params![now, job_id])
+        stmt.execute(params![now, job_id, queue])
             .map_err(|e| self.err(e))?;
         Ok(())
     }

@@ -45,8 +45,8 @@ impl SqliteStore {
             .collect())
     }
 
-    /// `lose.sql` for every job, then `retry_dead.sql` for every queue of `queues` (once, for
-    /// all of them, with [`Queues::All`]), in one `BEGIN IMMEDIATE`; wakes this process's
+    /// `lose.sql` and `retry_dead.sql` for every queue of `queues` (once, for all of them,
+    /// with [`Queues::All`]), in one `BEGIN IMMEDIATE`; wakes this process's
     /// watches when one was retried.
     pub(super) fn retry_all_dead(&self, queues: &Queues, now: Now) -> Result<u64> {
         let names: Vec<Option<&str>> = match queues {
@@ -54,14 +54,15 @@ impl SqliteStore {
             Queues::Only(list) => list.iter().map(|q| Some(q.as_str())).collect(),
         };
         let changed = self.transaction(|s| {
-            // The ledger first: an expired last attempt ends as lost, not as a release.
-            s.lose(now.seconds(), None)?;
             let mut changed = 0;
             let mut stmt = s
                 .conn
                 .prepare_cached(sql::RETRY_DEAD)
                 .map_err(|e| s.err(e))?;
             for name in names {
+                // The ledger first: an expired last attempt ends as lost, not as a release; in
+                // the queues retried only (elsewhere its holder may still release it).
+                s.lose_in(now.seconds(), None, name)?;
                 changed += stmt
                     .execute(params![now.seconds(), name])
                     .map_err(|e| s.err(e))?;

@@ -44,6 +44,7 @@ mod hung_store;
 mod inspect;
 mod ledger;
 mod list;
+mod operator_scope;
 mod overview;
 mod pause;
 mod purge;
