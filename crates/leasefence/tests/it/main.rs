@@ -28,6 +28,7 @@ mod cancel;
 mod claim_batch;
 mod claim_budget;
 mod claim_next;
+mod collation;
 mod complete_batch;
 mod complete_with;
 mod database_clock;
