@@ -457,3 +457,38 @@ fn schedule_add_of_a_known_name_exits_as_its_help_says() {
         "left as it was: {listed:#?}"
     );
 }
+
+#[test]
+fn enqueue_refuses_the_scheduler_roles_id_as_the_http_api_does() {
+    // The role's job is the scheduler's to make (queue `leasefence`, never ready). Enqueued
+    // by hand — say after `delete leasefence.scheduler`, which resets the role — it would be
+    // an ordinary ready job: `claim --next` or `work` would take and complete it, and no
+    // scheduler could take the role again.
+    let s = Sandbox::new();
+    let ids = tempfile::tempdir().unwrap();
+    let list = ids.path().join("ids.txt");
+    std::fs::write(&list, "a-1\nleasefence.scheduler\n").unwrap();
+    for args in [
+        &["enqueue", "leasefence.scheduler"][..],
+        &["enqueue", "leasefence.scheduler", "--priority", "1"],
+        &["enqueue", "--ids-from", list.to_str().unwrap()],
+    ] {
+        s.lf(args).error("`job_id`");
+    }
+    let stored: i64 = s
+        .conn()
+        .query_row("SELECT count(*) FROM jobs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        stored, 0,
+        "nothing enqueued, a-1 of the refused file neither"
+    );
+    s.lf(&[
+        "claim", "--next", "--owner", "w", "--ttl", "10", "--now", "1",
+    ])
+    .refused();
+    // The scheduler still makes the role's job itself.
+    add_hourly(&s, 0).ok();
+    s.lf(&["schedule", "tick", "--now", &t(1)]).ok();
+    assert_eq!(role_row(&s).2, 253_402_300_799.0, "never ready");
+}

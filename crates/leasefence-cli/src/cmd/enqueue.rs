@@ -205,6 +205,8 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
 }
 
 fn run_one(ctx: &Ctx, args: &Args, id: &str, payload: Option<&[u8]>) -> anyhow::Result<Outcome> {
+    // The role's job is the scheduler's to make (never ready), as over HTTP.
+    shared::not_the_scheduler_job("enqueue", id).with_context(|| format!("enqueue {id}"))?;
     let outcome = if args.has_queue_flags() {
         let job = args
             .job(id, payload)
@@ -277,7 +279,8 @@ fn run_many(
         .iter()
         .enumerate()
         .map(|(n, id)| {
-            args.job(id, payload)
+            shared::not_the_scheduler_job("enqueue", id)
+                .and_then(|()| Ok(args.job(id, payload)?))
                 .with_context(|| format!("enqueue {id:?} (line {} of {source})", n + 1))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
