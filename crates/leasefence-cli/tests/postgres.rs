@@ -1221,3 +1221,42 @@ fn work_exec_admit_from_the_command_uses_the_workers_schema() {
         raw(&["--pg-schema", &pg.schema, "state", "g"], None, &env)
     );
 }
+
+/// As on SQLite (`queue::retry_says_when_a_held_unique_key_keeps_a_job_as_it_is`): a job
+/// whose unique key another unfinished job holds is left as it is, and `retry` says why.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn retry_on_postgres_says_when_a_held_unique_key_keeps_a_job_as_it_is() {
+    let Some(pg) = Pg::new() else { return };
+    pg.lf(&["enqueue", "a", "--unique-key", "K"]).ok();
+    pg.lf(&["cancel", "a", "--now", "1"]).ok();
+    pg.lf(&["enqueue", "b", "--unique-key", "K"]).ok();
+    let run = pg.lf(&["retry", "a", "--now", "2"]);
+    run.refused();
+    assert!(
+        run.stderr.contains(
+            "a is cancelled, but another unfinished job of the queue default holds its unique \
+             key \"K\""
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(failure_columns(&pg, "a").2.as_deref(), Some("cancelled"));
+    pg.lf(&["enqueue", "c", "--unique-key", "K2", "--max-attempts", "1"])
+        .ok();
+    pg.lf(&["claim", "c", "--owner", "w", "--ttl", "30", "--now", "0"])
+        .ok();
+    pg.lf(&[
+        "fail", "c", "--owner", "w", "--fence", "1", "--error", "boom", "--now", "1",
+    ])
+    .ok();
+    pg.lf(&["enqueue", "d", "--unique-key", "K2"]).ok();
+    pg.lf(&["retry", "--dead", "--now", "3"])
+        .ok()
+        .says("retried 0 dead jobs")
+        .says("1 dead job left as it is");
+    assert_eq!(failure_columns(&pg, "c").2.as_deref(), Some("dead"));
+}

@@ -1180,3 +1180,50 @@ fn delete_removes_jobs_by_id_and_keeps_their_fences_reserved() {
     assert_eq!(s.ids(), ["a"]);
     s.lf(&["delete"]).status(2);
 }
+
+/// A dead or cancelled job whose unique key another unfinished job of its queue holds is not
+/// retried (it would hold the key twice); `retry` says so, not that the job is "cancelled, not
+/// dead or cancelled", and `retry --dead` says which dead jobs it left.
+#[test]
+fn retry_says_when_a_held_unique_key_keeps_a_job_as_it_is() {
+    let s = Sandbox::with_jobs(&[]);
+    s.lf(&["enqueue", "a", "--unique-key", "K"]).ok();
+    s.lf(&["cancel", "a", "--now", "1"]).ok();
+    s.lf(&["enqueue", "b", "--unique-key", "K"]).ok();
+    let run = s.lf(&["retry", "a", "--now", "2"]);
+    run.refused();
+    assert!(
+        run.stderr.contains(
+            "a is cancelled, but another unfinished job of the queue default holds its unique \
+             key \"K\""
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("not dead or cancelled"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(s.row("a").unwrap().outcome.as_deref(), Some("cancelled"));
+
+    s.lf(&["enqueue", "c", "--unique-key", "K2", "--max-attempts", "1"])
+        .ok();
+    s.lf(&["claim", "c", "--owner", "w", "--ttl", "30", "--now", "0"])
+        .ok();
+    s.lf(&[
+        "fail", "c", "--owner", "w", "--fence", "1", "--error", "boom", "--now", "1",
+    ])
+    .ok();
+    s.lf(&["enqueue", "d", "--unique-key", "K2"]).ok();
+    s.lf(&["retry", "--dead", "--now", "3"])
+        .ok()
+        .says("retried 0 dead jobs")
+        .says("1 dead job left as it is: another unfinished job of its queue holds its unique key");
+    let v = s
+        .lf(&["--json", "retry", "--dead", "--now", "3"])
+        .ok()
+        .json();
+    assert_eq!((&v["retried"], &v["left"]), (&0.into(), &1.into()));
+    assert_eq!(s.row("c").unwrap().outcome.as_deref(), Some("dead"));
+}

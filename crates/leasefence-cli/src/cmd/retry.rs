@@ -2,7 +2,7 @@
 //! cancelled jobs ready again with a fresh attempts budget (an operator verb, not fenced).
 
 use anyhow::Context as _;
-use leasefence::{JobId, Store as _};
+use leasefence::{JobId, Status, Store as _};
 use serde_json::json;
 
 use crate::cmd::at_now;
@@ -33,14 +33,31 @@ pub struct Args {
 /// 1). The fence is kept, so the next claim continues above every fence handed out.
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     if args.dead {
-        let (now, n) =
-            at_now(ctx, args.now, |store, now| store.retry_dead(now)).context("retry --dead")?;
+        let (now, (n, left)) = at_now(ctx, args.now, |store, now| {
+            let n = store.retry_dead(now)?;
+            // The dead jobs it left: another unfinished job of their queue holds their key.
+            Ok((n, store.stats(now)?.dead))
+        })
+        .context("retry --dead")?;
+        let mut human = format!(
+            "retried {n} dead job{}: ready again with a fresh attempts budget",
+            plural(n)
+        );
+        if left > 0 {
+            let (it, its) = if left == 1 {
+                ("it is", "its")
+            } else {
+                ("they are", "their")
+            };
+            human.push_str(&format!(
+                "; {left} dead job{} left as {it}: another unfinished job of {its} queue holds \
+                 {its} unique key",
+                plural(left)
+            ));
+        }
         return Ok(ctx.out.done_line(
-            format!(
-                "retried {n} dead job{}: ready again with a fresh attempts budget",
-                plural(n)
-            ),
-            json!({ "op": "retry", "dead": true, "retried": n, "now": now }),
+            human,
+            json!({ "op": "retry", "dead": true, "retried": n, "left": left, "now": now }),
         ));
     }
     let ids = args
@@ -74,6 +91,19 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         }
         let reason = match row {
             None => format!("{id} is unknown"),
+            // Retryable, but another unfinished job of its queue holds its unique key.
+            Some(job)
+                if matches!(job.status, Status::Dead | Status::Cancelled)
+                    && job.unique_key.is_some() =>
+            {
+                format!(
+                    "{id} is {}, but another unfinished job of the queue {} holds its unique \
+                     key {:?}; it is left as it is",
+                    job.status,
+                    job.queue,
+                    job.unique_key.as_deref().unwrap_or_default()
+                )
+            }
             Some(job) => format!(
                 "{id} is {}, not dead or cancelled; it is left as it is",
                 job.status
