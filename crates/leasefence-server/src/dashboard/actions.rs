@@ -82,6 +82,9 @@ async fn audit(
     result: String,
 ) -> Result<(), PageError> {
     tracing::info!(action, %target, %result, "dashboard action");
+    // The action is done already: what records it must fit the log's fields, or the visitor
+    // would be told "nothing was changed" about a job that was, and the log would miss it.
+    let (actor, target, result) = (fit(&actor), fit(&target), fit(&result));
     let at = Now::system();
     state
         .store
@@ -98,6 +101,21 @@ async fn audit(
         })
         .await?;
     Ok(())
+}
+
+/// `text` as a field of an audit record: a NUL (an SQLite id may hold one) written `\0`, and
+/// text over [`MAX_AUDIT_LEN`](leasefence::MAX_AUDIT_LEN) bytes (an id or an owner may be
+/// longer) cut at a character boundary, ending in `…`.
+fn fit(text: &str) -> String {
+    let text = text.replace('\0', "\\0");
+    if text.len() <= leasefence::MAX_AUDIT_LEN {
+        return text;
+    }
+    let mut end = leasefence::MAX_AUDIT_LEN - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// What each job action says before it is confirmed.
@@ -431,4 +449,17 @@ pub(crate) async fn logout(
         ),
     );
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit;
+
+    #[test]
+    fn an_audit_field_fits_the_log() {
+        assert_eq!(fit("job a\0b"), "job a\\0b");
+        let long = fit(&"é".repeat(leasefence::MAX_AUDIT_LEN));
+        assert!(long.len() <= leasefence::MAX_AUDIT_LEN && long.ends_with('…'));
+        assert_eq!(fit("cancelled"), "cancelled");
+    }
 }

@@ -603,6 +603,67 @@ backends! {
 }
 
 backends! {
+    // A job id as long as the backend takes (PostgreSQL: 2048 bytes, SQLite: any) and an owner
+    // longer than the audit log's field: the action is done, so it must be answered as done
+    // and recorded — not done, then a 400 saying "nothing was changed" and no audit entry.
+    fn an_action_on_an_id_or_owner_longer_than_an_audit_field_is_done_and_audited(db: &Db) {
+        let s = direct(db);
+        let long_id = "j".repeat(leasefence::PgStore::MAX_KEY_BYTES);
+        let stuck_id = "stuck-long-owner";
+        let long_owner = "o".repeat(leasefence::MAX_AUDIT_LEN + 10);
+        s.enqueue_job(job(&long_id)).unwrap();
+        s.enqueue_job(job(stuck_id)).unwrap();
+        let past = Now::new(Now::system().seconds() - 100.0).unwrap();
+        let lease = s
+            .claim(JobId::new(stuck_id).unwrap(), Owner::new(&long_owner).unwrap(), past, Ttl::new(10.0).unwrap())
+            .unwrap()
+            .unwrap();
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(ADMIN));
+        let r = b.act(&format!("/dashboard/jobs/{long_id}/cancel"));
+        assert_eq!(r.status, 303, "{}", r.body);
+        assert_eq!(r.header("location"), format!("/dashboard/jobs/{long_id}?done=cancel&ok=1"));
+        assert!(db.row(&long_id).unwrap().done, "cancelled");
+        let fence = lease.fence.to_string();
+        let r = b.act_with(&format!("/dashboard/jobs/{stuck_id}/release"), &[("fence", &fence)]);
+        assert_eq!(r.status, 303, "{}", r.body);
+        assert_eq!(r.header("location"), format!("/dashboard/jobs/{stuck_id}?done=release&ok=1"));
+        assert_eq!(db.row(stuck_id).unwrap().owner, None, "released");
+        let log = s.audit_log(None, 10).unwrap();
+        let seen: Vec<(&str, bool, bool)> = log
+            .iter()
+            .rev()
+            .map(|e| {
+                let fits = e.target.len() <= leasefence::MAX_AUDIT_LEN && e.result.len() <= leasefence::MAX_AUDIT_LEN;
+                (e.action.as_str(), fits, e.target.starts_with("job j") || e.result.starts_with("released the lease of ooo"))
+            })
+            .collect();
+        assert_eq!(seen, [("cancel", true, true), ("release", true, true)]);
+    }
+}
+
+// SQLite keeps a NUL in an id (PostgreSQL refuses such an id): the audit log's fields take
+// none, yet an action on that job is done, so it is answered as done and recorded.
+#[test]
+fn an_action_on_an_id_holding_a_nul_is_done_and_audited() {
+    let db = Db::new(Backend::Sqlite).unwrap();
+    let s = direct(&db);
+    let id = "nul\0id";
+    s.enqueue_job(job(id)).unwrap();
+    let srv = server(&db);
+    let mut b = Browser::new(&srv, Some(ADMIN));
+    let r = b.act(&format!("/dashboard/jobs/{}/cancel", enc(id)));
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert!(db.row(id).unwrap().done, "cancelled");
+    let log = s.audit_log(None, 10).unwrap();
+    assert_eq!(log.len(), 1, "the cancel is in the audit log");
+    assert_eq!(
+        (log[0].action.as_str(), log[0].result.as_str()),
+        ("cancel", "cancelled")
+    );
+}
+
+backends! {
     // As the API refuses them: cancelling the scheduler role's job stops every scheduler,
     // retrying or releasing it hands it to ordinary workers. The dashboard answers 400 and
     // changes nothing; deleting it (which resets the role) stays allowed.
