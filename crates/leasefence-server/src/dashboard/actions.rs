@@ -11,7 +11,7 @@
 
 use askama::Template;
 use axum::Form;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use leasefence::{AuditRecord, JobId, Now, Observe, Queue, Queues, Status, Store};
@@ -24,6 +24,42 @@ use super::pages::{LoginPage, store_now};
 use super::view::{job_href, seg, unseg};
 use super::{Chrome, PageError, render};
 use crate::AppState;
+
+/// A form body, read within the request timeout as the API's JSON bodies are: one that does not
+/// arrive in time is a 503 and its connection is closed (the sign-in form needs no token, so
+/// any client could otherwise hold connections open for as long as it likes).
+#[derive(Debug)]
+pub(crate) struct TimedForm<T>(pub(crate) T);
+
+impl<S, T> FromRequest<S> for TimedForm<T>
+where
+    S: Send + Sync,
+    T: serde::de::DeserializeOwned,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let timeout = req
+            .extensions()
+            .get::<crate::body::BodyLimits>()
+            .map_or(std::time::Duration::from_secs(30), |l| l.timeout);
+        match tokio::time::timeout(timeout, Form::<T>::from_request(req, state)).await {
+            Ok(Ok(Form(form))) => Ok(TimedForm(form)),
+            Ok(Err(rejection)) => Err(rejection.into_response()),
+            Err(_) => {
+                let mut response = PageError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the form did not arrive within the server's time limit; nothing was done",
+                )
+                .into_response();
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                Err(response)
+            }
+        }
+    }
+}
 
 /// An action's form.
 #[derive(Debug, Deserialize)]
@@ -150,7 +186,7 @@ pub(crate) async fn job_action(
     State(state): State<AppState>,
     Path((id, action)): Path<(String, String)>,
     headers: HeaderMap,
-    Form(form): Form<ActionForm>,
+    TimedForm(form): TimedForm<ActionForm>,
 ) -> Result<Response, PageError> {
     let id = unseg(id);
     let (question, detail, danger) = job_question(&action, &id)
@@ -284,7 +320,7 @@ pub(crate) async fn queue_action(
     State(state): State<AppState>,
     Path((name, action)): Path<(String, String)>,
     headers: HeaderMap,
-    Form(form): Form<ActionForm>,
+    TimedForm(form): TimedForm<ActionForm>,
 ) -> Result<Response, PageError> {
     let name = unseg(name);
     let (question, detail, danger): (String, &'static str, bool) = match action.as_str() {
@@ -380,7 +416,7 @@ pub(crate) struct LoginForm {
 pub(crate) async fn login(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Form(form): Form<LoginForm>,
+    TimedForm(form): TimedForm<LoginForm>,
 ) -> Response {
     let next = safe_next(&form.next).to_owned();
     let page = |error| {
@@ -430,7 +466,7 @@ pub(crate) async fn logout(
     viewer: Viewer,
     State(state): State<AppState>,
     headers: HeaderMap,
-    Form(form): Form<LogoutForm>,
+    TimedForm(form): TimedForm<LogoutForm>,
 ) -> Result<Response, PageError> {
     if viewer.via != Via::Session || !same_origin(&headers) || !viewer.csrf_ok(&form.csrf) {
         return Err(PageError::new(

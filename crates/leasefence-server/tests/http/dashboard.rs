@@ -929,3 +929,60 @@ fn the_live_figures_name_and_link_the_oldest_ready_job_of_now() {
     );
     assert_eq!(v["refused_last_hour_note"].as_str(), Some("0 in all"));
 }
+
+/// A dashboard form whose body does not arrive within the request timeout is answered 503
+/// and its connection closed, as an API body is: the sign-in form needs no token, so any
+/// client could otherwise hold connections open for as long as it likes. An action's form
+/// that never arrives changes nothing.
+#[test]
+fn a_form_that_does_not_arrive_in_time_is_a_503() {
+    use std::io::{Read as _, Write as _};
+    use std::time::Instant;
+    let db = Db::new(Backend::Sqlite).unwrap();
+    direct(&db).enqueue_job(job("slow")).unwrap();
+    let srv = Server::with(
+        &db,
+        ServerConfig {
+            tokens: tokens(),
+            request_timeout: Duration::from_millis(300),
+            ..ServerConfig::default()
+        },
+    );
+    let addr = srv.url.strip_prefix("http://").unwrap().to_owned();
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("tester:{ADMIN}"));
+    for (path, auth) in [
+        ("/dashboard/login", String::new()),
+        (
+            "/dashboard/jobs/slow/cancel",
+            format!("Authorization: Basic {basic}\r\n"),
+        ),
+    ] {
+        let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+        // The headers promise 100 bytes; a few arrive.
+        conn.write_all(
+            format!(
+                "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: \
+                 application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ncsrf="
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let started = Instant::now();
+        let mut buf = [0u8; 4096];
+        let n = conn.read(&mut buf).unwrap_or(0);
+        let answer = String::from_utf8_lossy(&buf[..n]);
+        assert!(
+            answer.starts_with("HTTP/1.1 503"),
+            "{path}: {answer:?} after {:?}",
+            started.elapsed()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{path}: {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(!db.row("slow").unwrap().done, "nothing was changed");
+}
