@@ -132,6 +132,34 @@ impl Tokens {
     }
 }
 
+/// Whether a `Host` header names this machine's loopback: `localhost` (or a name under
+/// `.localhost`, which browsers resolve themselves) or a loopback IP, with or without a port.
+/// A server without tokens answers only these: a web page that re-points a name of its own at
+/// 127.0.0.1 (DNS rebinding) sends that name, and would otherwise be served as if it were this
+/// server's own page — reading the dashboard's CSRF token and calling every route.
+pub(crate) fn loopback_host(host: &str) -> bool {
+    let name = match host.rsplit_once(':') {
+        // `[::1]:7878`, `localhost:7878`; a bare IPv6 address (`::1`) has colons of its own.
+        Some((name, port))
+            if port.bytes().all(|b| b.is_ascii_digit())
+                && (name.ends_with(']') || !name.contains(':')) =>
+        {
+            name
+        }
+        _ => host,
+    };
+    let name = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .unwrap_or(name)
+        .to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// What a request may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -230,6 +258,34 @@ mod tests {
             }
         );
         assert!(!all.contains("s3cret"), "{all}");
+    }
+
+    #[test]
+    fn loopback_hosts_are_told_from_other_names() {
+        for host in [
+            "localhost",
+            "localhost:7878",
+            "LocalHost:7878",
+            "app.localhost:1",
+            "127.0.0.1",
+            "127.0.0.1:7878",
+            "127.1.2.3:80",
+            "[::1]:7878",
+            "[::1]",
+            "::1",
+        ] {
+            assert!(loopback_host(host), "{host}");
+        }
+        for host in [
+            "evil.example:7878",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io:7878",
+            "10.0.0.1:7878",
+            "[::2]:7878",
+            "",
+        ] {
+            assert!(!loopback_host(host), "{host}");
+        }
     }
 
     #[test]

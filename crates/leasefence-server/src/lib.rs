@@ -187,6 +187,10 @@ pub fn router(store: AsyncStore, config: &ServerConfig) -> Router {
         .route("/readyz", get(ops::readyz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            open_host,
+        ))
         .layer(axum::middleware::from_fn_with_state(state.clone(), measure))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .with_state(state)
@@ -232,6 +236,25 @@ async fn method_not_allowed() -> ApiError {
 
 async fn not_found() -> ApiError {
     ApiError::NotFound("no such route; see /v1/openapi.json".into())
+}
+
+/// On a server without tokens (open, loopback only), a request addressed to another name than
+/// a loopback one is refused, 403, before any route runs: it is a web page that re-pointed a
+/// name of its own at 127.0.0.1 (DNS rebinding), not a client of this machine. A request
+/// without `Host` (HTTP/1.0) is no browser's.
+async fn open_host(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if !state.tokens.any()
+        && let Some(host) = req.headers().get(axum::http::header::HOST)
+        && !host.to_str().is_ok_and(auth::loopback_host)
+    {
+        return ApiError::Forbidden(
+            "a server without tokens answers only requests addressed to a loopback name \
+             (localhost, 127.0.0.1, [::1]); to serve other names, set a worker and an admin \
+             token",
+        )
+        .into_response();
+    }
+    next.run(req).await
 }
 
 /// Times every request and counts it by route and status; gives the body extractor its time

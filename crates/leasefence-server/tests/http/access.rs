@@ -90,3 +90,62 @@ fn a_worker_token_alone_leaves_the_admin_routes_closed() {
     );
     assert!(!db.row("j").unwrap().done);
 }
+
+/// A request to a server without tokens sent over a raw connection with `host` as its `Host`
+/// header; the status and the body.
+fn with_host(server: &Server, method_path: &str, host: &str, body: &str) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let addr = server.url.strip_prefix("http://").unwrap();
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.write_all(
+        format!(
+            "{method_path} HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\nContent-Type: \
+             application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    let status = answer[9..12].parse().unwrap();
+    (status, answer)
+}
+
+/// A server without tokens is open to whoever reaches its loopback address — but a web page
+/// reaches it too, under a name of its own that it re-points at 127.0.0.1 (DNS rebinding):
+/// the browser then treats the server as that page's own origin, lets it read the dashboard's
+/// CSRF token and call every route. So such a server answers only requests addressed to a
+/// loopback name (`localhost`, `127.0.0.1`, `[::1]`), and refuses the rest, changing nothing.
+#[test]
+fn an_open_server_answers_only_requests_addressed_to_loopback() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    let port = server.url.rsplit(':').next().unwrap().to_owned();
+    let rebound = format!("rebind.attacker.example:{port}");
+    let (status, answer) = with_host(&server, "POST /v1/jobs", &rebound, r#"{"id": "pwn"}"#);
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("\"error\":\"forbidden\""), "{answer}");
+    assert_eq!(db.count(), 0, "nothing was enqueued");
+    let (status, answer) = with_host(&server, "GET /dashboard", &rebound, "");
+    assert_eq!(status, 403, "{answer}");
+    assert!(!answer.contains("csrf-token"), "{answer}");
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("LOCALHOST:{port}"),
+        "localhost".to_owned(),
+        format!("[::1]:{port}"),
+        format!("127.0.0.2:{port}"),
+    ] {
+        let (status, answer) = with_host(&server, "GET /v1/stats", &host, "");
+        assert_eq!(status, 200, "{host}: {answer}");
+    }
+    // With tokens, the token is the credential: any name is served.
+    drop(server);
+    let server = Server::with(&db, config());
+    let (status, answer) = with_host(&server, "GET /healthz", &rebound, "");
+    assert_eq!(status, 200, "{answer}");
+}

@@ -183,7 +183,7 @@ fn a_body_that_does_not_arrive_in_time_is_a_503_timeout() {
     let addr = server.url.strip_prefix("http://").unwrap();
     let mut conn = std::net::TcpStream::connect(addr).unwrap();
     // Headers promise 100 bytes; one arrives.
-    conn.write_all(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+    conn.write_all(b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
         .unwrap();
     let mut answer = String::new();
     conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
@@ -212,7 +212,7 @@ fn headers_that_do_not_arrive_in_time_close_the_connection() {
     let addr = server.url.strip_prefix("http://").unwrap().to_owned();
     let half_sent = || {
         let mut conn = std::net::TcpStream::connect(&addr).unwrap();
-        conn.write_all(b"GET /v1/stats HTTP/1.1\r\nHost: x\r\n")
+        conn.write_all(b"GET /v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             .unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();

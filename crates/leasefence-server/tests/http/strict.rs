@@ -77,7 +77,7 @@ backends! {
         let body = r#"{"id":"zipped"}"#;
         for encoding in ["gzip", "br", "deflate, gzip"] {
             let (status, answer) = raw(&server, &format!(
-                "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
                  Content-Encoding: {encoding}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             ));
@@ -85,7 +85,7 @@ backends! {
         }
         // A second header cannot hide the first's coding.
         let (status, answer) = raw(&server, &format!(
-            "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Encoding: identity\r\n\
+            "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Encoding: identity\r\n\
              Content-Encoding: gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         ));
@@ -93,7 +93,7 @@ backends! {
         assert_eq!(db.count(), 0);
         // `identity` is no encoding at all.
         let (status, answer) = raw(&server, &format!(
-            "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Encoding: Identity\r\n\
+            "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Encoding: Identity\r\n\
              Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         ));
@@ -112,7 +112,7 @@ backends! {
         // the answer must not wait for the rest (nor for the 20 s body timeout).
         let started = Instant::now();
         let (status, answer) = raw(&server,
-            "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\
+            "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n\
              Content-Length: 1000000\r\n\r\n{");
         assert_eq!((status, answer["error"].as_str()), (413, Some("too_large")), "{answer}");
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
@@ -139,7 +139,7 @@ backends! {
         ];
         for (method, path, field) in cases {
             let (status, answer) = raw(&server, &format!(
-                "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+                "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
             ));
             assert_eq!(status, 400, "{method} {path}: {answer}");
             assert_eq!(answer["error"], "bad_request", "{method} {path}: {answer}");
