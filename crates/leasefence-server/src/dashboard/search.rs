@@ -82,17 +82,22 @@ impl Search {
                 format!("invalid `{field}`: {why}; nothing was changed"),
             )
         };
+        // The library's reason alone: its own words name its argument (`cursor` for `after`).
+        let why = |e: leasefence::Error| match e {
+            leasefence::Error::InvalidArgument { reason, .. } => reason,
+            other => other.to_string(),
+        };
         let opt = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_owned());
         let status = match opt(&self.status) {
-            Some(s) => Some(Status::parse(&s).map_err(|e| bad("status", e.to_string()))?),
+            Some(s) => Some(Status::parse(&s).map_err(|e| bad("status", why(e)))?),
             None => None,
         };
         let queue = match opt(&self.queue) {
-            Some(q) => Some(Queue::new(q).map_err(|e| bad("queue", e.to_string()))?),
+            Some(q) => Some(Queue::new(q).map_err(|e| bad("queue", why(e)))?),
             None => None,
         };
         let order = match opt(&self.order) {
-            Some(o) => JobOrder::parse(&o).map_err(|e| bad("order", e.to_string()))?,
+            Some(o) => JobOrder::parse(&o).map_err(|e| bad("order", why(e)))?,
             None => JobOrder::Newest,
         };
         let limit = match opt(&self.limit) {
@@ -104,7 +109,7 @@ impl Search {
             None => 50,
         };
         let after = match opt(&self.after) {
-            Some(a) => Some(JobCursor::decode(&a).map_err(|e| bad("after", e.to_string()))?),
+            Some(a) => Some(JobCursor::decode(&a).map_err(|e| bad("after", why(e)))?),
             None => None,
         };
         // The id prefix is taken as typed (spaces included); only an empty one is none.
@@ -121,7 +126,7 @@ impl Search {
             window: leasefence::MAX_WINDOW,
         };
         q.check().map_err(|e| match e.argument() {
-            Some(field) => bad(field, e.to_string()),
+            Some(field) => bad(field, why(e)),
             None => PageError::from(e),
         })?;
         Ok(q)

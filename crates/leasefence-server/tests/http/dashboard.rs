@@ -986,3 +986,32 @@ fn a_form_that_does_not_arrive_in_time_is_a_503() {
     }
     assert!(!db.row("slow").unwrap().done, "nothing was changed");
 }
+
+/// A bad filter of the job search is named once, as the form's field: not `invalid `after`:
+/// invalid argument `cursor`: …`, which names a field the form does not have.
+#[test]
+fn a_bad_search_filter_is_named_once_as_the_forms_field() {
+    let db = Db::new(Backend::Sqlite).unwrap();
+    let srv = server(&db);
+    let mut b = Browser::new(&srv, Some(WORKER));
+    for (query, field) in [
+        ("after=%25%25%25", "after"),
+        ("status=bogus", "status"),
+        ("queue=a%20b", "queue"),
+        ("order=sideways", "order"),
+        ("owner=%00", "owner"),
+    ] {
+        let r = b.get(&format!("/dashboard/jobs?{query}"));
+        assert_eq!(r.status, 400, "{query}: {}", r.body);
+        let message = r
+            .body
+            .split("invalid `")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{query}: {}", r.body));
+        assert!(
+            message.starts_with(&format!("{field}`: ")),
+            "{query}: {message}"
+        );
+        assert!(!message.contains("invalid argument"), "{query}: {message}");
+    }
+}
