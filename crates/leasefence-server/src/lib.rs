@@ -11,7 +11,7 @@
 //! POST /v1/claims                      {"owner","ttl","queues"?,"n"?,"job_id"?} → leases
 //! POST /v1/jobs/{id}/renew             {"owner","fence","ttl"}
 //! POST /v1/jobs/{id}/complete          {"owner","fence","result"?}
-//! POST /v1/jobs/{id}/fail              {"owner","fence","error","retry_in"?}
+//! POST /v1/jobs/{id}/fail              {"owner","fence","error"?,"retry_in"?}
 //! POST /v1/jobs/{id}/release           {"owner","fence"}
 //! POST /v1/renewals                   {"ttl","leases":[{"job_id","owner","fence"}]}
 //! POST /v1/completions                {"completions":[{"job_id","owner","fence","result"}]}
