@@ -173,10 +173,20 @@ impl HttpStore {
         match status {
             200 | 201 | 409 => Ok((status, value)),
             404 if found && value["error"] == "not_found" => Ok((status, value)),
-            400 | 413 => Err(Error::InvalidArgument {
-                argument: argument(value["field"].as_str().unwrap_or("request")),
-                reason: message(),
-            }),
+            400 | 413 => {
+                let field = value["field"].as_str().unwrap_or("request");
+                // The server's message names the field first (`invalid `ttl`: …`); the error
+                // names it already.
+                let message = message();
+                let reason = message
+                    .strip_prefix(&format!("invalid `{field}`: "))
+                    .unwrap_or(&message)
+                    .to_owned();
+                Err(Error::InvalidArgument {
+                    argument: argument(field),
+                    reason,
+                })
+            }
             401 | 403 => Err(Error::InvalidArgument {
                 argument: "token",
                 reason: format!("the server refused it ({status}): {}", message()),

@@ -184,3 +184,21 @@ fn a_refused_token_names_it_and_is_never_shown() {
     assert_eq!(err.argument(), Some("n"), "{err}");
     assert_eq!(db.row("x").unwrap().fence, 0);
 }
+
+backends! {
+    // A 400 comes back as the library's invalid argument naming the server's field, in words
+    // that name it once: "invalid argument `ttl`: too small …", not "invalid argument `ttl`:
+    // invalid `ttl`: too small …" (the server's whole message repeated after the name).
+    fn a_bad_argument_the_server_refuses_is_named_once(db: &Db) {
+        let server = Server::start(db);
+        let s = HttpStore::new(&server.url, None).unwrap();
+        assert!(s.enqueue(id("a")).unwrap());
+        // Valid here, but the server's clock is far past 1: now + 1e-9 rounds to now.
+        let e = s.claim(id("a"), who("w"), Now::system(), ttl(1e-9)).unwrap_err();
+        assert_eq!(e.argument(), Some("ttl"), "{e}");
+        let text = e.to_string();
+        assert_eq!(text.matches("`ttl`").count(), 1, "{text}");
+        assert!(text.contains("too small"), "{text}");
+        assert_eq!(db.row("a").unwrap().fence, 0, "nothing was changed");
+    }
+}
