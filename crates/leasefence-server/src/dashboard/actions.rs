@@ -122,9 +122,11 @@ async fn audit(
     // would be told "nothing was changed" about a job that was, and the log would miss it.
     let (actor, target, result) = (fit(&actor), fit(&target), fit(&result));
     let at = Now::system();
-    state
+    let record = (actor.clone(), target.clone(), result.clone());
+    let recorded = state
         .store
         .call(move |s| {
+            let (actor, target, result) = record;
             s.record_audit(
                 &AuditRecord {
                     actor: &actor,
@@ -135,7 +137,22 @@ async fn audit(
                 at,
             )
         })
-        .await?;
+        .await;
+    if let Err(e) = recorded {
+        // The action committed on its own: the visitor is told it was done (not "nothing was
+        // written, retry"), and the server's log keeps the record the audit log could not.
+        tracing::error!(
+            %actor, action, %target, %result, error = %leasefence::error_chain(&e),
+            "a dashboard action was done but not recorded in the audit log"
+        );
+        return Err(PageError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "{action} of {target} ran: {result}. It was not recorded in the audit log (the \
+                 server's log has the record and the reason); do not repeat it"
+            ),
+        ));
+    }
     Ok(())
 }
 

@@ -664,6 +664,33 @@ fn an_action_on_an_id_holding_a_nul_is_done_and_audited() {
 }
 
 backends! {
+    // The action is the library's call and commits on its own; its audit record is written
+    // after it. When that write fails (here: the audit table is gone), the visitor must not be
+    // told the generic "nothing was written, retry" or "internal error" about a job that was
+    // cancelled: the page says it was done and not recorded, and the server's log keeps the
+    // record.
+    fn an_action_whose_audit_record_fails_says_it_was_done(db: &Db) {
+        let s = direct(db);
+        s.enqueue_job(job("to-cancel")).unwrap();
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(ADMIN));
+        let csrf = b.get("/dashboard").csrf();
+        match db.schema() {
+            None => rusqlite::Connection::open(&db.db).unwrap().execute_batch("DROP TABLE audit").unwrap(),
+            Some(schema) => leasefence::postgres::Client::connect(&db.db, leasefence::postgres::NoTls)
+                .unwrap()
+                .batch_execute(&format!("DROP TABLE {schema}.audit"))
+                .unwrap(),
+        }
+        let r = b.post("/dashboard/jobs/to-cancel/cancel", &[("csrf", &csrf), ("confirmed", "yes")]);
+        assert!(db.row("to-cancel").unwrap().done, "the cancel took effect");
+        assert_eq!(r.status, 500, "{}", r.body);
+        assert!(r.body.contains("cancelled") && r.body.contains("not recorded in the audit log"), "{}", r.body);
+        assert!(!r.body.contains("nothing was"), "{}", r.body);
+    }
+}
+
+backends! {
     // As the API refuses them: cancelling the scheduler role's job stops every scheduler,
     // retrying or releasing it hands it to ordinary workers. The dashboard answers 400 and
     // changes nothing; deleting it (which resets the role) stays allowed.
