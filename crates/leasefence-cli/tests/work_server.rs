@@ -268,3 +268,35 @@ fn bad_server_settings_are_refused() {
     ])
     .bad("`--server`");
 }
+
+/// A database exported for the other verbs (`LEASEFENCE_DB`) and `work --server`: refused, with
+/// nothing claimed anywhere, in words that name the variable — not "give --db … or --server,
+/// not both" to a user who gave no `--db`.
+#[test]
+fn a_database_from_the_environment_with_server_is_named_as_the_variable() {
+    let sb = Sandbox::new();
+    let db = sb.db();
+    sb.lf(&["enqueue", "kept"]).ok();
+    let run = support::Run::of(
+        sb.dir.path(),
+        &[
+            "work",
+            "--server",
+            "http://127.0.0.1:9",
+            "--exec",
+            "true",
+            "--drain",
+        ],
+        None,
+        &[
+            ("LEASEFENCE_DB", db.to_str().unwrap()),
+            ("LEASEFENCE_WORKER_TOKEN", WORKER),
+        ],
+    );
+    run.error("LEASEFENCE_DB");
+    let fence: i64 = sb
+        .conn()
+        .query_row("SELECT fence FROM jobs WHERE id = 'kept'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(fence, 0, "nothing was claimed");
+}

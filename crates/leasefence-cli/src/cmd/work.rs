@@ -240,8 +240,9 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             if ctx.db.is_some() {
                 return Err(invalid(
                     "--server",
-                    "give --db (the database) or --server (a leasefence serve in front of it), \
-                     not both",
+                    "give the database (--db, or LEASEFENCE_DB in the environment) or --server \
+                     (a leasefence serve in front of it), not both; with LEASEFENCE_DB exported \
+                     for the other verbs, unset it for this one (env -u LEASEFENCE_DB)",
                 ));
             }
             if args.scheduler {
