@@ -241,20 +241,41 @@ async fn not_found() -> ApiError {
 /// On a server without tokens (open, loopback only), a request addressed to another name than
 /// a loopback one is refused, 403, before any route runs: it is a web page that re-pointed a
 /// name of its own at 127.0.0.1 (DNS rebinding), not a client of this machine. A request
-/// without `Host` (HTTP/1.0) is no browser's.
+/// without `Host` (HTTP/1.0) is no browser's. So is one whose `Origin` is a page of another
+/// site: a browser lets any page POST a `text/plain` body to 127.0.0.1 without asking first,
+/// and the API reads any content type. Clients that are not browsers send no `Origin`.
 async fn open_host(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if !state.tokens.any()
-        && let Some(host) = req.headers().get(axum::http::header::HOST)
-        && !host.to_str().is_ok_and(auth::loopback_host)
-    {
-        return ApiError::Forbidden(
+    if let Some(refusal) = open_refusal(&state.tokens, req.headers()) {
+        return ApiError::Forbidden(refusal).into_response();
+    }
+    next.run(req).await
+}
+
+/// Why a server without tokens refuses a request with these headers, if it does.
+fn open_refusal(tokens: &Tokens, headers: &axum::http::HeaderMap) -> Option<&'static str> {
+    if tokens.any() {
+        return None;
+    }
+    let text = |name| headers.get(name).map(|v| v.to_str().unwrap_or(""));
+    if text(axum::http::header::HOST).is_some_and(|host| !auth::loopback_host(host)) {
+        return Some(
             "a server without tokens answers only requests addressed to a loopback name \
              (localhost, 127.0.0.1, [::1]); to serve other names, set a worker and an admin \
              token",
-        )
-        .into_response();
+        );
     }
-    next.run(req).await
+    let foreign = |origin: &str| {
+        !origin
+            .split_once("://")
+            .is_some_and(|(_, host)| auth::loopback_host(host))
+    };
+    if text(axum::http::header::ORIGIN).is_some_and(foreign) {
+        return Some(
+            "a server without tokens takes no request sent by a page of another site (its \
+             Origin is not a loopback page); nothing was changed",
+        );
+    }
+    None
 }
 
 /// Times every request and counts it by route and status; gives the body extractor its time

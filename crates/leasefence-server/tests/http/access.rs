@@ -94,13 +94,25 @@ fn a_worker_token_alone_leaves_the_admin_routes_closed() {
 /// A request to a server without tokens sent over a raw connection with `host` as its `Host`
 /// header; the status and the body.
 fn with_host(server: &Server, method_path: &str, host: &str, body: &str) -> (u16, String) {
+    with_host_and_origin(server, method_path, host, &format!("http://{host}"), body)
+}
+
+/// [`with_host`] with an `Origin` header of its own (the page a browser sent it from) and a
+/// `text/plain` body: what any web page may send without a preflight.
+fn with_host_and_origin(
+    server: &Server,
+    method_path: &str,
+    host: &str,
+    origin: &str,
+    body: &str,
+) -> (u16, String) {
     use std::io::{Read as _, Write as _};
     let addr = server.url.strip_prefix("http://").unwrap();
     let mut conn = std::net::TcpStream::connect(addr).unwrap();
     conn.write_all(
         format!(
-            "{method_path} HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\nContent-Type: \
-             application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "{method_path} HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nContent-Type: \
+             text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         )
         .as_bytes(),
@@ -148,4 +160,45 @@ fn an_open_server_answers_only_requests_addressed_to_loopback() {
     let server = Server::with(&db, config());
     let (status, answer) = with_host(&server, "GET /healthz", &rebound, "");
     assert_eq!(status, 200, "{answer}");
+}
+
+/// A server without tokens takes no request a web page on another site sent: a browser lets
+/// any page POST a `text/plain` body to 127.0.0.1 without asking first, so such a page could
+/// enqueue, claim, cancel and pause. A request whose `Origin` is not a loopback page is refused,
+/// changing nothing; clients that are not browsers send no `Origin`, and this server's own
+/// dashboard pages are loopback pages.
+#[test]
+fn an_open_server_refuses_what_a_page_of_another_site_sends() {
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    let c = server.client(None);
+    c.enqueue("kept");
+    let host = server.url.strip_prefix("http://").unwrap().to_owned();
+    for origin in [
+        "https://evil.example",
+        "null",
+        "http://127.0.0.1.evil.example",
+    ] {
+        for (method_path, body) in [
+            ("POST /v1/jobs", r#"{"id": "planted"}"#),
+            ("POST /v1/jobs/kept/cancel", ""),
+            ("POST /v1/claims", r#"{"owner": "evil", "ttl": 60}"#),
+        ] {
+            let (status, answer) = with_host_and_origin(&server, method_path, &host, origin, body);
+            assert_eq!(status, 403, "{origin} {method_path}: {answer}");
+        }
+    }
+    let row = db.row("kept").unwrap();
+    assert!(
+        !row.done && row.owner.is_none() && row.fence == 0,
+        "{row:?}"
+    );
+    assert!(db.row("planted").is_none());
+    // A page of this server (the dashboard's forms), and clients that send no Origin, are served.
+    let port = host.rsplit(':').next().unwrap();
+    for origin in [format!("http://{host}"), format!("http://localhost:{port}")] {
+        let (status, answer) = with_host_and_origin(&server, "GET /v1/stats", &host, &origin, "");
+        assert_eq!(status, 200, "{origin}: {answer}");
+    }
+    assert_eq!(c.get("/v1/stats").0, 200);
 }
