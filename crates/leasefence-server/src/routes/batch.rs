@@ -90,8 +90,41 @@ pub struct Clock {
     pub now: f64,
 }
 
+/// What PostgreSQL cannot store — a NUL byte in any text, a key (a job id) over
+/// [`PgStore::MAX_KEY_BYTES`](leasefence::PgStore::MAX_KEY_BYTES) — checked per item of a
+/// batch before the store call, so that the 400 names the item (`completions[1].result`): the
+/// store refuses the same values for the whole batch, naming the bare argument (`result`).
+/// SQLite stores any text: nothing to check there.
+pub(crate) fn storable(
+    state: &AppState,
+    field: impl FnOnce() -> String,
+    value: &str,
+    key: bool,
+) -> Result<(), ApiError> {
+    if state.store.backend() != "postgres" {
+        return Ok(());
+    }
+    if value.contains('\0') {
+        return Err(ApiError::bad(
+            field(),
+            "contains a NUL byte, which PostgreSQL text cannot store",
+        ));
+    }
+    let max = leasefence::PgStore::MAX_KEY_BYTES;
+    if key && value.len() > max {
+        return Err(ApiError::bad(
+            field(),
+            format!(
+                "is {} bytes long; the PostgreSQL backend takes at most {max}",
+                value.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The checked leases of a batch, with field names that point at the bad item.
-fn leases(items: &[LeaseRef], field: &str) -> Result<Vec<Lease>, ApiError> {
+fn leases(state: &AppState, items: &[LeaseRef], field: &str) -> Result<Vec<Lease>, ApiError> {
     if items.len() > MAX_CLAIM {
         return Err(ApiError::bad(
             field,
@@ -106,6 +139,8 @@ fn leases(items: &[LeaseRef], field: &str) -> Result<Vec<Lease>, ApiError> {
                 .map_err(|e| ApiError::bad(format!("{field}[{i}].job_id"), e.to_string()))?;
             Owner::new(&item.owner)
                 .map_err(|e| ApiError::bad(format!("{field}[{i}].owner"), e.to_string()))?;
+            storable(state, || format!("{field}[{i}].job_id"), &item.job_id, true)?;
+            storable(state, || format!("{field}[{i}].owner"), &item.owner, false)?;
             Ok(lease_of(&item.job_id, &item.owner, item.fence))
         })
         .collect()
@@ -143,7 +178,7 @@ pub async fn renewals(
     JsonBody(body): JsonBody<RenewalsBody>,
 ) -> Result<Json<BatchResults>, ApiError> {
     Ttl::new(body.ttl)?;
-    let leases = leases(&body.leases, "leases")?;
+    let leases = leases(&state, &body.leases, "leases")?;
     let ttl = body.ttl;
     let results = state
         .store
@@ -215,7 +250,15 @@ pub async fn completions(
             fence: c.fence,
         })
         .collect();
-    let leases = leases(&refs, "completions")?;
+    let leases = leases(&state, &refs, "completions")?;
+    for (i, c) in body.completions.iter().enumerate() {
+        storable(
+            &state,
+            || format!("completions[{i}].result"),
+            &c.result,
+            false,
+        )?;
+    }
     for (i, lease) in leases.iter().enumerate() {
         super::jobs::scheduler_job_refused(
             "complete",

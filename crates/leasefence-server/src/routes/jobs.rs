@@ -96,6 +96,13 @@ pub async fn enqueue(
             (jobs, true)
         }
     };
+    for (i, job) in jobs.iter().enumerate() {
+        let field = || match many {
+            true => format!("jobs[{i}].id"),
+            false => "id".to_owned(),
+        };
+        super::batch::storable(&state, field, job.id(), true)?;
+    }
     let ids: Vec<String> = jobs.iter().map(|j| j.id().to_owned()).collect();
     let outcomes = state.store.call(move |s| s.enqueue_jobs(&jobs)).await?;
     let mut results: Vec<EnqueuedBody> = ids

@@ -317,3 +317,41 @@ fn a_claim_names_at_most_a_thousand_queues() {
         "{body}"
     );
 }
+
+backends! {
+    // A value PostgreSQL cannot store (a NUL byte; a job id over `PgStore::MAX_KEY_BYTES`) in
+    // one item of a batch: on PostgreSQL a 400 naming that item's field (`completions[1].result`,
+    // as the docs promise for `jobs[3].queue`), not a bare `result` that leaves a client with a
+    // thousand items guessing; nothing of the batch is taken. SQLite stores such values.
+    fn a_batch_item_postgres_cannot_store_is_named_with_its_index(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        c.enqueue("a");
+        c.enqueue("b");
+        let (fa, fb) = (c.claim("a", "w", 60.0), c.claim("b", "w", 60.0));
+        let long = "k".repeat(leasefence::PgStore::MAX_KEY_BYTES + 1);
+        let cases = [
+            ("/v1/jobs", json!({"jobs": [{"id": "c"}, {"id": "d\u{0}"}]}), "jobs[1].id"),
+            ("/v1/jobs", json!({"jobs": [{"id": "c"}, {"id": long}]}), "jobs[1].id"),
+            ("/v1/completions", json!({"completions": [
+                {"job_id": "a", "owner": "w", "fence": fa, "result": "ok"},
+                {"job_id": "b", "owner": "w", "fence": fb, "result": "bin\u{0}ary"}]}), "completions[1].result"),
+            ("/v1/completions", json!({"completions": [
+                {"job_id": "a", "owner": "w", "fence": fa, "result": "ok"},
+                {"job_id": "b", "owner": "w\u{0}", "fence": fb, "result": "ok"}]}), "completions[1].owner"),
+            ("/v1/renewals", json!({"ttl": 60, "leases": [
+                {"job_id": "a", "owner": "w", "fence": fa},
+                {"job_id": long, "owner": "w", "fence": fb}]}), "leases[1].job_id"),
+        ];
+        for (path, body, field) in cases {
+            let (status, answer) = c.post(path, body);
+            match db.backend {
+                crate::support::Backend::Pg => {
+                    assert_eq!((status, answer["field"].as_str()), (400, Some(field)), "{path}: {answer}");
+                    assert!(!db.row("a").unwrap().done && db.row("c").is_none(), "nothing of the batch was taken");
+                }
+                crate::support::Backend::Sqlite => assert_eq!(status, 200, "{path}: {answer}"),
+            }
+        }
+    }
+}
