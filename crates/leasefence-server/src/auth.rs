@@ -109,11 +109,7 @@ impl Tokens {
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
+            .and_then(|v| credentials(v, "Bearer"))
             .ok_or(ApiError::Unauthorized)?;
         self.role_of(presented.as_bytes())
             .ok_or(ApiError::Unauthorized)
@@ -130,6 +126,13 @@ impl Tokens {
             (false, false) => None,
         }
     }
+}
+
+/// The credentials of an `Authorization` header value of `scheme`, which is compared without
+/// regard to case (`Bearer`, `bearer`, `BEARER`: RFC 9110, 11.1), trimmed.
+pub(crate) fn credentials<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
+    let (given, rest) = value.trim_start().split_once(' ')?;
+    given.eq_ignore_ascii_case(scheme).then(|| rest.trim())
 }
 
 /// Whether a `Host` header names this machine's loopback: `localhost` (or a name under

@@ -161,7 +161,7 @@ pub(crate) fn session_cookie(headers: &HeaderMap) -> Option<String> {
 /// The token and user name of an `Authorization: Basic` or `Bearer` header.
 fn header_token(headers: &HeaderMap) -> Option<(String, String)> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    if let Some(b64) = value.strip_prefix("Basic ") {
+    if let Some(b64) = crate::auth::credentials(value, "Basic") {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(b64.trim())
             .ok()?;
@@ -169,7 +169,7 @@ fn header_token(headers: &HeaderMap) -> Option<(String, String)> {
         let (user, token) = text.split_once(':')?;
         return Some((token.to_owned(), user.to_owned()));
     }
-    let token = value.strip_prefix("Bearer ")?.trim();
+    let token = crate::auth::credentials(value, "Bearer")?;
     Some((token.to_owned(), String::new()))
 }
 

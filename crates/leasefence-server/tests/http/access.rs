@@ -202,3 +202,47 @@ fn an_open_server_refuses_what_a_page_of_another_site_sends() {
     }
     assert_eq!(c.get("/v1/stats").0, 200);
 }
+
+/// The scheme of an `Authorization` header is case-insensitive (RFC 9110, 11.1): a client that
+/// sends `BEARER` or `bearer`, or a dashboard client `basic`, is let in like one that sends
+/// `Bearer`, not told that no token was sent.
+#[test]
+fn the_authorization_scheme_is_case_insensitive() {
+    use base64::Engine as _;
+    let db = Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::with(&db, config());
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let status = |path: &str, authorization: &str| {
+        agent
+            .get(&format!("{}{path}", server.url))
+            .header("Authorization", authorization)
+            .call()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        assert_eq!(
+            status("/v1/stats", &format!("{scheme} {WORKER}")),
+            200,
+            "{scheme}"
+        );
+        assert_eq!(
+            status("/dashboard", &format!("{scheme} {WORKER}")),
+            200,
+            "{scheme}"
+        );
+    }
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("me:{ADMIN}"));
+    for scheme in ["Basic", "basic", "BASIC"] {
+        assert_eq!(
+            status("/dashboard", &format!("{scheme} {basic}")),
+            200,
+            "{scheme}"
+        );
+    }
+    assert_eq!(status("/v1/stats", &format!("Token {WORKER}")), 401);
+}
