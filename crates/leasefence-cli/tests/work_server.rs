@@ -110,6 +110,58 @@ fn a_drained_queue_over_http_stores_every_result() {
     assert!(!err.contains(WORKER), "the token is never echoed");
 }
 
+/// A result larger than the server takes (`--max-body-bytes`) can never be stored: the
+/// attempt is recorded as failed, saying why (here the last attempt: dead), and the small
+/// result of the job beside it is stored — not both left leased to expire and run again.
+#[test]
+fn a_result_larger_than_the_server_takes_fails_its_attempt() {
+    let sb = Sandbox::new();
+    let serving = Serving::start(
+        &sb,
+        &["--max-body-bytes", "4096"],
+        &[
+            ("LEASEFENCE_WORKER_TOKEN", WORKER),
+            ("LEASEFENCE_ADMIN_TOKEN", ADMIN),
+        ],
+    );
+    let jobs = json!([
+        {"id": "big", "payload": "10000", "max_attempts": 1},
+        {"id": "small", "payload": "10", "max_attempts": 1},
+    ]);
+    assert_eq!(
+        serving
+            .post("/v1/jobs", Some(WORKER), json!({"jobs": jobs}))
+            .0,
+        200
+    );
+    let (code, out, err) = finish(worker(
+        &sb,
+        &serving.url,
+        &["--exec", r#"head -c "$(cat)" /dev/zero | tr '\0' a"#, "--drain"],
+    ));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("stopped: 2 claimed, 1 completed, 0 retried, 1 dead"),
+        "{out}\n{err}"
+    );
+    let small = sb.lf(&["--json", "state", "small"]).ok().json();
+    assert_eq!(
+        (&small["done"], small["result"].as_str().map(str::len)),
+        (&json!(true), Some(10))
+    );
+    let big = sb.lf(&["--json", "state", "big"]).ok().json();
+    let error = big["error"].as_str().unwrap_or_default();
+    assert_eq!(
+        (&big["status"], &big["fence"], &big["result"]),
+        (&json!("dead"), &json!(1), &Value::Null),
+        "{big}"
+    );
+    assert!(
+        error.starts_with("the result could not be stored: ") && error.contains("limit"),
+        "{error}"
+    );
+}
+
 #[test]
 fn a_frozen_http_worker_stores_nothing_after_a_takeover() {
     let sb = Sandbox::new();

@@ -184,6 +184,19 @@ impl Error {
         }
     }
 
+    /// Whether a completion was refused for its result, which the store cannot hold (a NUL
+    /// byte on PostgreSQL; over HTTP, a body larger than the server takes): writing it again
+    /// can never succeed, so a worker records the attempt as failed instead.
+    pub(crate) fn is_unstorable_result(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidArgument {
+                argument: "result" | "request",
+                ..
+            }
+        )
+    }
+
     pub(crate) fn invalid(argument: &'static str, reason: impl Into<String>) -> Self {
         Error::InvalidArgument {
             argument,

@@ -89,6 +89,11 @@ async fn complete(inner: &Inner, lease: &Lease, result: String) -> JobOutcome {
         Ok(true) => {}
         Ok(false) if written.maybe_landed && stored_unseen().await => {}
         Ok(false) => return refused(inner, lease).await,
+        // A result the store cannot hold (a NUL byte on PostgreSQL): a failed attempt saying
+        // why, not a lease left to expire and the job run again and again.
+        Err(e) if e.is_unstorable_result() => {
+            return fail(inner, lease, format!("the result could not be stored: {e}")).await;
+        }
         Err(e) => {
             inner.count(|s| s.errors += 1);
             return JobOutcome::StoreError(e.to_string());

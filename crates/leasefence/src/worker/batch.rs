@@ -160,9 +160,13 @@ fn store_results<S: Store>(shared: &Shared<S>, store: &S, results: Vec<(Arc<Job>
     for (job, _) in &released {
         report(shared, &job.lease, &JobOutcome::Released);
     }
-    if results.is_empty() {
-        return;
+    if !results.is_empty() {
+        write_results(shared, store, results);
     }
+}
+
+/// Writes finished jobs' results, fenced, and reports each one's outcome.
+fn write_results<S: Store>(shared: &Shared<S>, store: &S, results: Vec<(Arc<Job>, String)>) {
     let retried = write_retry(shared, || {
         let now = shared.now()?;
         match results.as_slice() {
@@ -176,6 +180,25 @@ fn store_results<S: Store>(shared: &Shared<S>, store: &S, results: Vec<(Arc<Job>
             }
         }
     });
+    // A result the store cannot hold (larger than the server in between takes, a NUL byte on
+    // PostgreSQL) fails the whole write: its neighbours are written alone, and it is recorded
+    // as a failed attempt saying why — not left to expire and run again and again.
+    if let Err(e) = &retried.answer
+        && e.is_unstorable_result()
+    {
+        if results.len() > 1 {
+            for one in results {
+                write_results(shared, store, vec![one]);
+            }
+        } else {
+            for (job, _) in &results {
+                let error = format!("the result could not be stored: {e}");
+                let outcome = record_failure(shared, store, job, error);
+                report(shared, &job.lease, &outcome);
+            }
+        }
+        return;
+    }
     let written = retried.answer;
     for (k, (job, result)) in results.iter().enumerate() {
         let lease = &job.lease;

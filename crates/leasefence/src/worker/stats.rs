@@ -142,7 +142,9 @@ pub enum JobOutcome {
     Released,
     /// The store could not record the outcome (busy past the retries, a connection to the
     /// database server that stayed down for a ttl, I/O error). The lease is left to expire,
-    /// after which the job is claimable again.
+    /// after which the job is claimable again. (A result the store can never hold — a NUL
+    /// byte on PostgreSQL, a body larger than the server takes — is not this: the attempt is
+    /// recorded as failed, its error starting "the result could not be stored: ".)
     StoreError(String),
 }
 

@@ -571,3 +571,51 @@ fn a_completion_waits_out_a_busy_pool_pg() {
         a_completion_waits_out_a_busy_pool(store, &db, &sync).await;
     });
 }
+
+/// A result PostgreSQL cannot hold (a NUL byte) is recorded as a failed attempt saying why —
+/// here the last one, so the job is dead — not left leased to expire and run again for ever.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_result_the_store_cannot_hold_fails_the_attempt() {
+    let Some(db) = PgDb::new() else { return };
+    let sync = db.store();
+    assert!(
+        sync.enqueue_job(NewJob::new("nul").unwrap().max_attempts(1))
+            .unwrap()
+    );
+    rt().block_on(async {
+        let options = AsyncOptions::new().postgres(db.options().database_clock(true));
+        let store = AsyncStore::open(&db.url, options).await.unwrap();
+        let (out_tx, mut outcomes) = mpsc::unbounded_channel();
+        let w = AsyncWorker::builder(store)
+            .drain(true)
+            .poll_interval(Duration::from_millis(20))
+            .on_outcome(move |_, o| {
+                let _ = out_tx.send(o.clone());
+            })
+            .build(|_job: AsyncJob| async { Ok("half\0half".to_owned()) })
+            .unwrap();
+        let stats = tokio::time::timeout(Duration::from_secs(20), w.run(std::future::pending()))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (stats.claimed, stats.completed, stats.dead, stats.errors),
+            (1, 0, 1, 0),
+            "{stats:?}"
+        );
+        let told = outcomes.recv().await.unwrap();
+        let JobOutcome::Dead { error } = &told else {
+            panic!("{told:?}")
+        };
+        assert!(
+            error.starts_with("the result could not be stored: ") && error.contains("NUL"),
+            "{error}"
+        );
+        let row = blocking(|| db.row("nul")).unwrap();
+        assert_eq!((row.done, row.fence, row.result), (1, 1, None));
+    });
+}
