@@ -139,6 +139,13 @@ def claim_many(
         )
     owners = list(owners)
     for owner in owners:
+        # check_claim_args reads None as "no owner": it must not pass for one of the owners,
+        # or the others' threads would claim while this call raises.
+        if not isinstance(owner, str):
+            raise TypeError(
+                "invalid argument `owners`: every owner must be a str, not "
+                f"{type(owner).__name__}"
+            )
         _native.check_claim_args(job_id, owner, now, ttl)
     if not owners:
         _native.check_claim_args(job_id, None, now, ttl)  # bad arguments are bad without owners

@@ -473,6 +473,17 @@ def test_claim_many_refuses_a_single_owner_string(db: Path):
     assert read_row(db, "j") == ("j", None, 0.0, 0, None, 0)
 
 
+@pytest.mark.parametrize("bad", [None, b"b", 7])
+def test_claim_many_with_an_owner_that_is_no_str_claims_nothing(db: Path, bad):
+    # None passed the up-front check (it stood for "no owner"), so the other owners' threads
+    # ran and one of them took the lease while the call raised.
+    leasefence.enqueue(db, "j")
+    with pytest.raises(TypeError) as err:
+        leasefence.claim_many(db, "j", [bad, "a", "b"], 0.0, 10.0)  # type: ignore[list-item]
+    assert "owner" in str(err.value) + str(getattr(err.value, "__notes__", ""))
+    assert read_row(db, "j") == ("j", None, 0.0, 0, None, 0)
+
+
 def test_claim_many_of_no_owners_is_an_empty_list(db: Path):
     leasefence.enqueue(db, "j")
     assert leasefence.claim_many(db, "j", [], 0.0, 1.0) == []
