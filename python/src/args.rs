@@ -13,7 +13,7 @@
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyBytes, PyMemoryView, PyString};
 
 use crate::errors::invalid;
 
@@ -122,8 +122,8 @@ optional! {
     timeout_opt: f64 = timeout;
 }
 
-/// The argument `payload`: `bytes` (or any buffer of bytes), or `None`. A `str` is refused by
-/// name with the fix, where PyO3 would say "Can't extract `str` to `Vec`".
+/// The argument `payload`: `bytes` (or any object with the buffer protocol), or `None`. A
+/// `str` is refused by name with the fix, where PyO3 would say "Can't extract `str` to `Vec`".
 pub(crate) fn payload(value: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
     if value.is_none() {
         return Ok(None);
@@ -133,15 +133,21 @@ pub(crate) fn payload(value: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
             "invalid argument `payload`: must be bytes, not str; encode it (payload.encode())",
         ));
     }
-    value.extract::<Vec<u8>>().map(Some).map_err(|_| {
-        let kind = value
-            .get_type()
-            .name()
-            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
-        PyTypeError::new_err(format!(
-            "invalid argument `payload`: must be bytes, not {kind}"
-        ))
-    })
+    // Only an object with the buffer protocol (bytes, bytearray, memoryview, …): extracting a
+    // `Vec<u8>` would also take any sequence of small ints ([1, 2, 3] stored as b"\x01\x02\x03").
+    PyMemoryView::from(value)
+        .and_then(|view| view.call_method0("tobytes"))
+        .and_then(|bytes| Ok(bytes.cast::<PyBytes>()?.as_bytes().to_vec()))
+        .map(Some)
+        .map_err(|_| {
+            let kind = value
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+            PyTypeError::new_err(format!(
+                "invalid argument `payload`: must be bytes, not {kind}"
+            ))
+        })
 }
 
 /// The argument `path` of the eight functions: a `str` or `os.PathLike`, neither empty nor

@@ -240,6 +240,19 @@ def test_a_str_payload_is_a_type_error_that_says_encode(store: Store):
     assert store.inspect("k").payload == b"ok"
 
 
+@pytest.mark.parametrize("bad", [[1, 2, 3], (104, 105), range(3)])
+def test_a_list_of_ints_is_no_payload(store: Store, bad):
+    # A sequence of small ints was stored as the bytes it spelled ([1, 2, 3] -> b"\x01\x02\x03").
+    with pytest.raises(TypeError) as err:
+        store.enqueue("k", bad)
+    assert "invalid argument `payload`: must be bytes" in str(err.value)
+    with pytest.raises(TypeError):
+        NewJob("k", payload=bad)
+    assert store.inspect("k") is None
+    assert store.enqueue("k", memoryview(b"ok"))
+    assert store.inspect("k").payload == b"ok"
+
+
 def test_enqueue_many_takes_a_lone_id_as_one_job(store: Store):
     assert store.enqueue_many("abc") == [True]
     assert [job.id for job in store.list(now=0.0)] == ["abc"]
