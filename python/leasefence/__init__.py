@@ -29,6 +29,7 @@ the handler runs. The core is Rust (``leasefence._native``); every call releases
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import threading
@@ -164,6 +165,20 @@ def claim_many(
 
 Handler = Callable[[Job], Optional[Union[str, bytes]]]
 
+# The native workers whose run() has not returned. Python does not join a daemon thread at
+# exit, and a worker's Rust threads calling handlers while the interpreter finalizes crash the
+# process: at exit each is stopped at once and waited for (handlers get `job.lost`).
+_running: "set[_native.Worker]" = set()
+_running_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_running_workers() -> None:
+    with _running_lock:
+        running = list(_running)
+    for worker in running:
+        worker.stop_at_exit()
+
 
 def _mapping(name: str, value: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
     """``value`` as a ``dict``; anything but a mapping is a ``TypeError`` naming the argument
@@ -265,6 +280,8 @@ class Worker:
                     if old is not None:
                         signal.signal(stop, on_signal)
                         previous[stop] = old
+            with _running_lock:
+                _running.add(self._native)
             self._native.start()
             try:
                 # Short GIL-free waits, so that Python runs its signal handlers in between.
@@ -279,6 +296,9 @@ class Worker:
             # calling shutdown() on a worker that is no longer running.
             for signum, old in previous.items():
                 signal.signal(signum, old)
+            # Stopped (wait() said so, or shutdown_now() and join() above), or never started.
+            with _running_lock:
+                _running.discard(self._native)
         return self._native.join()
 
     def shutdown(self) -> None:

@@ -784,6 +784,20 @@ impl NativeWorker {
         self.handle.shutdown_now();
     }
 
+    /// At interpreter exit (an `atexit` hook of the package): stops at once, waits (GIL
+    /// released) until no handler is in Python and lets none start afterwards, then for the
+    /// worker to give its leases back. Python does not join a daemon thread running `run()`;
+    /// without this its Rust threads would go on calling handlers while the interpreter
+    /// finalizes, and crash the process.
+    fn stop_at_exit(&self, py: Python<'_>) {
+        self.handle.shutdown_now();
+        let (calls, finished) = (self.calls.clone(), self.finished.clone());
+        py.detach(move || {
+            calls.in_python.close();
+            finished.wait_timeout(Duration::MAX);
+        });
+    }
+
     /// Whether a shutdown was asked for.
     #[getter]
     fn shutting_down(&self) -> bool {

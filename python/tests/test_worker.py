@@ -467,3 +467,37 @@ def test_a_handler_raising_systemexit_stops_the_worker_and_gives_the_job_back(tm
     assert first.error is None
     assert check.inspect("second").fence == 0
 
+
+
+DAEMON_SCRIPT = textwrap.dedent(
+    """
+    import sys, threading, time, leasefence
+    def handler(job):
+        time.sleep(0.001)
+        return "ok"
+    w = leasefence.Worker(sys.argv[1], handler, concurrency=2)
+    threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True).start()
+    while leasefence.Store(sys.argv[1]).stats().done < 20:
+        time.sleep(0.01)
+    print("main exits", flush=True)
+    """
+)
+
+
+def test_a_worker_in_a_daemon_thread_survives_the_interpreter_exiting(tmp_path: Path):
+    # Python does not join a daemon thread at exit: the worker's Rust threads went on calling
+    # handlers while the interpreter finalized, and the process crashed (SIGSEGV, or "Fatal
+    # Python error: PyGILState_Release"). At exit the worker is now stopped at once first:
+    # no handler starts any more, the running ones return, their leases are given back.
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue_many([f"j{i}" for i in range(20000)])
+    script = tmp_path / "daemon.py"
+    script.write_text(DAEMON_SCRIPT)
+    for _ in range(5):
+        proc = subprocess.run(
+            [sys.executable, str(script), str(path)], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["main", "exits"]
+        stats = Store(path).stats()
+        assert (stats.leased, stats.expired) == (0, 0), stats
