@@ -159,7 +159,13 @@ def claim_many(
         return claim(path, job_id, owner, now, ttl)
 
     with ThreadPoolExecutor(max_workers=len(owners)) as pool:
-        futures = [pool.submit(one, owner) for owner in owners]
+        try:
+            futures = [pool.submit(one, owner) for owner in owners]
+        except BaseException:
+            # A thread that could not start (or Ctrl-C): the started ones would wait at the
+            # barrier for it forever; broken, they return without claiming.
+            barrier.abort()
+            raise
         return [future.result() for future in futures]
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -497,6 +499,41 @@ def test_claim_many_of_no_owners_still_checks_its_arguments(db: Path, job_id, no
     with pytest.raises(leasefence.InvalidArgument) as err:
         leasefence.claim_many(db, job_id, [], now, ttl)
     assert err.value.argument == name, str(err.value)
+
+
+NO_THREAD_SCRIPT = """
+import sys, concurrent.futures, leasefence
+
+class Limited(concurrent.futures.ThreadPoolExecutor):
+    # As the OS does past its thread limit: the third thread cannot start.
+    submitted = 0
+
+    def submit(self, *args, **kwargs):
+        Limited.submitted += 1
+        if Limited.submitted == 3:
+            raise RuntimeError("can't start new thread")
+        return super().submit(*args, **kwargs)
+
+leasefence.ThreadPoolExecutor = Limited
+try:
+    leasefence.claim_many(sys.argv[1], "j", ["a", "b", "c", "d"], 0.0, 10.0)
+except RuntimeError as err:
+    print("raised", err)
+"""
+
+
+def test_claim_many_raises_when_a_thread_cannot_start_instead_of_hanging(db: Path, tmp_path: Path):
+    # The threads already started waited at the barrier for all the owners, forever: the call
+    # never returned (nor did the interpreter exit, which joins the pool's threads).
+    leasefence.enqueue(db, "j")
+    script = tmp_path / "no_thread.py"
+    script.write_text(NO_THREAD_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(db)], capture_output=True, text=True, timeout=20
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "raised can't start new thread"
+    assert read_row(db, "j") == ("j", None, 0.0, 0, None, 0)  # no owner claimed
 
 
 def test_claim_many_uses_a_thread_pool_executor(db: Path, monkeypatch):
