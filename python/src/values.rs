@@ -198,7 +198,8 @@ impl Lease {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (&self.inner.job_id, &self.inner.owner, self.inner.fence).hash(&mut h);
-        self.inner.until.to_bits().hash(&mut h);
+        // + 0.0: -0.0 becomes 0.0, which it equals (`eq`), so both hash alike.
+        (self.inner.until + 0.0).to_bits().hash(&mut h);
         h.finish()
     }
     fn __repr__(&self) -> String {

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import leasefence
-from leasefence import NewJob, Store, Worker
+from leasefence import Lease, NewJob, Store, Worker
 
 from conftest import read_row
 
@@ -356,6 +356,13 @@ def test_a_lease_survives_pickle_and_copy_and_still_holds(store: Store):
     assert store.complete(back, "done", now=1.0) is True
     assert store.complete(lease, "again", now=1.0) is False
     assert store.state("p")["result"] == "done"
+
+
+def test_equal_leases_hash_alike_also_at_minus_zero():
+    # 0.0 == -0.0, so the two leases are equal; their hashes differed (the bits of until),
+    # and a set or dict kept both.
+    a, b = Lease("j", "A", 1, 0.0), Lease("j", "A", 1, -0.0)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
 
 
 def test_stats_are_hashable_values(store: Store):
