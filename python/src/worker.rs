@@ -724,6 +724,16 @@ impl NativeWorker {
                 // The core leaves a handler that outlived the shutdown deadline running; the
                 // worker is finished only once it has left Python (this thread holds no GIL).
                 calls.in_python.close();
+                // The connection `Job.admit` and `Job.check_lease` opened: closed with the
+                // worker, not when the `Worker` object is collected (a kept `Job` reopens it).
+                drop(
+                    calls
+                        .side
+                        .store
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take(),
+                );
                 finished.cancel();
                 stats
             })

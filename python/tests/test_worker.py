@@ -501,3 +501,28 @@ def test_a_worker_in_a_daemon_thread_survives_the_interpreter_exiting(tmp_path: 
         assert proc.stdout.split() == ["main", "exits"]
         stats = Store(path).stats()
         assert (stats.leased, stats.expired) == (0, 0), stats
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc/self/fd")
+def test_run_closes_the_database_a_handler_opened_through_admit(tmp_path: Path):
+    # job.admit() and job.check_lease() open a connection of the worker's own; it stayed open
+    # (the file, its -wal and -shm) after run() returned, for as long as the Worker lived.
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue_many(["a", "b"])
+
+    def handler(job):
+        return "ok" if job.admit("mailbox") and job.check_lease() else "no"
+
+    def open_files():
+        names = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                names.append(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:
+                pass
+        return [name for name in names if name.startswith(str(tmp_path))]
+
+    worker = Worker(path, handler, drain=True)
+    assert worker.run().completed == 2
+    assert open_files() == []
+    assert Store(path).state("b")["result"] == "ok"
