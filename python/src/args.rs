@@ -107,6 +107,7 @@ converters! {
     limit: usize = "limit", "must be a number of jobs from 0 to 2**63 - 1";
     fence: i64 = "fence", "must be a fence from -2**63 to 2**63 - 1";
     concurrency: usize = "concurrency", "must be a number of threads from 1 to 2**63 - 1";
+    queue_threads: usize = "queues", "maps queue names to thread counts from 1 to 2**63 - 1";
     batch: usize = "batch", "must be a number of jobs from 1 to 2**63 - 1";
     attempt: u32 = "attempt", "must be an attempt number from 1 to 2**32 - 1";
 }

@@ -662,9 +662,7 @@ impl NativeWorker {
                 let name: String = name.extract().map_err(|_| {
                     invalid(py, "queues", "maps queue names (str) to thread counts")
                 })?;
-                let threads: usize = threads.extract().map_err(|_| {
-                    invalid(py, "queues", "maps queue names to thread counts (int)")
-                })?;
+                let threads = args::queue_threads(&threads)?;
                 builder = builder.queue(name, threads);
             }
         }

@@ -365,6 +365,21 @@ def test_equal_leases_hash_alike_also_at_minus_zero():
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
 
 
+@pytest.mark.parametrize("threads", [-1, 2**70])
+def test_a_thread_count_out_of_range_says_so(tmp_path: Path, threads):
+    # -1 was refused saying the counts must be "(int)", which it is.
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        Worker(tmp_path / "w.db", lambda job: "x", queues={"q": threads})
+    assert err.value.argument == "queues"
+    assert f"from 1 to 2**63 - 1, got {threads}" in str(err.value)
+
+
+def test_a_thread_count_of_the_wrong_type_is_a_type_error(tmp_path: Path):
+    with pytest.raises(TypeError) as err:
+        Worker(tmp_path / "w.db", lambda job: "x", queues={"q": "2"})
+    assert "invalid argument `queues`: must be an int, not str" in str(err.value)
+
+
 def test_stats_are_hashable_values(store: Store):
     a, b = store.stats(now=0.0), store.stats(now=0.0)
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
