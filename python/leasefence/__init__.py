@@ -268,6 +268,7 @@ class Worker:
         is given back, its attempt refunded), and ``run()`` raises it once the worker stopped.
         """
         previous: Dict[int, Any] = {}
+        started = False
         try:
             if handle_signals and threading.current_thread() is threading.main_thread():
                 signals_seen = [0]
@@ -286,9 +287,10 @@ class Worker:
                     if old is not None:
                         signal.signal(stop, on_signal)
                         previous[stop] = old
+            self._native.start()
             with _running_lock:
                 _running.add(self._native)
-            self._native.start()
+            started = True
             try:
                 # Short GIL-free waits, so that Python runs its signal handlers in between.
                 while not self._native.wait(0.05):
@@ -302,9 +304,9 @@ class Worker:
             # calling shutdown() on a worker that is no longer running.
             for signum, old in previous.items():
                 signal.signal(signum, old)
-            # Stopped (wait() said so, or shutdown_now() and join() above), or never started.
-            with _running_lock:
-                _running.discard(self._native)
+            if started:  # and stopped: wait() said so, or shutdown_now() and join() above
+                with _running_lock:
+                    _running.discard(self._native)
         return self._native.join()
 
     def shutdown(self) -> None:

@@ -503,6 +503,26 @@ def test_a_worker_in_a_daemon_thread_survives_the_interpreter_exiting(tmp_path: 
         assert (stats.leased, stats.expired) == (0, 0), stats
 
 
+def test_a_second_run_of_a_running_worker_leaves_it_stopped_at_exit(tmp_path: Path):
+    # The refused second run() must not take the running worker off the list the exit hook
+    # stops.
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue_many([f"j{i}" for i in range(20000)])
+    script = tmp_path / "twice.py"
+    script.write_text(
+        DAEMON_SCRIPT.replace(
+            'print("main exits"',
+            'try:\n    w.run()\nexcept leasefence.InvalidArgument:\n    pass\nprint("main exits"',
+        )
+    )
+    for _ in range(3):
+        proc = subprocess.run(
+            [sys.executable, str(script), str(path)], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["main", "exits"]
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc/self/fd")
 def test_run_closes_the_database_a_handler_opened_through_admit(tmp_path: Path):
     # job.admit() and job.check_lease() open a connection of the worker's own; it stayed open
