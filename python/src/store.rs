@@ -494,8 +494,9 @@ impl Store {
         self.with(py, |s| s.cancel(id, now))
     }
 
-    /// Operator verb: makes dead, cancelled or failed jobs ready again (a job id or a list);
-    /// for each, whether it was retried.
+    /// Operator verb: makes dead or cancelled jobs ready again, with a fresh attempts budget
+    /// (a job id or a list); for each, whether it was retried (`False` for a job that is
+    /// waiting, leased, retrying after a failure, completed, or unknown).
     #[pyo3(signature = (job_ids, now=None))]
     fn retry(
         &self,
