@@ -69,7 +69,8 @@ class ConnectionLost(Error):
 
 
 class SchemaMismatch(Error):
-    """The file has a ``jobs`` table lacking one of the six columns; nothing was modified."""
+    """The file has no ``jobs`` table (run ``init_db`` first) or one lacking one of the six
+    columns; nothing was modified."""
 
 
 class NotADatabase(Error):
@@ -77,7 +78,8 @@ class NotADatabase(Error):
 
 
 class CannotOpen(Error):
-    """The database file cannot be opened (missing folder, or not initialised)."""
+    """The database file cannot be opened: a missing folder, or a missing file where the call
+    does not create one (``state``, ``claim``, … on a file ``init_db`` never made)."""
 
 
 class CannotConnect(Error):
