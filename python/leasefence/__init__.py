@@ -213,7 +213,8 @@ class Worker:
 
     ``db`` is what :class:`Store` takes (``schema`` names the PostgreSQL schema, default
     ``leasefence``; ``synchronous="normal"`` opts out of durable SQLite commits). ``kinds`` maps job kinds to their own handlers; ``queues`` maps queue names to thread
-    counts (default: ``concurrency`` threads over every queue). ``timeout`` limits a handler's
+    counts (default: ``concurrency`` threads over every queue; ``concurrency`` is then not used,
+    and other than 1 it is refused). ``timeout`` limits a handler's
     run time (seconds); ``drain=True`` stops once nothing is ready. :meth:`run` blocks; SIGTERM
     or SIGINT (Ctrl-C) stop it gracefully — no new claims, running handlers get up to
     ``shutdown_deadline`` seconds, then their leases are given back — and a second signal stops

@@ -591,6 +591,16 @@ impl NativeWorker {
                 "must name at least one queue (None serves every queue)",
             ));
         }
+        // With named queues each has its own threads and `concurrency` is not used: say so
+        // rather than run on fewer threads than asked (1, the default, is no request).
+        if queues.is_some() && concurrency != 1 {
+            return Err(invalid(
+                py,
+                "concurrency",
+                "is not used with queues=: give each queue its thread count there \
+                 (queues={name: threads})",
+            ));
+        }
         if handler.is_none() && kinds.as_ref().is_none_or(Vec::is_empty) {
             return Err(invalid(
                 py,

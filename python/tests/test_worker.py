@@ -269,6 +269,19 @@ def test_bad_worker_arguments_name_themselves(tmp_path: Path):
         assert err.value.argument == name
 
 
+def test_concurrency_with_queues_is_refused_not_ignored(tmp_path: Path):
+    # With queues= each queue has its own threads; concurrency=5 was silently not used (one
+    # thread served the queue).
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue("j", queue="q")
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        Worker(path, lambda job: "done", concurrency=5, queues={"q": 1}, drain=True)
+    assert err.value.argument == "concurrency"
+    assert "queues" in str(err.value)
+    # The default (1) with queues= stays fine.
+    assert Worker(path, lambda job: "done", queues={"q": 2}, drain=True).run().completed == 1
+
+
 def test_a_worker_runs_once(tmp_path: Path):
     path = tmp_path / "jobs.db"
     Store(path)
