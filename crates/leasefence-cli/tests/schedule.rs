@@ -492,3 +492,32 @@ fn enqueue_refuses_the_scheduler_roles_id_as_the_http_api_does() {
     s.lf(&["schedule", "tick", "--now", &t(1)]).ok();
     assert_eq!(role_row(&s).2, 253_402_300_799.0, "never ready");
 }
+
+#[test]
+fn tick_says_which_due_runs_it_did_not_enqueue() {
+    // A due slot whose job id is already taken (here by a hand-made job) is passed: the
+    // schedule moves on, nothing is enqueued for it. `schedule tick` must say so, not
+    // "nothing due".
+    let s = Sandbox::new();
+    add_hourly(&s, 0).ok();
+    let run = format!("sync@{}", slot(3600));
+    s.lf(&["enqueue", &run, "--payload", "mine"]).ok();
+    let out = s.lf(&["schedule", "tick", "--now", &t(3600)]);
+    out.ok();
+    assert!(!out.stdout.contains("nothing due"), "{out:#?}");
+    out.says(&format!(
+        "not enqueued {run}: a job with its id exists (left as it is)"
+    ));
+    assert_eq!(
+        last_slot(&s, "sync"),
+        Some(T0 + 3600),
+        "the slot was used up"
+    );
+    let payload: Vec<u8> = s
+        .conn()
+        .query_row("SELECT payload FROM jobs WHERE id = ?1", [&run], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(payload, b"mine", "the known job is left untouched");
+}

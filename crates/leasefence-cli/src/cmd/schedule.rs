@@ -364,9 +364,14 @@ fn tick(ctx: &Ctx, a: TickArgs) -> anyhow::Result<Outcome> {
             let next = t
                 .next_slot
                 .map_or_else(|| "none".to_owned(), |s| human(s as f64, now));
-            let mut human_text = if t.enqueued.is_empty() {
+            let mut human_text = if t.enqueued.is_empty() && t.passed.is_empty() {
                 format!(
                     "nothing due (scheduler fence {}); next slot {next}",
+                    fence.unwrap_or(0)
+                )
+            } else if t.enqueued.is_empty() {
+                format!(
+                    "nothing enqueued (scheduler fence {}); next slot {next}",
                     fence.unwrap_or(0)
                 )
             } else {
@@ -376,6 +381,14 @@ fn tick(ctx: &Ctx, a: TickArgs) -> anyhow::Result<Outcome> {
                     fence.unwrap_or(0)
                 )
             };
+            if !t.passed.is_empty() {
+                // Due, and its slot used up, but nothing enqueued for it.
+                human_text.push_str(&format!(
+                    "; not enqueued {}: a job with its id exists (left as it is), or its \
+                     schedule changed meanwhile",
+                    t.passed.join(", ")
+                ));
+            }
             if t.skipped > 0 {
                 human_text.push_str(&format!(
                     "; {} missed slot{} not run (each schedule runs once on catch-up)",
