@@ -137,7 +137,11 @@ fn a_result_larger_than_the_server_takes_fails_its_attempt() {
     let (code, out, err) = finish(worker(
         &sb,
         &serving.url,
-        &["--exec", r#"head -c "$(cat)" /dev/zero | tr '\0' a"#, "--drain"],
+        &[
+            "--exec",
+            r#"head -c "$(cat)" /dev/zero | tr '\0' a"#,
+            "--drain",
+        ],
     ));
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
