@@ -82,11 +82,14 @@ impl PgStore {
     }
 }
 
-/// The rows of `queues.sql`, folded by `policy::queue_infos`.
+/// The rows of `queues.sql`, folded by `policy::queue_infos`, by the names' bytes — as SQLite
+/// orders text, whatever the database's collation (`en_US` or an ICU locale puts `a` before `B`).
 pub(super) fn queue_infos(rows: &[postgres::Row]) -> Result<Vec<QueueInfo>> {
-    policy::queue_infos(
+    let mut infos = policy::queue_infos(
         rows.iter()
             .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
             .collect(),
-    )
+    )?;
+    infos.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(infos)
 }

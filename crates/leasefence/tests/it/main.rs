@@ -54,6 +54,7 @@ mod retry;
 mod schedule;
 mod stats;
 mod status;
+mod unstorable;
 
 mod any_store;
 mod async_worker;

@@ -2938,7 +2938,6 @@ mod batches {
 mod give_back;
 mod outcomes;
 mod routing;
-mod unstorable;
 
 worker_case!(
     /// `WorkerBuilder::scheduler`: of two workers asking for the scheduler role one holds it

@@ -11,8 +11,7 @@
 -- The statuses are those of the CASE in list.sql and inspect.sql, in its order (leased, then
 -- dead, expired, retrying, scheduled, ready; a test checks that they agree): a job is leased
 -- while until > now, then dead with its attempts spent, then expired while it names an owner.
--- (stats is the sum of the queues' counts, in policy::totals.) Queues by the name's bytes
--- (COLLATE "C"), as SQLite orders text, whatever the database's collation.
+-- (stats is the sum of the queues' counts, in policy::totals.)
 WITH counts AS (
     SELECT queue, class, sum(n)::bigint AS n FROM job_counts GROUP BY queue, class
 ),
@@ -67,4 +66,4 @@ SELECT m.name, coalesce(p.paused, false) AS paused, f.status, coalesce(f.n, 0)::
   FROM names AS m
   LEFT JOIN queues AS p ON p.name = m.name
   LEFT JOIN found AS f ON f.queue = m.name AND f.n <> 0
- ORDER BY m.name COLLATE "C", f.status
+ ORDER BY m.name, f.status

@@ -3,7 +3,16 @@
 //! stored: the write of the whole batch failed, so each is written again alone. Before, every
 //! job of that batch was left leased to expire and run again, the bad one for ever.
 
-use super::*;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use leasefence::{JobId, JobOutcome, Lease, ManualClock, NewJob, Now, Status, Store, Worker};
+
+use crate::common::{PgDb, Probe};
+
+fn job(id: &str) -> NewJob {
+    NewJob::new(id).unwrap()
+}
 
 #[test]
 #[cfg_attr(
@@ -12,8 +21,7 @@ use super::*;
 )]
 fn a_result_the_store_cannot_hold_fails_its_attempt_and_spares_its_batch() {
     let Some(db) = PgDb::new() else { return };
-    let t = PgBench(db);
-    let store = t.open();
+    let store = db.store();
     // The first claim takes one job; the next ones a batch, whose results are written together.
     store.enqueue_job(job("first").priority(10)).unwrap();
     for id in ["good-1", "bad", "good-2", "good-3"] {
@@ -29,7 +37,12 @@ fn a_result_the_store_cannot_hold_fails_its_attempt_and_spares_its_batch() {
                 .push((lease.job_id.to_string(), outcome.clone()))
         })
     };
-    let stats = worker(&t, &clock, "w")
+    // Each store of the worker holds one connection, judged by the worker's manual clock.
+    let (url, options) = (db.url.clone(), db.options().pool_size(1));
+    let w = Worker::builder(move || options.open(&url))
+        .clock(clock)
+        .owner_prefix("w")
+        .poll_interval(Duration::from_millis(2))
         .drain(true)
         .ttl(30.0)
         .on_outcome(hook)
@@ -40,15 +53,25 @@ fn a_result_the_store_cannot_hold_fails_its_attempt_and_spares_its_batch() {
                 format!("{} done", ctx.job_id())
             })
         })
-        .unwrap()
-        .run_drained();
+        .unwrap();
+    let handle = w.shutdown_handle();
+    let run = std::thread::spawn(move || w.run());
+    let since = Instant::now();
+    while !run.is_finished() {
+        if since.elapsed() > Duration::from_secs(20) {
+            handle.shutdown();
+            panic!("the drained run did not end: a job handed out again and again?");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats = run.join().unwrap().unwrap();
     assert_eq!(
         (stats.claimed, stats.completed, stats.dead, stats.errors),
         (5, 4, 1, 0),
         "{stats:?}"
     );
     for id in ["first", "good-1", "good-2", "good-3"] {
-        let row = t.db().row(id).unwrap();
+        let row = db.row(id).unwrap();
         assert_eq!(
             (row.done, row.owner, row.result),
             (1, Some("w-0".to_owned()), Some(format!("{id} done"))),
