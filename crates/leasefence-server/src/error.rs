@@ -44,7 +44,9 @@ pub enum Reason {
     /// An enqueue: the id is known (the job is left untouched); a schedule's add: a schedule
     /// of that name exists (left as stored).
     Known,
-    /// An enqueue: another unfinished job holds the same unique key in the queue.
+    /// An enqueue: another unfinished job holds the same unique key in the queue; a retry: a
+    /// dead or cancelled job is kept so because another unfinished job of its queue holds its
+    /// unique key.
     Duplicate,
     /// An admit: a fence at least as high was already admitted for the resource.
     LowerFence,

@@ -448,7 +448,7 @@ pub async fn cancel(
     responses(
         (status = 200, description = "Ready again", body = Done),
         (status = 404, description = "No such job", body = ErrorBody),
-        (status = 409, description = "Refused: the job is not dead or cancelled (`done` for a completed one, `not_dead` for one waiting or running)", body = ErrorBody),
+        (status = 409, description = "Refused: the job is not dead or cancelled (`done` for a completed one, `not_dead` for one waiting or running), or another unfinished job of its queue holds its unique key (`duplicate`)", body = ErrorBody),
     ),
     security(("admin" = [])))]
 pub async fn retry(
@@ -463,21 +463,23 @@ pub async fn retry(
         .store
         .call(move |s| {
             let j = JobId::new(&job)?;
-            if s.retry(&[j], Now::system())?.first() == Some(&true) {
+            let now = Now::system();
+            if s.retry(&[j], now)?.first() == Some(&true) {
                 Ok(None)
             } else {
                 // Best-effort, after the refusal: a failed read tells nothing more.
-                Ok(Some(s.state(j).map(|row| row.map(|row| row.done))))
+                Ok(Some(s.inspect(j, now).map(|job| job.map(|job| job.status))))
             }
         })
         .await?;
+    let refused = |reason| Err(ApiError::refused(reason, &format!("retry of {id}")));
     match outcome {
         None => Ok(Json(Done::job(id))),
-        Some(Ok(Some(true))) => Err(ApiError::refused(Reason::Done, &format!("retry of {id}"))),
-        Some(Ok(Some(false))) => Err(ApiError::refused(
-            Reason::NotDead,
-            &format!("retry of {id}"),
-        )),
+        Some(Ok(Some(Status::Done))) => refused(Reason::Done),
+        // Dead or cancelled, yet kept: another unfinished job of its queue holds its unique
+        // key, which it would hold twice.
+        Some(Ok(Some(Status::Dead | Status::Cancelled))) => refused(Reason::Duplicate),
+        Some(Ok(Some(_))) => refused(Reason::NotDead),
         Some(Ok(None)) => Err(ApiError::NotFound(format!("no job {id}"))),
         Some(Err(_)) => Err(ApiError::refused(
             Reason::Unexplained,

@@ -84,6 +84,31 @@ backends! {
         assert!(leased.get("next").is_none());
     }
 
+    // A retry refused says why: `done` for a completed job, `duplicate` for a cancelled one
+    // another unfinished job of its queue holds the unique key of (it would be held twice),
+    // and the job is left as it was.
+    fn a_retry_refused_says_why(db: &Db) {
+        let server = Server::start(db);
+        let c = server.client(None);
+        let (status, body) = c.post("/v1/jobs", json!({"id": "u1", "queue": "q", "unique_key": "K"}));
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(c.post_empty("/v1/jobs/u1/cancel").0, 200);
+        let (status, body) = c.post("/v1/jobs", json!({"id": "u2", "queue": "q", "unique_key": "K"}));
+        assert_eq!(status, 201, "the cancelled job no longer holds the key: {body}");
+        let (status, body) = c.post_empty("/v1/jobs/u1/retry");
+        assert_eq!((status, body["reason"].as_str()), (409, Some("duplicate")), "{body}");
+        let (_, u1) = c.get("/v1/jobs/u1");
+        assert_eq!(u1["status"], "cancelled", "{u1}");
+        assert!(db.row("u1").unwrap().done);
+
+        c.enqueue("c");
+        c.claim("c", "w", 60.0);
+        let (status, body) = c.post("/v1/jobs/c/complete", json!({"owner": "w", "fence": 1, "result": "r"}));
+        assert_eq!(status, 200, "{body}");
+        let (status, body) = c.post_empty("/v1/jobs/c/retry");
+        assert_eq!((status, body["reason"].as_str()), (409, Some("done")), "{body}");
+    }
+
     fn operator_verbs_and_queues(db: &Db) {
         let server = Server::start(db);
         let c = server.client(None);
