@@ -71,6 +71,12 @@ fn serve(sb: &Sandbox) -> Serving {
     )
 }
 
+/// `POST /v1/jobs` with the worker token, answered `status` (201 for one job, 200 for a batch).
+fn enqueue(serving: &Serving, body: Value, status: u16) {
+    let (got, answer) = serving.post("/v1/jobs", Some(WORKER), body);
+    assert_eq!(got, status, "{answer}");
+}
+
 fn status(serving: &Serving, id: &str) -> Value {
     serving.get(&format!("/v1/jobs/{id}"), Some(WORKER)).1
 }
@@ -82,12 +88,7 @@ fn a_drained_queue_over_http_stores_every_result() {
     let jobs: Vec<Value> = (1..=5)
         .map(|i| json!({"id": format!("j{i}"), "payload": format!("hello {i}")}))
         .collect();
-    assert_eq!(
-        serving
-            .post("/v1/jobs", Some(WORKER), json!({"jobs": jobs}))
-            .0,
-        200
-    );
+    enqueue(&serving, json!({ "jobs": jobs }), 200);
     // The command sees no token: the worker's credentials are not the job's.
     let (code, out, err) = finish(worker(
         &sb,
@@ -128,12 +129,7 @@ fn a_result_larger_than_the_server_takes_fails_its_attempt() {
         {"id": "big", "payload": "10000", "max_attempts": 1},
         {"id": "small", "payload": "10", "max_attempts": 1},
     ]);
-    assert_eq!(
-        serving
-            .post("/v1/jobs", Some(WORKER), json!({"jobs": jobs}))
-            .0,
-        200
-    );
+    enqueue(&serving, json!({ "jobs": jobs }), 200);
     let (code, out, err) = finish(worker(
         &sb,
         &serving.url,
@@ -170,12 +166,7 @@ fn a_result_larger_than_the_server_takes_fails_its_attempt() {
 fn a_frozen_http_worker_stores_nothing_after_a_takeover() {
     let sb = Sandbox::new();
     let serving = serve(&sb);
-    assert_eq!(
-        serving
-            .post("/v1/jobs", Some(WORKER), json!({"id": "report"}))
-            .0,
-        201
-    );
+    enqueue(&serving, json!({ "id": "report" }), 201);
     let child = worker(
         &sb,
         &serving.url,
@@ -222,12 +213,7 @@ fn a_frozen_http_worker_stores_nothing_after_a_takeover() {
 fn a_job_cancelled_over_http_stops_its_command() {
     let sb = Sandbox::new();
     let serving = serve(&sb);
-    assert_eq!(
-        serving
-            .post("/v1/jobs", Some(WORKER), json!({"id": "long"}))
-            .0,
-        201
-    );
+    enqueue(&serving, json!({ "id": "long" }), 201);
     let child = worker(
         &sb,
         &serving.url,
@@ -261,10 +247,7 @@ fn a_job_cancelled_over_http_stops_its_command() {
 fn sigterm_releases_the_running_job_for_another_worker() {
     let sb = Sandbox::new();
     let serving = serve(&sb);
-    assert_eq!(
-        serving.post("/v1/jobs", Some(WORKER), json!({"id": "r"})).0,
-        201
-    );
+    enqueue(&serving, json!({ "id": "r" }), 201);
     let mut child = worker(
         &sb,
         &serving.url,
