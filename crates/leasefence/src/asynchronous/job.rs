@@ -1,7 +1,7 @@
 //! [`AsyncJob`]: what an async handler gets — the lease, and a signal that fires when the lease
 //! is no longer the worker's.
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::store::AsyncStore;
 use crate::store::Store as _;
@@ -20,7 +20,13 @@ pub enum Loss {
     TimedOut,
     /// The worker is shutting down past its deadline: the lease is given back (fence kept).
     Shutdown,
+    /// The handler gave the lease back itself, with [`AsyncJob::release`]: the job is
+    /// claimable again at once and the attempt refunded.
+    Released,
 }
+
+/// A handler's request to give its lease back, answered by its job's task.
+pub(super) type ReleaseRequest = oneshot::Sender<crate::Result<bool>>;
 
 /// One claimed job, handed to an [`AsyncWorker`](super::AsyncWorker) handler.
 ///
@@ -28,12 +34,14 @@ pub enum Loss {
 /// limit, or given back at the shutdown deadline — the worker **drops the handler's future**
 /// (at its next `.await`) and writes nothing of it. Tasks the handler spawned itself are not
 /// dropped: they can wait on [`AsyncJob::lost`] or check [`AsyncJob::is_lost`]. For a side
-/// effect outside the store, [`AsyncJob::admit`] gates it on the fence.
+/// effect outside the store, [`AsyncJob::admit`] gates it on the fence; to give the attempt
+/// back instead of failing it, [`AsyncJob::release`].
 #[derive(Debug, Clone)]
 pub struct AsyncJob {
     lease: Lease,
     lost: watch::Receiver<Option<Loss>>,
     store: AsyncStore,
+    release: mpsc::UnboundedSender<ReleaseRequest>,
 }
 
 impl AsyncJob {
@@ -41,8 +49,14 @@ impl AsyncJob {
         lease: Lease,
         lost: watch::Receiver<Option<Loss>>,
         store: AsyncStore,
+        release: mpsc::UnboundedSender<ReleaseRequest>,
     ) -> Self {
-        AsyncJob { lease, lost, store }
+        AsyncJob {
+            lease,
+            lost,
+            store,
+            release,
+        }
     }
 
     /// The lease: job, queue, kind, owner, fence, end, payload and attempt.
@@ -80,8 +94,8 @@ impl AsyncJob {
         *self.lost.borrow()
     }
 
-    /// Whether the lease has ended (taken over, ended by an operator, timed out or given back
-    /// at shutdown).
+    /// Whether the lease has ended (taken over, ended by an operator, timed out, given back
+    /// at shutdown or by [`release`](Self::release)).
     pub fn is_lost(&self) -> bool {
         self.loss().is_some()
     }
@@ -117,5 +131,73 @@ impl AsyncJob {
         self.store
             .call(move |s| s.admit(crate::Resource::new(&resource)?, fence))
             .await
+    }
+
+    /// Gives this attempt back instead of failing it: the lease is released, fenced (only
+    /// while this owner and fence still hold it, as [`Store::release`](crate::Store::release)
+    /// does), the fence kept and the attempt refunded, so the job is claimable again at once and
+    /// no attempt of its budget is spent. The worker reports the job
+    /// [`JobOutcome::Released`](crate::JobOutcome::Released) and counts it in
+    /// [`WorkerStats::released`](crate::WorkerStats::released), as the blocking worker's
+    /// [`JobContext::release`](crate::JobContext::release) does.
+    ///
+    /// For a handler that was interrupted rather than failed (its work stopped from outside, a
+    /// resource it needs going away), so that the job runs again elsewhere without counting
+    /// this attempt.
+    ///
+    /// - `Ok(true)`: given back. The attempt is over: [`is_lost`](Self::is_lost) is true,
+    ///   [`lost`](Self::lost) resolves with [`Loss::Released`], [`admit`](Self::admit)
+    ///   answers `false`, and what the handler returns is not written. The handler may still
+    ///   wind down (neither the heartbeat nor the time limit concern it any more) until the
+    ///   worker's shutdown deadline, when its future is dropped.
+    /// - `Ok(false)`: nothing changed. The lease had ended already (taken over, ended by an
+    ///   operator, past the time limit, given back at the shutdown deadline or by an earlier
+    ///   `release`), or the store refused the release (another claim took the lease over, or an
+    ///   operator ended the job: then reported [`JobOutcome::Cancelled`](crate::JobOutcome::Cancelled));
+    ///   as for any lease that ends under its handler, the worker then drops the handler's
+    ///   future at its next `.await`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), leasefence::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = dir.path().join("jobs.db");
+    /// # leasefence::init_db(&db)?;
+    /// use leasefence::{AsyncOptions, AsyncStore, AsyncWorker, JobId, NewJob, Store};
+    ///
+    /// let store = AsyncStore::open(db.to_str().unwrap(), AsyncOptions::new()).await?;
+    /// store.call(|s| s.enqueue_job(NewJob::new("upload-7")?)).await?;
+    /// let worker = AsyncWorker::builder(store.clone()).drain(true).build(|job| async move {
+    ///     if job.fence() == 1 {
+    ///         // Cut short by a maintenance window, not by a fault of the job: give it back.
+    ///         assert!(job.release().await?);
+    ///         return Ok("not written".into());
+    ///     }
+    ///     // Claimed again at once, under the next fence, and still its first attempt.
+    ///     assert_eq!((job.fence(), job.attempt()), (2, 1));
+    ///     Ok("uploaded".into())
+    /// })?;
+    /// let stats = worker.run(std::future::pending()).await?;
+    /// assert_eq!((stats.released, stats.completed), (1, 1));
+    /// let state = store.call(|s| s.state(JobId::new("upload-7")?)).await?.unwrap();
+    /// assert_eq!((state.fence, state.result.as_deref()), (2, Some("uploaded")));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A store error that the worker's retries (a busy store, a failed connection, for up to a
+    /// ttl) did not cure. The attempt then goes on as if `release` had not been called: the
+    /// heartbeat renews the lease again and what the handler returns is recorded as usual.
+    pub async fn release(&self) -> crate::Result<bool> {
+        if self.is_lost() {
+            return Ok(false);
+        }
+        let (reply, answer) = oneshot::channel();
+        if self.release.send(reply).is_err() {
+            // The job's task is over: its outcome is written or being written.
+            return Ok(false);
+        }
+        // Dropped unanswered when the lease ended first (the job's task stopped listening).
+        answer.await.unwrap_or(Ok(false))
     }
 }

@@ -1,11 +1,15 @@
 //! One claimed job's task: its handler, until it returns, its lease ends or the time limit
 //! passes, then its outcome written through the fence — complete or fail, and for a write the
-//! store refused, one read to tell an operator's end from a takeover.
+//! store refused, one read to tell an operator's end from a takeover. A release the handler
+//! asks for is written here too, so that no other write of the attempt's crosses it.
 
 use std::sync::Arc;
 
-use super::job::{AsyncJob, Loss};
+use tokio::sync::mpsc;
+
+use super::job::{AsyncJob, Loss, ReleaseRequest};
 use super::worker::{AsyncResult, Inner, Run, key, lock};
+use crate::error::Result;
 use crate::store::Store as _;
 use crate::types::{Failed, JobInfo, Lease, Now};
 use crate::worker::{
@@ -23,8 +27,13 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Runs one job's handler and writes its outcome through the fence.
-pub(super) async fn run_job(run: Arc<Run>, job: AsyncJob) {
+/// Runs one job's handler and writes its outcome through the fence; gives the lease back when
+/// the handler asks ([`AsyncJob::release`]).
+pub(super) async fn run_job(
+    run: Arc<Run>,
+    job: AsyncJob,
+    mut releases: mpsc::UnboundedReceiver<ReleaseRequest>,
+) {
     let inner = &run.inner;
     let lease = job.lease().clone();
     let k = key(&lease);
@@ -32,21 +41,57 @@ pub(super) async fn run_job(run: Arc<Run>, job: AsyncJob) {
     // A task of its own, so that a panic is the attempt's failure, not the worker's.
     let mut work = AbortOnDrop(tokio::spawn((inner.handler)(job)));
     let limit = inner.limit;
-    // The handler, until it returns, its lease ends, or the time limit.
-    let answer = tokio::select! {
-        answer = &mut work.0 => Some(answer.unwrap_or_else(|e| Err(handler_failure(e)))),
-        _ = signal.lost() => None,
-        _ = async { match limit { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {
-            run.end(&k, Loss::TimedOut);
-            None
+    let limit = async {
+        match limit {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
         }
     };
+    tokio::pin!(limit);
+    // The handler, until it returns, its lease ends, the time limit, or it gives its lease
+    // back. A release is written here, by the job's task, so that no other write of the
+    // attempt's can cross it.
+    let answer = loop {
+        tokio::select! {
+            answer = &mut work.0 => break Some(answer.unwrap_or_else(|e| Err(handler_failure(e)))),
+            _ = signal.lost() => break None,
+            _ = &mut limit => {
+                run.end(&k, Loss::TimedOut);
+                break None;
+            }
+            Some(reply) = releases.recv() => {
+                match release(&run, &lease).await {
+                    Ok(Some(outcome)) => {
+                        let released = outcome == JobOutcome::Released;
+                        let _ = reply.send(Ok(released));
+                        if released {
+                            wind_down(&run, work).await;
+                        }
+                        // A refused release: the handler is dropped, as for any lost lease.
+                        inner.report(&lease, &outcome);
+                        return;
+                    }
+                    // The lease had ended: the signal above fires next.
+                    Ok(None) => {
+                        let _ = reply.send(Ok(false));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
+        }
+    };
+    // Releases asked from now on (a task the handler spawned) change nothing.
+    drop(releases);
     // A handler whose lease ended is dropped at its next await.
     drop(work);
     let outcome = match (answer, run.start_writing(&k)) {
         (_, Some(Loss::Shutdown)) => return, // released by `run`
         (_, Some(Loss::TakenOver)) => JobOutcome::Refused,
         (_, Some(Loss::Operator)) => JobOutcome::Cancelled,
+        // Settled by `release`, which reported it; never found here.
+        (_, Some(Loss::Released)) => return,
         (_, Some(Loss::TimedOut)) | (None, None) => {
             inner.count(|s| s.timed_out += 1);
             let limit = inner.timeout.unwrap_or(0.0);
@@ -62,6 +107,80 @@ pub(super) async fn run_job(run: Arc<Run>, job: AsyncJob) {
     };
     lock(&run.held).remove(&k);
     inner.report(&lease, &outcome);
+}
+
+/// Gives `lease` back for its handler, fenced: `Released`, or — refused by the store — how the
+/// lease ended (`Cancelled` by an operator, `Refused` after a takeover), counted either way.
+/// `None` when the lease had ended already (nothing written); an error when the store could
+/// not be reached, after which the lease runs on.
+async fn release(run: &Run, lease: &Lease) -> Result<Option<JobOutcome>> {
+    let inner = &run.inner;
+    let k = key(lease);
+    // Marked as being written: neither the heartbeat, the expiry nor the shutdown touch it.
+    if run.start_writing(&k).is_some() {
+        return Ok(None);
+    }
+    let l = lease.clone();
+    let written = inner.write(lease, move |s| s.release_lease(&l)).await;
+    let released = match written.answer {
+        Ok(true) => true,
+        // A try whose answer was lost with its connection may have been the one that gave
+        // the lease back: one read tells.
+        Ok(false) if written.maybe_landed => read_back(inner, lease)
+            .await
+            .is_some_and(|job| released_under(&job, lease)),
+        Ok(false) => false,
+        Err(e) => {
+            run.resume(&k);
+            // The shutdown deadline passed while the release was being written (and left this
+            // lease alone): it goes back with the others now.
+            if *run.past_deadline.borrow() {
+                run.end(&k, Loss::Shutdown);
+            }
+            inner.count(|s| s.errors += 1);
+            return Err(e);
+        }
+    };
+    if released {
+        inner.count(|s| s.released += 1);
+        tracing::info!(
+            job_id = %lease.job_id, fence = lease.fence,
+            "released by its handler; claimable again at once, the attempt refunded"
+        );
+        run.settle(&k, Loss::Released);
+        return Ok(Some(JobOutcome::Released));
+    }
+    let outcome = refused(inner, lease).await;
+    let loss = if outcome == JobOutcome::Cancelled {
+        Loss::Operator
+    } else {
+        Loss::TakenOver
+    };
+    tracing::warn!(
+        job_id = %lease.job_id, fence = lease.fence,
+        "release refused: the lease is no longer this attempt's; nothing changed"
+    );
+    run.settle(&k, loss);
+    Ok(Some(outcome))
+}
+
+/// Whether `job`, read back, shows `lease` given back: unfinished, no owner, still under the
+/// lease's fence, its last error the one the lease saw (a failure would have recorded its own).
+fn released_under(job: &JobInfo, lease: &Lease) -> bool {
+    !job.state.done
+        && job.state.owner.is_none()
+        && job.state.fence == lease.fence
+        && job.error == lease.last_error
+}
+
+/// A handler that gave its lease back runs on, unrenewed and untimed, until it returns or the
+/// shutdown deadline passes (then its future is dropped). Nothing it returns is written.
+async fn wind_down(run: &Run, mut work: AbortOnDrop) {
+    let mut deadline = run.past_deadline.subscribe();
+    tokio::select! {
+        _ = &mut work.0 => {}
+        _ = deadline.wait_for(|past| *past) => {}
+    }
 }
 
 /// A handler's task that did not return: its panic, named as the blocking worker names it

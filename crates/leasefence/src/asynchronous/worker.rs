@@ -88,6 +88,9 @@ pub(super) struct Inner {
 pub(super) struct Run {
     pub(super) inner: Arc<Inner>,
     pub(super) held: Mutex<HashMap<Key, Held>>,
+    /// Set when the shutdown deadline has passed: a handler still winding down after it
+    /// released its own lease (no longer held) is dropped then.
+    pub(super) past_deadline: watch::Sender<bool>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -189,6 +192,23 @@ impl Run {
         loss
     }
 
+    /// Ends the lease `key`, whose release its job's task was writing, for `loss` (released,
+    /// or refused): its handler's signal fires, and it is no longer held — neither renewed nor
+    /// given back at the shutdown.
+    pub(super) fn settle(&self, key: &Key, loss: Loss) {
+        if let Some(h) = lock(&self.held).remove(key) {
+            h.lost.send_replace(Some(loss));
+        }
+    }
+
+    /// A release of `key` that did not reach the store: the lease runs on as before, renewed
+    /// and ended like any other.
+    pub(super) fn resume(&self, key: &Key) {
+        if let Some(h) = lock(&self.held).get_mut(key) {
+            h.writing = false;
+        }
+    }
+
     /// The leases the heartbeat renews: held, not ended, and whose outcome is not being
     /// written (that write is fenced; renewing under it would only race it).
     pub(super) fn to_renew(&self) -> Vec<Lease> {
@@ -270,6 +290,7 @@ impl AsyncWorker {
         let run = Arc::new(Run {
             inner: Arc::clone(inner),
             held: Mutex::new(HashMap::new()),
+            past_deadline: watch::Sender::new(false),
         });
         // The store's clock against this process's (a store judging leases by the database's
         // clock), so that a lease is given up when it ends on the store's timescale.
@@ -366,6 +387,7 @@ impl AsyncWorker {
         }
         // Past the deadline: every handler still running is told to stop (its future is
         // dropped); outcomes already being written finish, fenced, and are not released.
+        run.past_deadline.send_replace(true);
         let running: Vec<Key> = lock(&run.held).keys().cloned().collect();
         for k in &running {
             run.end(k, Loss::Shutdown);
@@ -427,14 +449,15 @@ impl AsyncWorker {
 fn start(run: &Arc<Run>, tasks: &mut JoinSet<()>, lease: Lease) {
     run.inner.count(|s| s.claimed += 1);
     let (tx, rx) = watch::channel(None);
-    let job = AsyncJob::new(lease.clone(), rx, run.inner.store.clone());
+    let (release, releases) = tokio::sync::mpsc::unbounded_channel();
+    let job = AsyncJob::new(lease.clone(), rx, run.inner.store.clone(), release);
     let held = Held {
         lease,
         lost: tx,
         writing: false,
     };
     lock(&run.held).insert(key(&held.lease), held);
-    tasks.spawn(run_job(Arc::clone(run), job));
+    tasks.spawn(run_job(Arc::clone(run), job, releases));
 }
 
 /// A claim's task that did not finish (it panicked): an error of the claim.
@@ -498,6 +521,7 @@ mod tests {
         let run = Run {
             inner: Arc::clone(&w.inner),
             held: Mutex::new(HashMap::new()),
+            past_deadline: watch::Sender::new(false),
         };
         let inner = &run;
         let (a, a_rx) = hold(inner, "a");

@@ -81,7 +81,8 @@ pub struct WorkerStats {
     /// deadline (its outcome is not written at all) nor one an operator ended is counted here.
     pub stale_refused: u64,
     /// In-flight leases given back (fence kept, attempt refunded), claimable again at once: at
-    /// shutdown, or by their handler ([`JobContext::release`](crate::JobContext::release)).
+    /// shutdown, or by their handler ([`JobContext::release`](crate::JobContext::release),
+    /// `AsyncJob::release` with feature `async`).
     pub released: u64,
     /// Jobs an operator cancelled, retried or deleted while this worker held them: the lease
     /// ended, nothing of the attempt was stored.

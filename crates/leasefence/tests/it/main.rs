@@ -22,6 +22,7 @@ mod state;
 // The queue on top of them.
 mod admit;
 mod async_expiry;
+mod async_release;
 mod audit;
 mod boundaries;
 mod cancel;
