@@ -48,7 +48,8 @@ pub trait Observe {
     /// refuses; busy or backend failures.
     fn find_jobs(&self, now: Now, query: &JobQuery) -> Result<JobPage>;
 
-    /// The fence gate's resources in order, after `after` when given, at most `limit`, each
+    /// The fence gate's resources in the byte order of their names (on every backend, whatever
+    /// a PostgreSQL database's collation), after `after` when given, at most `limit`, each
     /// with the highest fence [admitted](crate::Store::admit) for it. A read.
     ///
     /// # Errors

@@ -1,11 +1,12 @@
 //! Text is ordered by its bytes on every backend: SQLite compares text by its bytes (BINARY),
 //! and a PostgreSQL database is usually created with a linguistic collation (`en_US.UTF-8`,
 //! or an ICU locale), under which `a` sorts before `B` and `-` may be ignored. The lists a
-//! store returns in name order — `schedules` and `queues` — and the order in which a tick
-//! enqueues its runs (so which of two equal runs is claimed first) must not depend on it.
+//! store returns in name order — `schedules`, `queues` and the fence gate's `fences`, whose
+//! pages follow on by name — and the order in which a tick enqueues its runs (so which of two
+//! equal runs is claimed first) must not depend on it.
 
 use crate::common::*;
-use leasefence::{Now, Queue, Schedule, Scheduler, Step, Store};
+use leasefence::{Now, Queue, Resource, Schedule, Scheduler, Step, Store};
 
 const T0: f64 = 1_796_083_200.0; // 2026-12-01T00:00:00Z
 
@@ -74,6 +75,35 @@ contract!(
     }
 );
 
+/// The fence gate's resources, listed and paged through by name: byte order, and a page after
+/// `a` goes on with `a-b` (a linguistic collation would start it at `ab` or `B`).
+fn fence_order(s: &dyn Viewed) {
+    for (fence, name) in ["ab", "B", "a-b", "a"].into_iter().enumerate() {
+        assert!(
+            s.admit(Resource::new(name).unwrap(), fence as i64 + 1)
+                .unwrap()
+        );
+    }
+    let listed = |after: Option<&str>, limit| -> Vec<(String, i64)> {
+        s.fences(after.map(|a| Resource::new(a).unwrap()), limit)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.resource, r.fence))
+            .collect()
+    };
+    let all = [("B", 2), ("a", 4), ("a-b", 3), ("ab", 1)].map(|(r, f)| (r.to_owned(), f));
+    assert_eq!(listed(None, 10), all, "fences by resource, byte order");
+    assert_eq!(listed(None, 2), all[..2], "the first page");
+    assert_eq!(listed(Some("a"), 2), all[2..], "the page after `a`");
+    assert_eq!(listed(Some("ab"), 2), [], "nothing after the last");
+}
+
+contract!(viewed
+    fn the_fence_gate_lists_its_resources_in_byte_order(api, db, s) {
+        fence_order(s);
+    }
+);
+
 /// The same on a PostgreSQL database whose text sorts linguistically (here the columns' own
 /// collation, an ICU one, stands for a database created with such a default).
 #[test]
@@ -90,7 +120,9 @@ fn on_postgresql_a_linguistic_collation_changes_no_order() {
     db.exec(
         r#"ALTER TABLE schedules ALTER COLUMN name TYPE text COLLATE "und-x-icu";
            ALTER TABLE queues ALTER COLUMN name TYPE text COLLATE "und-x-icu";
-           ALTER TABLE job_counts ALTER COLUMN queue TYPE text COLLATE "und-x-icu";"#,
+           ALTER TABLE job_counts ALTER COLUMN queue TYPE text COLLATE "und-x-icu";
+           ALTER TABLE fence_gate ALTER COLUMN resource TYPE text COLLATE "und-x-icu";"#,
     );
     byte_order(&db.store());
+    fence_order(&db.store());
 }
