@@ -1,7 +1,8 @@
-//! The operator verbs on SQLite, none of them fenced: `cancel` (one statement), and `retry`,
-//! `retry_dead`, `delete` and `purge`, each in one `BEGIN IMMEDIATE` on the file's writer (a
-//! retry first ends the lost attempts it finds, `lose.sql`; delete and purge keep each removed
-//! id's last fence as its floor, `fence_floor.sql`).
+//! The operator verbs on SQLite, none of them fenced: `cancel`, `retry`, `retry_dead`, `delete`
+//! and `purge`, each in one `BEGIN IMMEDIATE` on the file's writer (a cancel first ends as lost
+//! an attempt whose lease had expired, `lose_expired.sql`, and a retry the lost attempts it
+//! finds, `lose.sql`; delete and purge keep each removed id's last fence as its floor,
+//! `fence_floor.sql`).
 
 use rusqlite::{OptionalExtension, params};
 
@@ -10,9 +11,22 @@ use crate::error::Result;
 use crate::types::{Fence, JobId, Now, Queues};
 
 impl SqliteStore {
-    /// `cancel.sql`: one statement.
+    /// `lose_expired.sql` and `cancel.sql`, in one `BEGIN IMMEDIATE`.
     pub(super) fn cancel_job(&self, job_id: JobId<'_>, now: Now) -> Result<bool> {
-        self.write_one(sql::CANCEL, params![job_id.as_str(), now.seconds()])
+        let (id, now) = (job_id.as_str(), now.seconds());
+        self.transaction(|s| {
+            // The ledger first: an attempt whose lease expired unwritten ends as lost.
+            s.conn
+                .prepare_cached(sql::LOSE_EXPIRED)
+                .and_then(|mut stmt| stmt.execute(params![id, now]))
+                .map_err(|e| s.err(e))?;
+            let changed = s
+                .conn
+                .prepare_cached(sql::CANCEL)
+                .and_then(|mut stmt| stmt.execute(params![id, now]))
+                .map_err(|e| s.err(e))?;
+            Ok::<_, crate::Error>(changed == 1)
+        })
     }
 
     /// `lose.sql` and `retry.sql` for each id, in order, in one `BEGIN IMMEDIATE`; wakes this

@@ -32,6 +32,7 @@ pub(super) const RESUME: &str = include_str!("sql/resume.sql");
 pub(super) const QUEUES: &str = include_str!("sql/queues.sql");
 pub(super) const REFUSE: &str = include_str!("sql/refuse.sql");
 pub(super) const LOSE: &str = include_str!("sql/lose.sql");
+pub(super) const LOSE_EXPIRED: &str = include_str!("sql/lose_expired.sql");
 pub(super) const HISTORY_ATTEMPTS: &str = include_str!("sql/history_attempts.sql");
 pub(super) const HISTORY_REFUSALS: &str = include_str!("sql/history_refusals.sql");
 #[cfg(feature = "cron")]

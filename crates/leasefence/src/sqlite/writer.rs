@@ -13,7 +13,7 @@
 //! [`Error::Busy`](crate::Error::Busy) past it), as waiting for SQLite's lock does. Writes of other processes still meet this one at SQLite's lock.
 //! Every write transaction of a store runs on the writer: the contract's writes, the batches,
 //! the operator verbs and `complete_with`. Each store keeps its own connection for reads, for
-//! the migration when it opens, and for the single-statement writes (`cancel`, `pause`, a
+//! the migration when it opens, and for the single-statement writes (`pause`, a
 //! schedule's upsert), which meet the writer at SQLite's lock as another process's would.
 //!
 //! An in-memory or temporary database has no writer: each connection has its own.

@@ -26,6 +26,7 @@ mod async_release;
 mod audit;
 mod boundaries;
 mod cancel;
+mod cancel_expired;
 mod claim_batch;
 mod claim_budget;
 mod claim_next;

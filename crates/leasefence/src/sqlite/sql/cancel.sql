@@ -1,4 +1,5 @@
--- cancel: stop an unfinished job (operator verb, not fenced). Autocommit: one statement.
+-- cancel: stop an unfinished job (operator verb, not fenced). Inside one BEGIN IMMEDIATE, after
+-- lose_expired.sql (an attempt whose lease had expired unwritten ends as lost, not cancelled).
 -- ?1 id, ?2 now. Any unfinished job; a finished one keeps its result. A holder's later renew,
 -- complete or fail is refused (done = 1). The fence is kept.
 UPDATE jobs
