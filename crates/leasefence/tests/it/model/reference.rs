@@ -853,13 +853,16 @@ impl Model {
     }
 
     /// Any unfinished job becomes cancelled (done, fence kept); a finished one stays as it is.
+    /// Its open attempt ends as cancelled while its lease is live, and as lost once it expired
+    /// unwritten (it no longer held the job).
     fn cancel(&mut self, id: &str, now: f64) -> bool {
         match self.job_mut(id) {
             Some(job) if !job.done => {
+                let held = job.owner.is_some() && job.until > now;
                 job.done = true;
                 job.outcome = Some("cancelled");
                 job.finished_at = Some(now);
-                job.ended("cancelled", None);
+                job.ended(if held { "cancelled" } else { "lost" }, None);
                 true
             }
             _ => false,
