@@ -190,9 +190,18 @@ pub async fn renewals(
             // database's clock read just before the batch, so the stored end is at most the
             // call's duration later (a client renewing by it renews early, never late).
             let clock = s.database_now()?.unwrap_or(now);
+            // The lease ends before the renew, for the headroom metric (not part of the
+            // check), as the single-job route reads them: workers heartbeat through here.
+            let before: Vec<Option<f64>> = leases
+                .iter()
+                .map(|lease| {
+                    let job = JobId::new(&lease.job_id)?;
+                    Ok(s.state(job).ok().flatten().map(|row| row.until))
+                })
+                .collect::<leasefence::Result<_>>()?;
             let taken = s.renew_batch(&refs, now, ttl)?;
             let until = ttl.until(clock)?;
-            leases
+            let results = leases
                 .iter()
                 .zip(taken)
                 .map(|(lease, ok)| {
@@ -215,9 +224,20 @@ pub async fn renewals(
                         }
                     })
                 })
-                .collect::<leasefence::Result<Vec<_>>>()
+                .collect::<leasefence::Result<Vec<_>>>()?;
+            let headroom: Vec<f64> = results
+                .iter()
+                .zip(before)
+                .filter(|(r, _)| r.ok)
+                .filter_map(|(_, until)| until.map(|u| u - clock.seconds()))
+                .collect();
+            Ok((results, headroom))
         })
         .await?;
+    let (results, headroom) = results;
+    for h in headroom {
+        state.metrics.heartbeat_headroom.observe(h.max(0.0));
+    }
     for r in results.iter().filter(|r| !r.ok) {
         state.metrics.refused("renew");
         if r.reason != Some(Reason::Unknown) {

@@ -103,6 +103,29 @@ backends! {
         assert_eq!(m["leasefence_requests_total{op=\"POST /v1/jobs/{id}/complete\",status=\"409\"}"], 1.0);
         assert!(m["leasefence_operation_duration_seconds_count{op=\"POST /v1/claims\"}"] >= 2.0);
     }
+
+    fn batch_renewals_observe_the_heartbeat_headroom(db: &Db) {
+        // Workers (`work --server`, HttpStore) heartbeat through POST /v1/renewals: the
+        // headroom histogram must see those renews too, not only the single-job route's.
+        let server = Server::start(db);
+        let c = server.client(None);
+        for id in ["a", "b"] { c.enqueue(id); }
+        let fa = c.claim("a", "A", 60.0);
+        let fb = c.claim("b", "B", 60.0);
+        let (status, answer) = c.post("/v1/renewals", json!({"ttl": 60, "leases": [
+            {"job_id": "a", "owner": "A", "fence": fa},
+            {"job_id": "b", "owner": "B", "fence": fb},
+            {"job_id": "b", "owner": "B", "fence": fb + 1},
+        ]}));
+        assert_eq!(status, 200, "{answer}");
+        let (_, text, _) = c.get_text_accepting("/metrics", "application/openmetrics-text");
+        let m = samples(&text, true);
+        // Two renews taken (the refused one has no lease time left to measure), each with
+        // most of its 60 s lease ahead.
+        assert_eq!(m["leasefence_heartbeat_headroom_seconds_count"], 2.0, "{text}");
+        assert!(m["leasefence_heartbeat_headroom_seconds_sum"] > 100.0, "{text}");
+        assert_eq!(m["leasefence_stale_writes_refused_total{op=\"renew\"}"], 1.0);
+    }
 }
 
 #[test]
