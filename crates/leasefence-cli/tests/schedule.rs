@@ -521,3 +521,36 @@ fn tick_says_which_due_runs_it_did_not_enqueue() {
         .unwrap();
     assert_eq!(payload, b"mine", "the known job is left untouched");
 }
+
+#[test]
+fn list_shows_the_slot_the_next_tick_enqueues_after_missed_slots() {
+    // A nightly schedule nobody ticked for two and a half days: the next tick enqueues the
+    // latest missed slot (missed slots run once on catch-up), so that is the next run to show —
+    // not the first missed slot, which will never run.
+    let s = Sandbox::new();
+    s.lf(&[
+        "schedule",
+        "add",
+        "nightly",
+        "--cron",
+        "0 3 * * *",
+        "--now",
+        &t(0),
+    ])
+    .ok();
+    let at = t(2 * 86_400 + 4 * 3_600); // 2026-12-03T04:00:00Z
+    s.lf(&["schedule", "list", "--now", &at])
+        .ok()
+        .says("2026-12-03 03:00:00Z (1 h ago)");
+    let listed = s.lf(&["--json", "schedule", "list", "--now", &at]).json();
+    assert_eq!(listed["next_slot"], T0 + 2 * 86_400 + 3 * 3_600);
+    let ticked = s.lf(&["--json", "schedule", "tick", "--now", &at]).json();
+    assert_eq!(
+        ticked["enqueued"],
+        serde_json::json!(["nightly@2026-12-03T03:00:00Z"])
+    );
+    // Nothing missed any more: the next run is the next night's.
+    s.lf(&["schedule", "list", "--now", &at])
+        .ok()
+        .says("2026-12-04 03:00:00Z (in 23 h)");
+}

@@ -270,7 +270,11 @@ fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<Outcome> {
         .to_vec(),
     ];
     for info in &schedules {
-        let next = info.next_slot().ok().flatten();
+        // The slot the next tick enqueues: after missed slots, the latest of them.
+        let next = Now::new(now)
+            .and_then(|now| info.next_run(now))
+            .ok()
+            .flatten();
         let ScheduleInfo {
             schedule,
             created_at,

@@ -344,21 +344,20 @@ pub(crate) async fn schedules(
     viewer: Viewer,
     State(state): State<AppState>,
 ) -> Result<Response, PageError> {
+    let now = store_now(&state).await?;
     let infos = state.store.call(|s| s.schedules()).await?;
     let rows = infos
         .iter()
         .map(|info| {
             let sched = &info.schedule;
             let mut next = Vec::new();
-            let mut after = info.last_slot;
-            while next.len() < 3 {
-                match sched.next_after(after) {
-                    Ok(Some(slot)) => {
-                        next.push(time(Some(slot as f64)));
-                        after = slot;
-                    }
-                    _ => break,
-                }
+            // From the slot the next tick enqueues: after missed slots, the latest of them.
+            let mut upcoming = info.next_run(now).ok().flatten();
+            while let Some(slot) = upcoming
+                && next.len() < 3
+            {
+                next.push(time(Some(slot as f64)));
+                upcoming = sched.next_after(slot).ok().flatten();
             }
             let never = info.last_slot as f64 <= info.created_at;
             ScheduleRow {

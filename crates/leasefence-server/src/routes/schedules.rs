@@ -69,7 +69,9 @@ pub struct ScheduleOut {
     pub created_at: f64,
     /// The last slot enqueued (or, before the first run, the second it was added).
     pub last_slot: i64,
-    /// The next slot due (seconds since the epoch), if the expression has one.
+    /// The slot the scheduler's next tick enqueues (seconds since the epoch), if the
+    /// expression has one: after missed slots, the latest of them (missed slots run once on
+    /// catch-up).
     pub next_slot: Option<i64>,
 }
 
@@ -85,11 +87,19 @@ pub struct Schedules {
     responses((status = 200, description = "The schedules", body = Schedules)),
     security(("worker" = [])))]
 pub async fn list(_: Worker, State(state): State<AppState>) -> Result<Json<Schedules>, ApiError> {
-    let infos = state.store.call(|s| s.schedules()).await?;
+    let (infos, now) = state
+        .store
+        .call(|s| {
+            Ok((
+                s.schedules()?,
+                s.database_now()?.unwrap_or_else(Now::system),
+            ))
+        })
+        .await?;
     let schedules = infos
         .into_iter()
         .map(|info| {
-            let next_slot = info.next_slot()?;
+            let next_slot = info.next_run(now)?;
             let sch = &info.schedule;
             let (payload, payload_base64) = payload_fields(sch.payload_bytes());
             Ok(ScheduleOut {

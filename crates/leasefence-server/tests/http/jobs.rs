@@ -292,3 +292,33 @@ fn a_worker_can_neither_claim_nor_enqueue_the_scheduler_roles_job() {
         "the role is still free"
     );
 }
+
+#[test]
+fn schedules_next_slot_is_the_slot_the_next_tick_enqueues_after_missed_slots() {
+    // No scheduler ran for an hour (last_slot set back, as a down scheduler leaves it): the next
+    // tick enqueues the latest missed minute, so that is the `next_slot` to show — not the
+    // first missed one, an hour ago, which will never run.
+    let db = crate::support::Db::new(crate::support::Backend::Sqlite).unwrap();
+    let server = Server::start(&db);
+    let c = server.client(None);
+    let (status, answer) = c.post(
+        "/v1/schedules",
+        serde_json::json!({"name": "minutely", "cron": "* * * * *"}),
+    );
+    assert_eq!(status, 201, "{answer}");
+    rusqlite::Connection::open(&db.db)
+        .unwrap()
+        .execute("UPDATE schedules SET last_slot = last_slot - 3600", [])
+        .unwrap();
+    let (status, list) = c.get("/v1/schedules");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert_eq!(status, 200);
+    let next = list["schedules"][0]["next_slot"].as_i64().unwrap();
+    assert!(
+        next <= now && next > now - 120 && next % 60 == 0,
+        "next_slot {next} should be the latest minute at or before {now}: {list}"
+    );
+}

@@ -352,12 +352,51 @@ pub struct ScheduleInfo {
 }
 
 impl ScheduleInfo {
-    /// The next slot the scheduler will enqueue: the first after `last_slot`.
+    /// The first slot after `last_slot`. When the scheduler missed slots, it is in the past and
+    /// will not run (missed slots run once on catch-up, as the latest):
+    /// [`next_run`](ScheduleInfo::next_run) is the slot the next tick enqueues.
     ///
     /// # Errors
     /// As [`Schedule::next_after`].
     pub fn next_slot(&self) -> Result<Option<i64>> {
         self.schedule.next_after(self.last_slot)
+    }
+
+    /// The slot the scheduler's next tick at `now` or later enqueues, as
+    /// [`due_runs`](crate::due_runs) picks it: when slots after `last_slot` are already due at
+    /// `now`, the latest of them (the others are skipped); else the first after `last_slot`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), leasefence::Error> {
+    /// use leasefence::{Now, Schedule, ScheduleInfo};
+    /// let t0 = 1_796_083_200; // 2026-12-01T00:00:00Z
+    /// let info = ScheduleInfo {
+    ///     schedule: Schedule::new("sync", "@hourly")?,
+    ///     created_at: t0 as f64,
+    ///     last_slot: t0,
+    /// };
+    /// // 02:30, nothing ticked since 00:00: 02:00 runs next, 01:00 never does.
+    /// assert_eq!(info.next_slot()?, Some(t0 + 3_600));
+    /// assert_eq!(info.next_run(Now::new((t0 + 9_000) as f64)?)?, Some(t0 + 7_200));
+    /// // 00:30: nothing due yet.
+    /// assert_eq!(info.next_run(Now::new((t0 + 1_800) as f64)?)?, Some(t0 + 3_600));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Schedule::next_after`]; [`Error::InvalidArgument`] naming `now` when it is not a
+    /// time the calendar can hold.
+    pub fn next_run(&self, now: crate::types::Now) -> Result<Option<i64>> {
+        let at = crate::schedule::first_slot(now)?;
+        let Some(first) = self.next_slot()? else {
+            return Ok(None);
+        };
+        if first > at {
+            return Ok(Some(first));
+        }
+        Ok(Some(
+            self.schedule.latest_at(at)?.unwrap_or(first).max(first),
+        ))
     }
 }
 
