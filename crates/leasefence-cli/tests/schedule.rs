@@ -554,3 +554,12 @@ fn list_shows_the_slot_the_next_tick_enqueues_after_missed_slots() {
         .ok()
         .says("2026-12-04 03:00:00Z (in 23 h)");
 }
+
+#[test]
+fn serve_help_says_only_the_admin_token_adds_and_removes_schedules() {
+    // POST and DELETE /v1/schedules answer 403 to the worker token (docs/http.md).
+    let s = Sandbox::new();
+    s.lf(&["serve", "--help"])
+        .ok()
+        .says("queue pause/resume, schedule add/remove)");
+}

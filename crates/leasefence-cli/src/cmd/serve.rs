@@ -18,11 +18,11 @@ use crate::output::Outcome;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Tokens: a worker token (claim, renew, complete, fail, release, enqueue, reads) and an admin \
-token (everything, and cancel, retry, delete, queue pause/resume). Give each in a file \
-(--worker-token-file, --admin-token-file) or in the environment (LEASEFENCE_WORKER_TOKEN, \
-LEASEFENCE_ADMIN_TOKEN); never on the command line, where other users can read it. At least \
-16 printable characters, e.g. `head -c 32 /dev/urandom | base64`. Without any token every \
-route is open, and only a loopback address may be bound.
+token (everything, and cancel, retry, delete, queue pause/resume, schedule add/remove). Give \
+each in a file (--worker-token-file, --admin-token-file) or in the environment \
+(LEASEFENCE_WORKER_TOKEN, LEASEFENCE_ADMIN_TOKEN); never on the command line, where other \
+users can read it. At least 16 printable characters, e.g. `head -c 32 /dev/urandom | base64`. \
+Without any token every route is open, and only a loopback address may be bound.
 
 /metrics, /healthz and /readyz need no token. See docs/http.md.
 
