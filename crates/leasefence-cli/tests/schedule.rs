@@ -563,3 +563,24 @@ fn serve_help_says_only_the_admin_token_adds_and_removes_schedules() {
         .ok()
         .says("queue pause/resume, schedule add/remove)");
 }
+
+#[test]
+fn tick_says_at_least_when_the_missed_slots_were_counted_up_to_the_limit() {
+    // Every second, nobody ticked for three days: 259,199 slots were missed, but a tick counts
+    // at most 100,000 per schedule, so it must not claim exactly 100,000 were missed.
+    let s = Sandbox::new();
+    s.lf(&[
+        "schedule",
+        "add",
+        "beat",
+        "--cron",
+        "* * * * * *",
+        "--now",
+        &t(0),
+    ])
+    .ok();
+    s.lf(&["schedule", "tick", "--now", &t(3 * 86_400)])
+        .ok()
+        .says("enqueued beat@2026-12-04T00:00:00Z")
+        .says("; at least 100000 missed slots not run");
+}

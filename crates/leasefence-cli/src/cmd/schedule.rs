@@ -394,8 +394,15 @@ fn tick(ctx: &Ctx, a: TickArgs) -> anyhow::Result<Outcome> {
                 ));
             }
             if t.skipped > 0 {
+                // A tick counts at most 100,000 missed slots per schedule: past that, more
+                // were missed than the count says.
                 human_text.push_str(&format!(
-                    "; {} missed slot{} not run (each schedule runs once on catch-up)",
+                    "; {}{} missed slot{} not run (each schedule runs once on catch-up)",
+                    if t.skipped >= 100_000 {
+                        "at least "
+                    } else {
+                        ""
+                    },
                     t.skipped,
                     if t.skipped == 1 { "" } else { "s" }
                 ));
