@@ -297,9 +297,22 @@ impl Schedule {
         priority: i64,
         max_attempts: u32,
     ) -> Result<Self> {
-        let mut schedule = Schedule::new(&name, &cron)?
-            .time_zone(tz)?
-            .queue(queue)?
+        // A row that no longer parses fails every read of the schedules, so `schedule list`
+        // cannot show it: the error names it, for `schedule remove NAME`.
+        let named = |e: Error| match e {
+            Error::InvalidArgument { argument, reason } => Error::InvalidArgument {
+                argument,
+                reason: format!(
+                    "the stored schedule {name:?} no longer parses: {reason} (remove it with \
+                     `leasefence schedule remove {name}` and add it again)"
+                ),
+            },
+            other => other,
+        };
+        let mut schedule = Schedule::new(&name, &cron)
+            .and_then(|s| s.time_zone(tz))
+            .and_then(|s| s.queue(queue))
+            .map_err(named)?
             .priority(priority)
             .max_attempts(max_attempts);
         schedule.kind = kind;

@@ -54,6 +54,7 @@ mod purge;
 mod queues;
 mod retry;
 mod schedule;
+mod schedule_stored;
 mod stats;
 mod status;
 mod unstorable;
