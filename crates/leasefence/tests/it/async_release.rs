@@ -14,67 +14,16 @@ use leasefence::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use crate::async_worker::{DropSignal, async_cases, blocking, runtime};
 use crate::common::{Db, PgDb, Probe};
 
-/// Runs `case` on a fresh SQLite file and on a fresh PostgreSQL schema (ignored, with the
-/// reason, when `LEASEFENCE_TEST_PG` is unset).
-macro_rules! both {
-    ($($(#[$doc:meta])* async fn $name:ident($store:ident, $probe:ident, $sync:ident) $body:block)*) => {$(
-        $(#[$doc])*
-        mod $name {
-            use super::*;
-            async fn case($store: AsyncStore, $probe: &dyn Probe, $sync: &dyn Store) $body
-            #[test]
-            fn sqlite() {
-                let db = Db::new();
-                let sync = SqliteStore::open(&db.path).unwrap();
-                rt().block_on(async {
-                    let store = AsyncStore::open(db.path.to_str().unwrap(), AsyncOptions::new())
-                        .await
-                        .unwrap();
-                    case(store, &db, &sync).await
-                });
-            }
-            #[test]
-            #[cfg_attr(not(leasefence_pg), ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case")]
-            fn pg() {
-                let Some(db) = PgDb::new() else { return };
-                let sync = db.store();
-                rt().block_on(async {
-                    let options = AsyncOptions::new().postgres(db.options());
-                    let store = AsyncStore::open_target(Target::parse(&db.url).unwrap(), options)
-                        .await
-                        .unwrap();
-                    case(store, &db, &sync).await
-                });
-            }
-        }
-    )*};
-}
-
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
+    runtime(true)
 }
 
 type Outcomes = Arc<Mutex<Vec<(i64, JobOutcome)>>>;
 
-/// Sends the instant it is dropped: tells the test the handler's future was dropped.
-struct DropSignal(mpsc::UnboundedSender<Instant>);
-impl Drop for DropSignal {
-    fn drop(&mut self) {
-        let _ = self.0.send(Instant::now());
-    }
-}
-
-both! {
+async_cases! {
     /// Given back at fence 1: claimed again at once at fence 2, still its first attempt; what
     /// the releasing handler returned is not written; a second release, and the fence gate,
     /// answer false; the ledger reads `released`, then `completed`.

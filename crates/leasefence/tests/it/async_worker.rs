@@ -16,7 +16,8 @@ use crate::common::{Db, PgDb, Probe};
 /// Runs `case` on a fresh SQLite file and on a fresh PostgreSQL schema (ignored, with the
 /// reason, when `LEASEFENCE_TEST_PG` is unset).
 macro_rules! async_cases {
-    ($(async fn $name:ident($store:ident, $probe:ident, $sync:ident) $body:block)*) => {$(
+    ($($(#[$doc:meta])* async fn $name:ident($store:ident, $probe:ident, $sync:ident) $body:block)*) => {$(
+        $(#[$doc])*
         mod $name {
             use super::*;
             async fn case($store: AsyncStore, $probe: &dyn Probe, $sync: &dyn Store) $body
@@ -48,9 +49,10 @@ macro_rules! async_cases {
         }
     )*};
 }
+pub(crate) use async_cases;
 
 /// A runtime for a case: two worker threads, or (`multi` false) the current thread only.
-fn runtime(multi: bool) -> tokio::runtime::Runtime {
+pub(crate) fn runtime(multi: bool) -> tokio::runtime::Runtime {
     let mut builder = if multi {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         b.worker_threads(2);
@@ -78,8 +80,16 @@ async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
 
 /// A blocking call (the arranging store, the independent connection) from the test's async
 /// code: the PostgreSQL client must not run on a runtime thread.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
+}
+
+/// Sends the instant it is dropped: tells the test the handler's future was dropped.
+pub(crate) struct DropSignal(pub(crate) mpsc::UnboundedSender<std::time::Instant>);
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        let _ = self.0.send(std::time::Instant::now());
+    }
 }
 
 /// A worker whose outcomes arrive on the returned channel.

@@ -14,24 +14,10 @@ use tokio::sync::{mpsc, oneshot};
 use crate::common::{Db, PgDb, Probe};
 use crate::reconnect::{Held, named_url};
 
+use super::{DropSignal, blocking};
+
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
-}
-
-/// Sends the instant it is dropped: tells the test the handler's future was dropped.
-struct DropSignal(mpsc::UnboundedSender<Instant>);
-impl Drop for DropSignal {
-    fn drop(&mut self) {
-        let _ = self.0.send(Instant::now());
-    }
+    super::runtime(true)
 }
 
 /// The shutdown deadline runs while a claim waits on a locked store: the running handler is
