@@ -69,6 +69,9 @@ pub struct Due {
     /// The slots passed over (due, but not the latest of their schedule): missed slots run
     /// once on catch-up. Counted up to 100,000 per schedule.
     pub skipped: u64,
+    /// Whether some schedule's count stopped at that limit: more slots were missed than
+    /// `skipped` says.
+    pub skipped_at_least: bool,
     /// The earliest slot of any schedule after `now`, in Unix seconds.
     pub next_slot: Option<i64>,
 }
@@ -122,6 +125,8 @@ pub fn due_runs(schedules: &[ScheduleInfo], now: Now) -> Result<Due> {
             }
         }
         skipped += counted;
+        // Stopped by the limit, not by the latest slot: more were missed.
+        due.skipped_at_least |= counted == COUNT_LIMIT && passed < latest;
         soonest(schedule.next_after(latest)?);
         runs.push(SlotRun {
             name: schedule.name().to_owned(),
@@ -145,6 +150,8 @@ pub struct Tick {
     pub passed: Vec<String>,
     /// Missed slots not run (see [`Due::skipped`]).
     pub skipped: u64,
+    /// Whether more slots were missed than `skipped` says ([`Due::skipped_at_least`]).
+    pub skipped_at_least: bool,
     /// The earliest next slot of any schedule, in Unix seconds.
     pub next_slot: Option<i64>,
 }
@@ -163,6 +170,7 @@ pub fn tick<S: Store + ?Sized>(store: &S, lease: &Lease, now: Now) -> Result<Opt
     let due = due_runs(&store.schedules()?, now)?;
     let mut tick = Tick {
         skipped: due.skipped,
+        skipped_at_least: due.skipped_at_least,
         next_slot: due.next_slot,
         ..Tick::default()
     };

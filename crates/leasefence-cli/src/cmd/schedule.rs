@@ -398,11 +398,7 @@ fn tick(ctx: &Ctx, a: TickArgs) -> anyhow::Result<Outcome> {
                 // were missed than the count says.
                 human_text.push_str(&format!(
                     "; {}{} missed slot{} not run (each schedule runs once on catch-up)",
-                    if t.skipped >= 100_000 {
-                        "at least "
-                    } else {
-                        ""
-                    },
+                    if t.skipped_at_least { "at least " } else { "" },
                     t.skipped,
                     if t.skipped == 1 { "" } else { "s" }
                 ));

@@ -54,6 +54,7 @@ mod purge;
 mod queues;
 mod retry;
 mod schedule;
+mod schedule_missed;
 mod schedule_stored;
 mod stats;
 mod status;
