@@ -191,7 +191,8 @@ pub async fn renewals(
             // call's duration later (a client renewing by it renews early, never late).
             let clock = s.database_now()?.unwrap_or(now);
             // The lease ends before the renew, for the headroom metric (not part of the
-            // check), as the single-job route reads them: workers heartbeat through here.
+            // check), as the single-job route reads them: workers heartbeat through here. One
+            // read per lease (on PostgreSQL a round trip each), once per heartbeat.
             let before: Vec<Option<f64>> = leases
                 .iter()
                 .map(|lease| {
