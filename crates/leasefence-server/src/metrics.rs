@@ -9,7 +9,7 @@
 //! | `leasefence_failures_total` | counter | fenced `fail` calls taken |
 //! | `leasefence_retries_total` | counter | failures that will be retried |
 //! | `leasefence_dead_total` | counter | failures that were the last attempt |
-//! | `leasefence_stale_writes_refused_total{op}` | counter | renew/complete/fail/release refused by the fence check |
+//! | `leasefence_stale_writes_refused_total{op}` | counter | renew/complete/fail/release refused by the owner, fence and lease check (writes naming an unknown job included) |
 //! | `leasefence_leases_lost_total` | counter | renews refused: the worker no longer holds the lease |
 //! | `leasefence_heartbeat_headroom_seconds` | histogram | lease time left when a renew arrived (near 0: heartbeats lag) |
 //! | `leasefence_operation_duration_seconds{op}` | histogram | time of each API operation, store call included |

@@ -121,13 +121,16 @@ pub async fn list(_: Worker, State(state): State<AppState>) -> Result<Json<Sched
     Ok(Json(Schedules { schedules }))
 }
 
-/// Operator verb: add a schedule (201), or 409 `known` when the name exists (left as stored).
+/// Operator verb: add a schedule (201, `changed: true`); the same definition again is a 200
+/// with `changed: false` (provisioning is idempotent, as on the CLI); a different schedule of
+/// that name is a 409 `known`, and the stored one is left as it was.
 #[utoipa::path(post, path = "/v1/schedules", tag = "admin",
     request_body = ScheduleBody,
     responses(
-        (status = 201, description = "Added", body = Done),
+        (status = 201, description = "Added (`changed: true`)", body = Done),
+        (status = 200, description = "The same definition is already stored: nothing changed (`changed: false`)", body = Done),
         (status = 400, description = "Bad input: `name`, `cron`, `tz`, `queue`, …", body = ErrorBody),
-        (status = 409, description = "Refused: `known` (the stored schedule is left as it was)", body = ErrorBody),
+        (status = 409, description = "Refused: `known`, a different schedule of that name exists (the stored one is left as it was)", body = ErrorBody),
     ),
     security(("admin" = [])))]
 pub async fn add(
@@ -168,24 +171,44 @@ pub async fn add(
         schedule = schedule.max_attempts(max);
     }
     let name = body.name;
-    let added = state
+    let (added, identical) = state
         .store
         .call(move |s| {
             let now = s.database_now()?.unwrap_or_else(Now::system);
-            s.add_schedule(&schedule, now)
+            if s.add_schedule(&schedule, now)? {
+                return Ok((true, false));
+            }
+            // The name is taken: provisioning the same definition again is not a conflict
+            // (as on the CLI), a different one is.
+            let identical = s.schedules()?.iter().any(|info| info.schedule == schedule);
+            Ok((false, identical))
         })
         .await?;
-    if added {
-        Ok((StatusCode::CREATED, Json(Done::schedule(name))).into_response())
-    } else {
-        Err(ApiError::Refused {
+    match (added, identical) {
+        (true, _) => Ok((
+            StatusCode::CREATED,
+            Json(Done {
+                changed: Some(true),
+                ..Done::schedule(name)
+            }),
+        )
+            .into_response()),
+        (false, true) => Ok((
+            StatusCode::OK,
+            Json(Done {
+                changed: Some(false),
+                ..Done::schedule(name)
+            }),
+        )
+            .into_response()),
+        (false, false) => Err(ApiError::Refused {
             reason: Reason::Known,
             message: format!(
-                "refused: add of schedule {name}: a schedule of that name exists; it is left as \
-                 stored; nothing was changed"
+                "refused: add of schedule {name}: a different schedule of that name exists; it \
+                 is left as stored; nothing was changed (remove it first to change it)"
             ),
             of: None,
-        })
+        }),
     }
 }
 

@@ -175,7 +175,15 @@ backends! {
         let body = serde_json::json!({"name": "nightly", "cron": "0 2 * * *", "tz": "Europe/Berlin", "queue": "reports", "payload": "p"});
         assert_eq!(worker.post("/v1/schedules", body.clone()).0, 403);
         let (status, answer) = admin.post("/v1/schedules", body.clone());
-        assert_eq!(status, 201, "{answer}");
+        assert_eq!((status, answer["changed"].as_bool()), (201, Some(true)), "{answer}");
+        // The same definition again is provisioning, not a conflict (as on the CLI).
+        let (status, answer) = admin.post("/v1/schedules", body.clone());
+        assert_eq!((status, answer["schedule"].as_str(), answer["changed"].as_bool()), (200, Some("nightly"), Some(false)), "{answer}");
+        // Any difference (here only the payload) is a conflict, and the stored one stays.
+        let mut other = body.clone();
+        other["payload"] = serde_json::json!("q");
+        let (status, answer) = admin.post("/v1/schedules", other);
+        assert_eq!((status, answer["reason"].as_str()), (409, Some("known")), "{answer}");
         let (status, answer) = admin.post("/v1/schedules", serde_json::json!({"name": "nightly", "cron": "* * * * *"}));
         assert_eq!((status, answer["reason"].as_str()), (409, Some("known")), "{answer}");
         for (bad, field) in [
