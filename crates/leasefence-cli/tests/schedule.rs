@@ -156,6 +156,8 @@ fn add_list_and_remove_a_schedule() {
     assert_eq!(json[1]["name"], "sync");
     assert_eq!(json[1]["next_slot"], T0 + 300);
     assert_eq!(json[1]["payload_bytes"], 3);
+    // Nothing ran yet: last_run is null (last_slot is the second each was added).
+    assert!(json[1]["last_run"].is_null(), "{}", json[1]);
 
     s.lf(&["schedule", "remove", "sync"])
         .ok()
@@ -239,6 +241,10 @@ fn tick_enqueues_each_due_slot_once_and_catches_up_once() {
         ["sync@2026-12-01T00:05:00Z", "sync@2026-12-01T00:30:00Z"]
     );
     assert_eq!(last_slot(&s, "sync"), Some(T0 + 1800));
+    let listed = s
+        .lf(&["--json", "schedule", "list", "--now", &t(2001)])
+        .json();
+    assert_eq!(listed["last_run"], T0 + 1800, "{listed}");
     // Every tick held the role under a fence of its own and gave it back.
     s.lf(&["history", "leasefence.scheduler"])
         .ok()

@@ -286,14 +286,13 @@ fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<Outcome> {
         record["now"] = json!(now);
         record["created_at"] = json!(created_at);
         record["last_slot"] = json!(last_slot);
+        record["last_run"] = json!(info.last_run());
         record["next_slot"] = json!(next);
         ctx.out.json(record);
         // Until the first run, last_slot is the creation time: no run has happened yet.
-        let last = if *last_slot == created_at.floor() as i64 {
-            "-".to_owned()
-        } else {
-            times.show(*last_slot as f64)
-        };
+        let last = info
+            .last_run()
+            .map_or_else(|| "-".to_owned(), |slot| times.show(slot as f64));
         rows.push(vec![
             schedule.name().to_owned(),
             shared::one_line(schedule.cron()),

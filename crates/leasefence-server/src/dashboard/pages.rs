@@ -359,21 +359,16 @@ pub(crate) async fn schedules(
                 next.push(time(Some(slot as f64)));
                 upcoming = sched.next_after(slot).ok().flatten();
             }
-            let never = info.last_slot as f64 <= info.created_at;
+            let last_run = info.last_run();
             ScheduleRow {
                 name: sched.name().to_owned(),
                 cron: sched.cron().to_owned(),
                 tz: sched.tz().to_owned(),
                 queue: sched.queue_name().as_str().to_owned(),
                 added: time(Some(info.created_at)),
-                last: if never {
-                    "not run yet".into()
-                } else {
-                    time(Some(info.last_slot as f64))
-                },
-                last_href: (!never)
-                    .then(|| leasefence::run_id(sched.name(), info.last_slot).ok())
-                    .flatten()
+                last: last_run.map_or_else(|| "not run yet".into(), |slot| time(Some(slot as f64))),
+                last_href: last_run
+                    .and_then(|slot| leasefence::run_id(sched.name(), slot).ok())
                     .map(|id| job_href(&id)),
                 next,
             }

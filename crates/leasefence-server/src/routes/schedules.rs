@@ -67,8 +67,11 @@ pub struct ScheduleOut {
     pub max_attempts: u32,
     /// When it was added.
     pub created_at: f64,
-    /// The last slot enqueued (or, before the first run, the second it was added).
+    /// The last slot enqueued (or, before the first run, the second it was added: slots up to
+    /// then are never run).
     pub last_slot: i64,
+    /// The last slot a scheduler enqueued; `null` until the first run.
+    pub last_run: Option<i64>,
     /// The slot the scheduler's next tick enqueues (seconds since the epoch), if the
     /// expression has one: after missed slots, the latest of them (missed slots run once on
     /// catch-up).
@@ -114,6 +117,7 @@ pub async fn list(_: Worker, State(state): State<AppState>) -> Result<Json<Sched
                 max_attempts: sch.max_attempts_value(),
                 created_at: info.created_at,
                 last_slot: info.last_slot,
+                last_run: info.last_run(),
                 next_slot,
             })
         })

@@ -202,6 +202,9 @@ backends! {
         assert_eq!((nightly["cron"].as_str(), nightly["tz"].as_str(), nightly["queue"].as_str(), nightly["payload"].as_str()),
                    (Some("0 2 * * *"), Some("Europe/Berlin"), Some("reports"), Some("p")));
         assert!(nightly["next_slot"].as_i64().unwrap() > nightly["last_slot"].as_i64().unwrap());
+        // Never run yet: last_slot is the second it was added, and last_run says there was none.
+        assert_eq!(nightly["last_slot"].as_f64().unwrap(), nightly["created_at"].as_f64().unwrap().floor(), "{nightly}");
+        assert!(nightly["last_run"].is_null(), "{nightly}");
         assert_eq!(worker.delete("/v1/schedules/nightly").0, 403);
         assert_eq!(admin.delete("/v1/schedules/nightly").0, 200);
         assert_eq!(admin.delete("/v1/schedules/nightly").0, 404);
@@ -325,6 +328,12 @@ fn schedules_next_slot_is_the_slot_the_next_tick_enqueues_after_missed_slots() {
         .as_secs() as i64;
     assert_eq!(status, 200);
     let next = list["schedules"][0]["next_slot"].as_i64().unwrap();
+    let last = list["schedules"][0]["last_slot"].as_i64().unwrap();
+    assert_eq!(
+        list["schedules"][0]["last_run"].as_i64(),
+        Some(last),
+        "{list}"
+    );
     assert!(
         next <= now && next > now - 120 && next % 60 == 0,
         "next_slot {next} should be the latest minute at or before {now}: {list}"

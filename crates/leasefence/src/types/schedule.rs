@@ -365,6 +365,25 @@ pub struct ScheduleInfo {
 }
 
 impl ScheduleInfo {
+    /// The last slot a scheduler enqueued, or `None` before the first run (while `last_slot`
+    /// is still the second the schedule was added).
+    ///
+    /// ```
+    /// use leasefence::{Schedule, ScheduleInfo};
+    /// let t0 = 1_796_083_200; // 2026-12-01T00:00:00Z
+    /// let mut info = ScheduleInfo {
+    ///     schedule: Schedule::new("sync", "@hourly").unwrap(),
+    ///     created_at: t0 as f64 + 0.25,
+    ///     last_slot: t0,
+    /// };
+    /// assert_eq!(info.last_run(), None);
+    /// info.last_slot = t0 + 3_600;
+    /// assert_eq!(info.last_run(), Some(t0 + 3_600));
+    /// ```
+    pub fn last_run(&self) -> Option<i64> {
+        (self.last_slot != self.created_at.floor() as i64).then_some(self.last_slot)
+    }
+
     /// The first slot after `last_slot`. When the scheduler missed slots, it is in the past and
     /// will not run (missed slots run once on catch-up, as the latest):
     /// [`next_run`](ScheduleInfo::next_run) is the slot the next tick enqueues.
