@@ -123,6 +123,46 @@ fn unsafe_or_bad_settings_are_refused_before_serving() {
         .bad("`request-timeout`");
     sb.lf(&["serve", "--synchronous", "fast"])
         .bad("`synchronous`");
+    // SQLite's setting on a PostgreSQL target would be silently meaningless: refused before
+    // any connection is made.
+    support::Run::of(
+        sb.dir.path(),
+        &[
+            "--db",
+            "host=127.0.0.1 user=nobody dbname=nothing",
+            "serve",
+            "--synchronous",
+            "normal",
+        ],
+        None,
+        &[],
+    )
+    .bad("`synchronous`")
+    .bad("SQLite file only");
+    // A token given both in a file and in the environment: which one holds is not guessed.
+    let file = sb.dir.path().join("worker.token");
+    std::fs::write(&file, "from-the-file-000000000").unwrap();
+    let run = support::Run::of(
+        sb.dir.path(),
+        &[
+            "--db",
+            sb.db().to_str().unwrap(),
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--worker-token-file",
+            file.to_str().unwrap(),
+        ],
+        None,
+        &[("LEASEFENCE_WORKER_TOKEN", "from-the-environment-00")],
+    );
+    run.bad("`worker token`")
+        .bad("--worker-token-file and by LEASEFENCE_WORKER_TOKEN");
+    assert!(
+        !run.stderr.contains("from-the-file") && !run.stderr.contains("from-the-environment"),
+        "{}",
+        run.stderr
+    );
     // A folder that does not exist: said, naming the database, and nothing is created.
     support::Run::of(
         sb.dir.path(),

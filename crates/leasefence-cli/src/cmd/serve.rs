@@ -76,8 +76,9 @@ pub struct Args {
 
     /// SQLite only: `full` (default; every acknowledged write survives power loss) or
     /// `normal` (faster; the last commits may be lost on power loss, never on a crash).
-    #[arg(long, value_name = "MODE", default_value = "full")]
-    synchronous: String,
+    /// Refused with a PostgreSQL `--db`, whose durability is the server's `synchronous_commit`.
+    #[arg(long, value_name = "MODE")]
+    synchronous: Option<String>,
 
     /// The dashboard shows no job payload or result, and serves no download of them (for
     /// sensitive data); sizes, errors and every other field are still shown.
@@ -100,18 +101,18 @@ fn address(text: &str) -> Result<SocketAddr, String> {
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let tokens = Tokens {
         worker: shared::token(
-            args.worker_token_file.as_deref(),
+            (args.worker_token_file.as_deref(), "--worker-token-file"),
             "LEASEFENCE_WORKER_TOKEN",
             "worker token",
         )?,
         admin: shared::token(
-            args.admin_token_file.as_deref(),
+            (args.admin_token_file.as_deref(), "--admin-token-file"),
             "LEASEFENCE_ADMIN_TOKEN",
             "admin token",
         )?,
     };
     tokens.check_bind(args.bind)?;
-    let synchronous = match args.synchronous.as_str() {
+    let synchronous = match args.synchronous.as_deref().unwrap_or("full") {
         "full" => Synchronous::Full,
         "normal" => Synchronous::Normal,
         other => {
@@ -151,6 +152,15 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         .into());
     }
     let (target, pg) = ctx.server_target()?;
+    if args.synchronous.is_some() && target.is_postgres() {
+        return Err(leasefence::Error::InvalidArgument {
+            argument: "synchronous",
+            reason: "applies to an SQLite file only; on PostgreSQL a commit is as durable as \
+                     the server's synchronous_commit makes it (on, by default)"
+                .into(),
+        }
+        .into());
+    }
     if let (Some(w), Some(a)) = (&tokens.worker, &tokens.admin)
         && w.same_as(a)
     {

@@ -177,10 +177,19 @@ pub fn table(rows: &[Vec<String>], right: impl Fn(usize) -> bool) -> String {
 /// that is set but empty or not UTF-8 is refused like such a file: read as unset, a slip such
 /// as `LEASEFENCE_WORKER_TOKEN=$(cat missing)` would serve every route without a token.
 pub fn token(
-    file: Option<&Path>,
+    (file, flag): (Option<&Path>, &str),
     var: &str,
     what: &'static str,
 ) -> anyhow::Result<Option<leasefence_server::Token>> {
+    if file.is_some() && std::env::var_os(var).is_some() {
+        // Two sources that may disagree: taking either silently leaves the other one's
+        // holder locked out (or let in) without a word.
+        return Err(leasefence::Error::InvalidArgument {
+            argument: what,
+            reason: format!("given twice, by {flag} and by {var}: give one of them"),
+        }
+        .into());
+    }
     let text = match file {
         Some(path) => Some(
             std::fs::read_to_string(path)

@@ -254,7 +254,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             }
             // Read as serve reads it: a variable set but empty or not UTF-8 is an error.
             let token = crate::cmd::shared::token(
-                args.token_file.as_deref(),
+                (args.token_file.as_deref(), "--token-file"),
                 "LEASEFENCE_WORKER_TOKEN",
                 "worker token",
             )?;
