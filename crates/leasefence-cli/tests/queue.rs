@@ -752,6 +752,9 @@ fn the_next_page_hint_is_a_working_shell_command() {
     let run = s.lf(&["list", "--after", "nope"]);
     run.bad("`after`").bad("no job has the id \"nope\"");
     assert!(!run.stderr.contains("JobId"), "{run:#?}");
+    // An id that cannot be one is named by the flag too, not as some `job_id`.
+    s.lf(&["list", "--after", ""])
+        .bad("`after`: must not be empty");
 }
 
 // ---- stats ------------------------------------------------------------------------------

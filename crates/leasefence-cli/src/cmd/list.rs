@@ -68,7 +68,22 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let limit = args.limit as usize;
     // One more than asked, to tell whether the table is cut off.
     let (now, mut jobs) = (|| {
-        let after = args.after.as_deref().map(JobId::new).transpose()?;
+        // A job id, but named as the flag the user gave.
+        let after = args
+            .after
+            .as_deref()
+            .map(|id| {
+                JobId::new(id).map_err(|e| match e {
+                    leasefence::Error::InvalidArgument { reason, .. } => {
+                        leasefence::Error::InvalidArgument {
+                            argument: "after",
+                            reason,
+                        }
+                    }
+                    other => other,
+                })
+            })
+            .transpose()?;
         at_now(ctx, args.now, |store, now| {
             store.list(now, args.status, after, limit + 1)
         })
