@@ -22,6 +22,9 @@ use leasefence::{JobOutcome, NewJob, PgOptions, Resource, Store, Worker};
 #[path = "support/cluster.rs"]
 mod cluster;
 use cluster::{APP, Cluster, ci};
+#[path = "support/netns.rs"]
+mod netns;
+use netns::Host;
 
 /// The child's environment variable: `url\nschema\nname\nfolder`.
 const CHILD_ENV: &str = "LEASEFENCE_PARTITION_CHILD";
@@ -31,92 +34,6 @@ const TTL: f64 = 3.0;
 /// How long a call may go unanswered by the network (`PgOptions::network_timeout`).
 const NETWORK_TIMEOUT: Duration = Duration::from_secs(2);
 const PATIENCE: Duration = Duration::from_secs(20);
-
-fn run(args: &[&str]) -> Result<(), String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{}: {}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
-}
-
-/// One host: a network namespace and the veth pair that joins it to the machine.
-struct Host {
-    namespace: String,
-    /// The machine's end of the pair (the one cut).
-    outer: String,
-    /// The machine's address on the pair: where the host reaches the server.
-    server: String,
-}
-
-impl Host {
-    fn make(tag: &str, subnet: &str) -> Result<Host, String> {
-        let id = std::process::id() % 100_000;
-        let host = Host {
-            namespace: format!("lfpart-{tag}-{id}"),
-            outer: format!("lfp{tag}{id}"),
-            server: format!("{subnet}.1"),
-        };
-        let inner = format!("lfq{tag}{id}");
-        run(&["ip", "netns", "add", &host.namespace])?;
-        run(&[
-            "ip",
-            "link",
-            "add",
-            &host.outer,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &inner,
-        ])?;
-        run(&["ip", "link", "set", &inner, "netns", &host.namespace])?;
-        run(&[
-            "ip",
-            "addr",
-            "add",
-            &format!("{subnet}.1/24"),
-            "dev",
-            &host.outer,
-        ])?;
-        run(&["ip", "link", "set", &host.outer, "up"])?;
-        let ns = |args: &[&str]| {
-            let mut all = vec!["ip", "-n", &host.namespace];
-            all.extend(args);
-            run(&all)
-        };
-        ns(&["addr", "add", &format!("{subnet}.2/24"), "dev", &inner])?;
-        ns(&["link", "set", &inner, "up"])?;
-        ns(&["link", "set", "lo", "up"])?;
-        Ok(host)
-    }
-
-    fn cut(&self) {
-        run(&["ip", "link", "set", &self.outer, "down"]).unwrap();
-    }
-
-    fn heal(&self) {
-        run(&["ip", "link", "set", &self.outer, "up"]).unwrap();
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        // Deleting the namespace deletes the pair with it.
-        let _ = run(&["ip", "netns", "del", &self.namespace]);
-        let _ = run(&["ip", "link", "del", &self.outer]);
-    }
-}
 
 /// A worker process started inside `host`'s namespace, its output going to a file.
 fn spawn_worker(host: &Host, port: u16, name: &str, folder: &Path) -> Child {

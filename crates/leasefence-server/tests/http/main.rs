@@ -13,4 +13,5 @@ mod fencing;
 mod input;
 mod jobs;
 mod observe;
+mod partition;
 mod strict;
