@@ -343,8 +343,7 @@ pub struct Done {
     /// After a fail that will be retried: from when.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<f64>,
-    /// After a pause or resume: whether it changed the queue (false: it already was). After a
-    /// schedule's add: whether it added it (false: the same definition was already stored).
+    /// After a pause or resume: whether it changed the queue (false: it already was).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changed: Option<bool>,
 }

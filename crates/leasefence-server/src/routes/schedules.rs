@@ -125,16 +125,14 @@ pub async fn list(_: Worker, State(state): State<AppState>) -> Result<Json<Sched
     Ok(Json(Schedules { schedules }))
 }
 
-/// Operator verb: add a schedule (201, `changed: true`); the same definition again is a 200
-/// with `changed: false` (provisioning is idempotent, as on the CLI); a different schedule of
-/// that name is a 409 `known`, and the stored one is left as it was.
+/// Operator verb: add a schedule (201), or 409 `known` when the name exists (left as stored;
+/// the message says whether the stored definition is identical to the one given).
 #[utoipa::path(post, path = "/v1/schedules", tag = "admin",
     request_body = ScheduleBody,
     responses(
-        (status = 201, description = "Added (`changed: true`)", body = Done),
-        (status = 200, description = "The same definition is already stored: nothing changed (`changed: false`)", body = Done),
+        (status = 201, description = "Added", body = Done),
         (status = 400, description = "Bad input: `name`, `cron`, `tz`, `queue`, …", body = ErrorBody),
-        (status = 409, description = "Refused: `known`, a different schedule of that name exists (the stored one is left as it was)", body = ErrorBody),
+        (status = 409, description = "Refused: `known` (the stored schedule is left as it was; the message says whether it is identical)", body = ErrorBody),
     ),
     security(("admin" = [])))]
 pub async fn add(
@@ -188,32 +186,23 @@ pub async fn add(
             Ok((false, identical))
         })
         .await?;
-    match (added, identical) {
-        (true, _) => Ok((
-            StatusCode::CREATED,
-            Json(Done {
-                changed: Some(true),
-                ..Done::schedule(name)
-            }),
-        )
-            .into_response()),
-        (false, true) => Ok((
-            StatusCode::OK,
-            Json(Done {
-                changed: Some(false),
-                ..Done::schedule(name)
-            }),
-        )
-            .into_response()),
-        (false, false) => Err(ApiError::Refused {
-            reason: Reason::Known,
-            message: format!(
-                "refused: add of schedule {name}: a different schedule of that name exists; it \
-                 is left as stored; nothing was changed (remove it first to change it)"
-            ),
-            of: None,
-        }),
+    if added {
+        return Ok((StatusCode::CREATED, Json(Done::schedule(name))).into_response());
     }
+    // Said apart, so that provisioning that adds the same definition again can tell it has
+    // nothing to do (the CLI takes that as done), while a different one must be removed first.
+    let how = match identical {
+        true => "identical to this one",
+        false => "a different definition; remove it first to change it",
+    };
+    Err(ApiError::Refused {
+        reason: Reason::Known,
+        message: format!(
+            "refused: add of schedule {name}: a schedule of that name exists ({how}); it is \
+             left as stored; nothing was changed"
+        ),
+        of: None,
+    })
 }
 
 /// Operator verb: remove a schedule (its runs already enqueued stay).
