@@ -728,6 +728,15 @@ impl NativeWorker {
         let thread = std::thread::Builder::new()
             .name("leasefence-worker".into())
             .spawn(move || {
+                /// Marks the worker finished when this thread ends, however `run` ended — a
+                /// panic included, or `wait` and `run()` would wait for it forever.
+                struct Finish(CancelToken);
+                impl Drop for Finish {
+                    fn drop(&mut self) {
+                        self.0.cancel();
+                    }
+                }
+                let _finish = Finish(finished);
                 let stats = worker.run();
                 // The core leaves a handler that outlived the shutdown deadline running; the
                 // worker is finished only once it has left Python (this thread holds no GIL).
@@ -742,7 +751,6 @@ impl NativeWorker {
                         .unwrap_or_else(PoisonError::into_inner)
                         .take(),
                 );
-                finished.cancel();
                 stats
             })
             .map_err(|e| invalid(py, "worker", &format!("cannot start a thread: {e}")))?;

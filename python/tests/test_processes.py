@@ -199,3 +199,61 @@ def test_the_cli_reads_what_the_python_store_wrote(tmp_path: Path):
     out = run_cli(db, "enqueue", "d")
     assert out.returncode == 0, out.stderr
     assert store.state("d") == {"id": "d", "owner": None, "until": 0.0, "fence": 0, "result": None, "done": 0}
+
+
+THREADS_REFUSED = textwrap.dedent(
+    """
+    import sys, leasefence
+    cgroup, path = sys.argv[1], sys.argv[2]
+    with open(cgroup, "w") as procs:  # join the capped cgroup: every thread counts from now on
+        procs.write(str(__import__("os").getpid()))
+    worker = leasefence.Worker(path, lambda job: "ok", concurrency=150, drain=True)
+    try:
+        worker.run(handle_signals=False)
+    except leasefence.InvalidArgument as e:
+        print("LFARG", e.argument, flush=True)
+        print("LFERR", e, flush=True)
+    else:
+        print("LFOK", flush=True)
+    """
+)
+
+
+def test_a_worker_the_system_refuses_threads_raises_instead_of_hanging(tmp_path: Path):
+    """More threads than the process may start (a container's pids.max): run() raises
+    InvalidArgument naming concurrency, after the threads it started stopped — it used to wait
+    forever on a worker thread that had panicked."""
+    root = Path("/sys/fs/cgroup/pids")
+    cgroup = root / f"leasefence-py-thread-limit-{os.getpid()}"
+    try:
+        cgroup.mkdir()
+        (cgroup / "pids.max").write_text("40")
+    except OSError as e:
+        if IN_CI:
+            pytest.fail(f"CI is set, and a pids cgroup cannot be made here: {e}")
+        pytest.skip(f"a pids cgroup cannot be made here (needs root and cgroup v1 pids): {e}")
+    try:
+        path = tmp_path / "jobs.db"
+        store = leasefence.Store(str(path))
+        store.enqueue_many([f"j{i}" for i in range(20)])
+        store.close()
+        done = subprocess.run(
+            [sys.executable, "-c", THREADS_REFUSED, str(cgroup / "cgroup.procs"), str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,  # not python/, whose leasefence/ sources would shadow the package
+        )
+    finally:
+        cgroup.rmdir()
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+    assert lines.get("LFARG") == "concurrency", done.stdout + done.stderr
+    assert "the system refused to start worker thread" in lines["LFERR"]
+    # Read back through a connection of the test's own: no lease left held.
+    assert read_row_count(path, "SELECT count(*) FROM jobs WHERE done = 0 AND owner IS NOT NULL") == 0
+
+
+def read_row_count(path: Path, sql: str) -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(sql).fetchone()[0]

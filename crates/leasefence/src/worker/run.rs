@@ -17,7 +17,7 @@ use super::shutdown::ShutdownHandle;
 use super::stats::{WorkerStats, bump};
 use super::sync::lock;
 use crate::deadline::Deadline;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sqlite::SqliteStore;
 use crate::store::Store;
 use crate::types::{BatchSize, Owner};
@@ -112,8 +112,10 @@ impl<S: Store + Send + 'static> Worker<S> {
     ///
     /// # Errors
     /// A store that could not be opened (before anything was claimed), a non-finite clock
-    /// reading, or a non-retryable store error while claiming (the worker then shut down
-    /// gracefully first). Busy databases are retried, not returned; so are connections to a
+    /// reading, a non-retryable store error while claiming (the worker then shut down
+    /// gracefully first), or [`Error::InvalidArgument`] naming `concurrency` when the system
+    /// refuses to start one of the worker threads (likewise, after a graceful shutdown of those
+    /// it started). Busy databases are retried, not returned; so are connections to a
     /// database server that fail once running ([`Error::ConnectionLost`](crate::Error::ConnectionLost),
     /// [`Error::CannotConnect`](crate::Error::CannotConnect): a restart, a terminated
     /// session, a server out of connections): the worker waits and goes on with new
@@ -123,7 +125,8 @@ impl<S: Store + Send + 'static> Worker<S> {
     /// it was, never written twice.
     ///
     /// # Panics
-    /// When a thread cannot be spawned.
+    /// When the system refuses to start the heartbeat's thread (a worker thread it refuses is
+    /// the error above, naming `concurrency`).
     pub fn run(self) -> Result<WorkerStats> {
         let mut shared = self.shared;
         let mut stores = Vec::with_capacity(shared.slots.len() + 1);
@@ -160,17 +163,31 @@ impl<S: Store + Send + 'static> Worker<S> {
             true => Some(super::scheduler::spawn(&shared, (self.open)()?)),
             false => None,
         };
-        let threads: Vec<JoinHandle<()>> = stores
-            .into_iter()
-            .enumerate()
-            .map(|(index, store)| {
-                let shared = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("leasefence-worker-{index}"))
-                    .spawn(move || work(&shared, index, store))
-                    .expect("spawn a worker thread")
-            })
-            .collect();
+        // A thread the system refuses to start (a limit on threads or memory) stops the worker
+        // as a fatal error would: the threads already started stop claiming and give back
+        // what they hold, and `run` returns the error, naming the setting to lower.
+        let wanted = stores.len();
+        let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(wanted);
+        for (index, store) in stores.into_iter().enumerate() {
+            let worker_shared = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("leasefence-worker-{index}"))
+                .spawn(move || work(&worker_shared, index, store));
+            match spawned {
+                Ok(thread) => threads.push(thread),
+                Err(e) => {
+                    shared.fatal(Error::invalid(
+                        "concurrency",
+                        format!(
+                            "the system refused to start worker thread {} of {wanted} ({e}); \
+                             give the worker fewer threads",
+                            index + 1
+                        ),
+                    ));
+                    break;
+                }
+            }
+        }
 
         // The heartbeat makes its store calls on a thread of its own, so that one which hangs
         // (a host cut off from its database or server, waiting out a TCP timeout) never keeps

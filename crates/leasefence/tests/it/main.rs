@@ -80,6 +80,7 @@ mod seam;
 #[cfg(unix)]
 mod signals;
 mod story;
+mod thread_limit;
 mod watch;
 mod worker;
 mod writer;
