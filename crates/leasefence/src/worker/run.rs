@@ -163,6 +163,14 @@ impl<S: Store + Send + 'static> Worker<S> {
             true => Some(super::scheduler::spawn(&shared, (self.open)()?)),
             false => None,
         };
+        // The heartbeat makes its store calls on a thread of its own, so that one which hangs
+        // (a host cut off from its database or server, waiting out a TCP timeout) never keeps
+        // this thread from giving leases up by the clock, from the run-time limits, or from
+        // the shutdown deadline. Started before the worker threads, so that a limit on threads
+        // is met by a worker thread (an error, below), never by the heartbeat's.
+        let beats = Arc::new(Beats::default());
+        let beater = spawn_heartbeat(&shared, beat_store, &beats);
+
         // A thread the system refuses to start (a limit on threads or memory) stops the worker
         // as a fatal error would: the threads already started stop claiming and give back
         // what they hold, and `run` returns the error, naming the setting to lower.
@@ -188,13 +196,6 @@ impl<S: Store + Send + 'static> Worker<S> {
                 }
             }
         }
-
-        // The heartbeat makes its store calls on a thread of its own, so that one which hangs
-        // (a host cut off from its database or server, waiting out a TCP timeout) never keeps
-        // this thread from giving leases up by the clock, from the run-time limits, or from
-        // the shutdown deadline.
-        let beats = Arc::new(Beats::default());
-        let beater = spawn_heartbeat(&shared, beat_store, &beats);
 
         // Running: the clock's limits enforced every tick, until asked to stop (or drained).
         loop {
