@@ -310,6 +310,34 @@ fn describe(py: Python<'_>, err: &PyErr) -> String {
     }
 }
 
+/// Logs a handler's exception with its traceback to the logger `leasefence.worker` (level
+/// ERROR), as Python job runners do: the stored failure keeps `Type: message` only. A logging
+/// setup that fails is ignored — the failure is stored either way.
+fn log_failure(py: Python<'_>, lease: &leasefence::Lease, err: &PyErr) {
+    let logged = (|| -> PyResult<()> {
+        let logger = py
+            .import("logging")?
+            .call_method1("getLogger", ("leasefence.worker",))?;
+        let kwargs = pyo3::types::PyDict::new(py);
+        // The traceback travels beside the value in a fetched error: given as the triple.
+        kwargs.set_item(
+            "exc_info",
+            (err.get_type(py), err.value(py), err.traceback(py)),
+        )?;
+        logger.call_method(
+            "error",
+            (
+                "handler raised on job %s (fence %s); the attempt fails",
+                lease.job_id.as_str(),
+                lease.fence,
+            ),
+            Some(&kwargs),
+        )?;
+        Ok(())
+    })();
+    drop(logged);
+}
+
 /// Calls the Python `handler` for one job; an exception becomes the stored failure
 /// (`Type: message`).
 ///
@@ -361,7 +389,10 @@ fn call_handler(
                 first.get_or_insert(err);
                 Called::Interrupted(text)
             }
-            Err(err) => Called::Outcome(Err(describe(py, &err).into())),
+            Err(err) => {
+                log_failure(py, ctx.lease(), &err);
+                Called::Outcome(Err(describe(py, &err).into()))
+            }
         }
     });
     // Out of Python (the GIL released): counted out before the store is written.

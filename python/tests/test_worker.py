@@ -72,6 +72,30 @@ def test_an_exception_is_a_failure_and_a_retry_runs_it_again(tmp_path: Path):
     assert read_row(path, "j")[3:] == (2, "", 1)
 
 
+def test_a_handler_exception_is_logged_with_its_traceback(tmp_path: Path, caplog):
+    """The stored failure is `Type: message`; the traceback goes to the `leasefence.worker`
+    logger (ERROR), where a Python job runner's user looks for it."""
+    path = tmp_path / "jobs.db"
+    Store(path).enqueue("tb", max_attempts=1)
+
+    def deep_inside(job):
+        raise KeyError(f"missing under fence {job.fence}")
+
+    def handler(job):
+        return deep_inside(job)
+
+    with caplog.at_level("ERROR", logger="leasefence.worker"):
+        stats = Worker(path, handler, drain=True).run()
+    assert stats.dead == 1
+    records = [r for r in caplog.records if r.name == "leasefence.worker"]
+    assert len(records) == 1, caplog.text
+    record = records[0]
+    assert record.levelname == "ERROR"
+    assert record.getMessage() == "handler raised on job tb (fence 1); the attempt fails"
+    assert record.exc_info is not None and record.exc_info[0] is KeyError
+    assert "deep_inside" in caplog.text and "missing under fence 1" in caplog.text
+
+
 def test_a_handler_returning_a_wrong_type_is_a_failure(tmp_path: Path):
     path = tmp_path / "jobs.db"
     store = Store(path)
