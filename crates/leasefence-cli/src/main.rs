@@ -76,7 +76,8 @@ Database (--db DB, or LEASEFENCE_DB) [default: leasefence.db in the working dire
 uses a fresh temporary file, or on PostgreSQL a fresh schema, unless given]:
   - `postgres://user:password@host:port/dbname` or `postgresql://…` is PostgreSQL;
   - a libpq key=value string, recognised by a word starting `host=`, `hostaddr=`, `port=`, \
-`dbname=` or `user=` (e.g. 'host=127.0.0.1 user=postgres dbname=test'), is PostgreSQL;
+`dbname=`, `user=`, `password=`, `passfile=`, `service=` or `sslmode=` (e.g. 'host=127.0.0.1 \
+user=postgres dbname=test'), is PostgreSQL;
   - `sqlite://PATH` is the SQLite file PATH (use it for a file name that looks like key=value);
   - anything else is an SQLite file path.
   Passwords are never printed: messages show `***` instead.

@@ -13,8 +13,13 @@ const PG_SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
 /// The optional prefix that marks an SQLite path explicitly.
 const SQLITE_SCHEME: &str = "sqlite://";
 /// The libpq keywords whose `key=` at the start of a word makes a string a PostgreSQL
-/// `key=value` connection string.
-const PG_KEYS: [&str; 5] = ["host", "hostaddr", "port", "dbname", "user"];
+/// `key=value` connection string. `password`, `passfile`, `service` and `sslmode` are among
+/// them although a string may lack the others (libpq has defaults for them): such a string is
+/// a connection string gone wrong, never a file to create — and as a path its password would
+/// be shown unmasked.
+const PG_KEYS: [&str; 9] = [
+    "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service", "sslmode",
+];
 
 /// Where a store lives, as given by a user: an SQLite file or a PostgreSQL connection string.
 ///
@@ -23,8 +28,9 @@ const PG_KEYS: [&str; 5] = ["host", "hostaddr", "port", "dbname", "user"];
 /// - `postgres://…` or `postgresql://…` (scheme in any case) is PostgreSQL; the whole string is
 ///   the connection URL, as libpq takes it.
 /// - A libpq `key=value` string is PostgreSQL: one with a white-space separated word that
-///   starts with `host=`, `hostaddr=`, `port=`, `dbname=` or `user=`
-///   (`host=db user=app dbname=jobs`). Other keys (`password=`, `sslmode=`, …) may follow.
+///   starts with `host=`, `hostaddr=`, `port=`, `dbname=`, `user=`, `password=`,
+///   `passfile=`, `service=` or `sslmode=` (`host=db user=app dbname=jobs`). Other keys may
+///   follow.
 /// - `sqlite://PATH` is the SQLite file `PATH` (`sqlite:///abs/jobs.db` is `/abs/jobs.db`);
 ///   use it for a file whose name would otherwise read as `key=value`.
 /// - Anything else is an SQLite file path, as before PostgreSQL existed.
@@ -42,6 +48,8 @@ const PG_KEYS: [&str; 5] = ["host", "hostaddr", "port", "dbname", "user"];
 /// assert_eq!(pg.to_string(), "postgres://app:***@db.internal/jobs");
 /// let kv = Target::parse("host=db.internal user=app password=secret dbname=jobs")?;
 /// assert_eq!(kv.to_string(), "host=db.internal user=app password=*** dbname=jobs");
+/// // A password alone is a connection string (with libpq's defaults), never a file name.
+/// assert_eq!(Target::parse("password=secret")?.to_string(), "password=***");
 /// assert!(Target::parse("").is_err());
 /// # Ok(()) }
 /// ```
@@ -322,11 +330,21 @@ mod tests {
             "dbname=test",
             "user=postgres   port=5433",
             "sslmode=disable host=/run/postgresql",
+            // Without a host or database, still a connection string (libpq's defaults), never
+            // a file named after a password.
+            "password=secret",
+            "service=jobs",
+            "sslmode=require",
+            "passfile=/root/.pgpass",
         ] {
             assert_eq!(Target::parse(kv).unwrap(), pg(kv), "{kv}");
         }
         // Other `=` in a name, and other schemes, are file names.
         assert_eq!(Target::parse("a=b.db").unwrap(), file("a=b.db"));
+        assert_eq!(
+            Target::parse("/tmp/password=x.db").unwrap(),
+            file("/tmp/password=x.db")
+        );
         assert_eq!(
             Target::parse("sqlite://host=h.db").unwrap(),
             file("host=h.db")
