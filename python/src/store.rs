@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use crate::args;
-use crate::errors::{IntoPy, invalid, renamed};
+use crate::errors::{IntoPy, invalid, rename, renamed};
 use crate::values::{Failed, JobInfo, Lease, QueueInfo, Stats, state_dict};
 
 /// A job to enqueue: its id and, optionally, payload, queue, kind, priority, not-before time,
@@ -319,11 +319,22 @@ impl Store {
             batch.push(renamed(job, &[("job_id", "jobs")]).py(py)?);
             return self.with(py, |s| s.enqueue_many(&batch));
         }
-        for item in jobs.try_iter()? {
+        for (index, item) in jobs.try_iter()?.enumerate() {
             let item = item?;
             if let Ok(id) = item.cast::<PyString>() {
-                let job = leasefence::NewJob::new(id.to_cow()?.into_owned());
-                batch.push(renamed(job, &[("job_id", "jobs")]).py(py)?);
+                // Named by its place in the list: `jobs` alone would read as the list itself.
+                let job = leasefence::NewJob::new(id.to_cow()?.into_owned()).map_err(|e| {
+                    match rename(e, &[("job_id", "jobs")]) {
+                        leasefence::Error::InvalidArgument { argument, reason } => {
+                            leasefence::Error::InvalidArgument {
+                                argument,
+                                reason: format!("the job id at index {index} {reason}"),
+                            }
+                        }
+                        other => other,
+                    }
+                });
+                batch.push(job.py(py)?);
             } else if let Ok(job) = item.cast::<NewJob>() {
                 batch.push(job.get().inner.clone());
             } else {

@@ -323,6 +323,11 @@ def test_arguments_are_named_as_the_caller_passed_them(store: Store, tmp_path: P
             call()
         assert err.value.argument == name, (name, str(err.value))
     assert store.list(now=0.0) == []
+    # Which of the list's ids is bad: the list itself is not empty.
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        store.enqueue_many(["ok", "fine", ""])
+    assert "the job id at index 2 must not be empty" in str(err.value), str(err.value)
+    assert store.list(now=0.0) == []
     db = tmp_path / "w.db"
     for kwargs, name in [({"owner_prefix": ""}, "owner_prefix"), ({"queues": {"": 1}}, "queues")]:
         with pytest.raises(leasefence.InvalidArgument) as err:
