@@ -215,7 +215,11 @@ fn result_of(value: &Bound<'_, PyAny>) -> Result<String, HandlerError> {
         .name()
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "?".into());
-    Err(format!("the handler returned a {type_name}; return a str (the result) or None").into())
+    Err(format!(
+        "the handler returned an object of type {type_name}; return a str (the result), UTF-8 \
+         bytes or None"
+    )
+    .into())
 }
 
 /// The handler calls running Python code, and whether the worker still lets one start.

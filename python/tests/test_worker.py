@@ -101,7 +101,9 @@ def test_a_handler_returning_a_wrong_type_is_a_failure(tmp_path: Path):
     store = Store(path)
     store.enqueue("j", max_attempts=1)
     assert Worker(path, lambda job: 42, drain=True).run().dead == 1
-    assert "int" in store.inspect("j").error
+    assert store.inspect("j").error == (
+        "the handler returned an object of type int; return a str (the result), UTF-8 bytes or None"
+    )
 
 
 def test_kinds_route_jobs_to_their_handlers(tmp_path: Path):
