@@ -14,17 +14,17 @@
 //! addresses below (10.X.1.0/24 and 10.X.2.0/24, X from the process id) are used.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 
-use leasefence::{JobOutcome, NewJob, PgOptions, Resource, Store, Worker};
+use leasefence::{NewJob, PgOptions, Store, Worker};
 
 #[path = "support/cluster.rs"]
 mod cluster;
 use cluster::{APP, Cluster, ci};
 #[path = "support/netns.rs"]
 mod netns;
-use netns::Host;
+use netns::{Host, play_partition, run_host_worker, spawn_in};
 
 /// The child's environment variable: `url\nschema\nname\nfolder`.
 const CHILD_ENV: &str = "LEASEFENCE_PARTITION_CHILD";
@@ -35,66 +35,20 @@ const TTL: f64 = 3.0;
 const NETWORK_TIMEOUT: Duration = Duration::from_secs(2);
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// A worker process started inside `host`'s namespace, its output going to a file.
+/// A worker process started inside `host`'s namespace, its output going to files.
 fn spawn_worker(host: &Host, port: u16, name: &str, folder: &Path) -> Child {
-    let exe = std::env::current_exe().unwrap();
     let url = format!(
         "host={} port={port} user={APP} dbname=postgres",
         host.server
     );
-    let out = std::fs::File::create(folder.join(format!("{name}.out"))).unwrap();
-    let err = std::fs::File::create(folder.join(format!("{name}.err"))).unwrap();
-    Command::new("ip")
-        .args(["netns", "exec", &host.namespace])
-        .arg(exe)
-        .args(["partition_child_worker", "--exact", "--ignored"])
-        .args(["--nocapture", "--test-threads", "1"])
-        .env(
-            CHILD_ENV,
-            format!("{url}\n{SCHEMA}\n{name}\n{}", folder.display()),
-        )
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .expect("spawn a worker in its namespace")
-}
-
-/// The lines a child printed that start with `tag`.
-fn printed(folder: &Path, name: &str, tag: &str) -> Vec<String> {
-    std::fs::read_to_string(folder.join(format!("{name}.out")))
-        .unwrap_or_default()
-        .lines()
-        // libtest prints `test NAME ... ` before the child's first line.
-        .filter_map(|l| l.find(tag).map(|at| l[at..].to_owned()))
-        .collect()
-}
-
-/// Everything a child wrote, for a failure's message.
-fn outputs(folder: &Path) -> String {
-    ["hostA", "hostB"]
-        .iter()
-        .flat_map(|name| ["out", "err"].map(|ext| (name, ext)))
-        .map(|(name, ext)| {
-            let text = std::fs::read_to_string(folder.join(format!("{name}.{ext}")));
-            format!("--- {name}.{ext}\n{}", text.unwrap_or_default())
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-#[track_caller]
-fn wait_for(folder: &Path, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < PATIENCE,
-            "timed out waiting for {what}\n{}",
-            outputs(folder)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    start.elapsed()
+    let spec = format!("{url}\n{SCHEMA}\n{name}\n{}", folder.display());
+    spawn_in(
+        host,
+        "partition_child_worker",
+        &[(CHILD_ENV, &spec)],
+        name,
+        folder,
+    )
 }
 
 /// The child: one `Worker::postgres` thread. Its handler prints `LFRUN job fence`, then waits
@@ -117,52 +71,11 @@ fn partition_child_worker() {
         .schema(schema)
         .connect_timeout(NETWORK_TIMEOUT)
         .network_timeout(NETWORK_TIMEOUT);
-    let stop = folder.join(format!("{name}.stop"));
-    let healed = folder.join("healed");
-    // Host A holds its job until told; host B completes at once.
-    let hold = name == "hostA";
-    let worker = Worker::postgres_with(url, options)
-        .ttl(TTL)
-        .owner_prefix(name)
-        .poll_interval(Duration::from_millis(50))
-        .on_outcome(|lease, outcome| {
-            let outcome = match outcome {
-                JobOutcome::Completed => "completed".to_string(),
-                JobOutcome::Refused => "refused".to_string(),
-                other => format!("{other:?}").replace(' ', "_"),
-            };
-            println!("LFOUT {} {} {outcome}", lease.job_id, lease.fence);
-        })
-        .build(move |ctx| {
-            let lease = ctx.lease().clone();
-            println!("LFRUN {} {}", lease.job_id, lease.fence);
-            if hold {
-                // Host A's job: hold it until told, then wait for the partition to heal.
-                if ctx.token().wait_timeout(PATIENCE) {
-                    println!("LFTOLD {} {}", lease.job_id, lease.fence);
-                }
-                let start = Instant::now();
-                while !healed.exists() && start.elapsed() < PATIENCE {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-            let resource = Resource::new("downstream")?;
-            let admitted = ctx.store().admit(resource, lease.fence)?;
-            println!("LFADMIT {} {} {admitted}", lease.job_id, lease.fence);
-            Ok(format!("{}@{}", lease.job_id, lease.fence))
-        })
-        .expect("build the worker");
-    let handle = worker.shutdown_handle();
-    std::thread::spawn(move || {
-        while !stop.exists() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        handle.shutdown();
-    });
-    let stats = worker.run().expect("the worker stopped on an error");
-    println!(
-        "LFSTATS claimed={} completed={} refused={} lost={}",
-        stats.claimed, stats.completed, stats.stale_refused, stats.lost
+    run_host_worker(
+        Worker::postgres_with(url, options),
+        name,
+        &folder,
+        (TTL, PATIENCE),
     );
 }
 
@@ -198,67 +111,16 @@ fn a_partitioned_host_is_told_and_its_late_writes_are_refused() {
     let folder = tempfile::tempdir().unwrap();
     let dir = folder.path();
 
-    let mut worker_a = spawn_worker(&a, cluster.port, "hostA", dir);
-    wait_for(dir, "host A running the job", || {
-        !printed(dir, "hostA", "LFRUN late 1").is_empty()
+    let played = play_partition(dir, &a, PATIENCE, |name| {
+        let host = if name == "hostA" { &a } else { &b };
+        spawn_worker(host, cluster.port, name, dir)
     });
-    a.cut();
-    let cut_at = Instant::now();
-    let mut worker_b = spawn_worker(&b, cluster.port, "hostB", dir);
-    let told_after = wait_for(dir, "host A's handler told", || {
-        !printed(dir, "hostA", "LFTOLD late 1").is_empty()
-    });
-    let taken_after = wait_for(dir, "host B completing the job under fence 2", || {
-        !printed(dir, "hostB", "LFOUT late 2 completed").is_empty()
-    });
-    assert!(
-        printed(dir, "hostA", "LFADMIT").is_empty(),
-        "host A wrote nothing while cut off"
-    );
-    a.heal();
-    std::fs::write(dir.join("healed"), "").unwrap();
-    let late_after = wait_for(dir, "host A's late completion answered", || {
-        !printed(dir, "hostA", "LFOUT late 1").is_empty()
-    });
-    for name in ["hostA", "hostB"] {
-        std::fs::write(dir.join(format!("{name}.stop")), "").unwrap();
-    }
-    let (status_a, status_b) = (worker_a.wait().unwrap(), worker_b.wait().unwrap());
-    let report = |name: &str| {
-        format!(
-            "{name}:\n{}\n{}",
-            std::fs::read_to_string(dir.join(format!("{name}.out"))).unwrap_or_default(),
-            std::fs::read_to_string(dir.join(format!("{name}.err"))).unwrap_or_default()
-        )
-    };
-    assert!(
-        status_a.success() && status_b.success(),
-        "{}\n{}",
-        report("hostA"),
-        report("hostB")
-    );
     eprintln!(
-        "partition: host A cut off mid-lease (ttl {TTL} s); its handler told {told_after:?} \
-         after the cut, host B completed under fence 2 {:?} after it, host A's late writes \
-         answered {late_after:?} after the heal",
-        taken_after + told_after
+        "partition: host A cut off mid-lease (ttl {TTL} s); its handler told {:?} after the \
+         cut, host B completed under fence 2 {:?} after it, host A's late writes answered {:?} \
+         after the heal",
+        played.told_after, played.taken_after, played.late_after
     );
-    let _ = cut_at;
-
-    // Host A's late writes: the completion refused, the downstream write refused.
-    assert_eq!(
-        printed(dir, "hostA", "LFOUT late 1"),
-        ["LFOUT late 1 refused"],
-        "{}",
-        report("hostA")
-    );
-    assert_eq!(
-        printed(dir, "hostA", "LFADMIT"),
-        ["LFADMIT late 1 false"],
-        "{}",
-        report("hostA")
-    );
-    assert_eq!(printed(dir, "hostB", "LFADMIT"), ["LFADMIT late 2 true"]);
     // Read back through the test's own connection.
     let mut admin = cluster.admin();
     let row = admin
@@ -272,16 +134,6 @@ fn a_partitioned_host_is_told_and_its_late_writes_are_refused() {
         (fence, result.as_deref(), done),
         (2, Some("late@2"), 1),
         "B's result under B's fence"
-    );
-    let runs: Vec<String> = [
-        printed(dir, "hostA", "LFRUN"),
-        printed(dir, "hostB", "LFRUN"),
-    ]
-    .concat();
-    assert_eq!(
-        runs,
-        ["LFRUN late 1", "LFRUN late 2"],
-        "no fence handed out twice"
     );
     let gate: i64 = admin
         .query_one(

@@ -18,16 +18,16 @@
 //! 10.X.12.0/24, X from the process id) are used.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 
-use leasefence::{JobOutcome, NewJob, Resource, SqliteStore, Store, Worker};
+use leasefence::{NewJob, SqliteStore, Store, Worker};
 use leasefence_server::{AsyncOptions, AsyncStore, HttpStore, ServerConfig, Token, Tokens};
 
 #[allow(dead_code)]
 #[path = "../../../leasefence/tests/support/netns.rs"]
 mod netns;
-use netns::Host;
+use netns::{Host, play_partition, run_host_worker, spawn_in};
 
 /// The child's environment variable: `url\nname\nfolder`; the token in [`TOKEN_ENV`].
 const CHILD_ENV: &str = "LEASEFENCE_HTTP_PARTITION_CHILD";
@@ -42,62 +42,15 @@ fn ci() -> bool {
 
 /// A worker process started inside `host`'s namespace, its output going to files.
 fn spawn_worker(host: &Host, url: &str, token: &str, name: &str, folder: &Path) -> Child {
-    let exe = std::env::current_exe().unwrap();
-    let out = std::fs::File::create(folder.join(format!("{name}.out"))).unwrap();
-    let err = std::fs::File::create(folder.join(format!("{name}.err"))).unwrap();
-    Command::new("ip")
-        .args(["netns", "exec", &host.namespace])
-        .arg(exe)
-        .args([
-            "partition::partition_child_http_worker",
-            "--exact",
-            "--ignored",
-        ])
-        .args(["--nocapture", "--test-threads", "1"])
-        .env(CHILD_ENV, format!("{url}\n{name}\n{}", folder.display()))
-        .env(TOKEN_ENV, token)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .expect("spawn a worker in its namespace")
-}
-
-/// The lines a child printed that start with `tag`.
-fn printed(folder: &Path, name: &str, tag: &str) -> Vec<String> {
-    std::fs::read_to_string(folder.join(format!("{name}.out")))
-        .unwrap_or_default()
-        .lines()
-        // libtest prints `test NAME ... ` before the child's first line.
-        .filter_map(|l| l.find(tag).map(|at| l[at..].to_owned()))
-        .collect()
-}
-
-/// Everything the children wrote, for a failure's message.
-fn outputs(folder: &Path) -> String {
-    ["hostA", "hostB"]
-        .iter()
-        .flat_map(|name| ["out", "err"].map(|ext| (name, ext)))
-        .map(|(name, ext)| {
-            let text = std::fs::read_to_string(folder.join(format!("{name}.{ext}")));
-            format!("--- {name}.{ext}\n{}", text.unwrap_or_default())
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-#[track_caller]
-fn wait_for(folder: &Path, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < PATIENCE,
-            "timed out waiting for {what}\n{}",
-            outputs(folder)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    start.elapsed()
+    let spec = format!("{url}\n{name}\n{}", folder.display());
+    let env = [(CHILD_ENV, spec.as_str()), (TOKEN_ENV, token)];
+    spawn_in(
+        host,
+        "partition::partition_child_http_worker",
+        &env,
+        name,
+        folder,
+    )
 }
 
 /// The child: one `Worker` thread over [`HttpStore`]. Its handler prints `LFRUN job fence`,
@@ -118,65 +71,11 @@ fn partition_child_http_worker() {
     let folder = PathBuf::from(folder);
     let token = Token::new(&std::env::var(TOKEN_ENV).unwrap(), "worker token").unwrap();
     let store = HttpStore::new(url, Some(token)).unwrap();
-    let stop = folder.join(format!("{name}.stop"));
-    let healed = folder.join("healed");
-    let hold = name == "hostA";
-    let worker = Worker::builder(move || Ok(store.clone()))
-        .ttl(TTL)
-        .owner_prefix(name)
-        .poll_interval(Duration::from_millis(50))
-        .on_outcome(|lease, outcome| {
-            let outcome = match outcome {
-                JobOutcome::Completed => "completed".to_string(),
-                JobOutcome::Refused => "refused".to_string(),
-                other => format!("{other:?}").replace(' ', "_"),
-            };
-            println!("LFOUT {} {} {outcome}", lease.job_id, lease.fence);
-        })
-        .build(move |ctx| {
-            let lease = ctx.lease().clone();
-            println!("LFRUN {} {}", lease.job_id, lease.fence);
-            if hold {
-                if ctx.token().wait_timeout(PATIENCE) {
-                    println!("LFTOLD {} {}", lease.job_id, lease.fence);
-                }
-                let start = Instant::now();
-                while !healed.exists() && start.elapsed() < PATIENCE {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-            // As a handler should write downstream: a call the network did not deliver (just
-            // after the heal the host's neighbour entry may still be failed: "no route to
-            // host") is retried; only an answer counts.
-            let resource = Resource::new("downstream")?;
-            let start = Instant::now();
-            let admitted = loop {
-                match ctx.store().admit(resource, lease.fence) {
-                    Err(e) if e.is_retryable() && start.elapsed() < PATIENCE => {
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                    answer => break answer,
-                }
-            };
-            match &admitted {
-                Ok(admitted) => println!("LFADMIT {} {} {admitted}", lease.job_id, lease.fence),
-                Err(e) => println!("LFADMIT {} {} error: {e}", lease.job_id, lease.fence),
-            }
-            admitted?;
-            Ok(format!("{}@{}", lease.job_id, lease.fence))
-        })
-        .expect("build the worker");
-    let handle = worker.shutdown_handle();
-    std::thread::spawn(move || {
-        while !stop.exists() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        handle.shutdown();
-    });
-    let stats = worker.run().expect("the worker stopped on an error");
-    println!(
-        "LFSTATS claimed={} completed={} refused={} lost={}",
-        stats.claimed, stats.completed, stats.stale_refused, stats.lost
+    run_host_worker(
+        Worker::builder(move || Ok(store.clone())),
+        name,
+        &folder,
+        (TTL, PATIENCE),
     );
 }
 
@@ -263,65 +162,17 @@ fn a_host_cut_off_from_serve_is_told_and_its_late_writes_are_refused() {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (urls, server) = serve(&db, &[&a.server, &b.server], tokens, stop_rx);
 
-    let mut worker_a = spawn_worker(&a, &urls[0], token, "hostA", dir);
-    wait_for(dir, "host A running the job", || {
-        !printed(dir, "hostA", "LFRUN late 1").is_empty()
+    let played = play_partition(dir, &a, PATIENCE, |name| match name {
+        "hostA" => spawn_worker(&a, &urls[0], token, name, dir),
+        _ => spawn_worker(&b, &urls[1], token, name, dir),
     });
-    a.cut();
-    let mut worker_b = spawn_worker(&b, &urls[1], token, "hostB", dir);
-    let told_after = wait_for(dir, "host A's handler told while cut off", || {
-        !printed(dir, "hostA", "LFTOLD late 1").is_empty()
-    });
-    let taken_after = wait_for(dir, "host B completing the job under fence 2", || {
-        !printed(dir, "hostB", "LFOUT late 2 completed").is_empty()
-    });
-    assert!(
-        printed(dir, "hostA", "LFADMIT").is_empty(),
-        "host A wrote nothing while cut off\n{}",
-        outputs(dir)
-    );
-    a.heal();
-    std::fs::write(dir.join("healed"), "").unwrap();
-    let late_after = wait_for(dir, "host A's late completion answered", || {
-        !printed(dir, "hostA", "LFOUT late 1").is_empty()
-    });
-    for name in ["hostA", "hostB"] {
-        std::fs::write(dir.join(format!("{name}.stop")), "").unwrap();
-    }
-    let (status_a, status_b) = (worker_a.wait().unwrap(), worker_b.wait().unwrap());
     stop_tx.send(true).unwrap();
     server.join().unwrap();
-    assert!(status_a.success() && status_b.success(), "{}", outputs(dir));
     eprintln!(
         "partition over HTTP: host A cut off from serve mid-lease (ttl {TTL} s); its handler \
-         told {told_after:?} after the cut, host B completed under fence 2 {:?} after it, host \
-         A's late writes answered {late_after:?} after the heal",
-        taken_after + told_after
-    );
-
-    // Host A's late writes: the completion refused, the downstream write refused.
-    assert_eq!(
-        printed(dir, "hostA", "LFOUT late 1"),
-        ["LFOUT late 1 refused"],
-        "{}",
-        outputs(dir)
-    );
-    assert_eq!(
-        printed(dir, "hostA", "LFADMIT"),
-        ["LFADMIT late 1 false"],
-        "{}",
-        outputs(dir)
-    );
-    assert_eq!(printed(dir, "hostB", "LFADMIT"), ["LFADMIT late 2 true"]);
-    let runs = [
-        printed(dir, "hostA", "LFRUN"),
-        printed(dir, "hostB", "LFRUN"),
-    ]
-    .concat();
-    assert_eq!(
-        runs,
-        ["LFRUN late 1", "LFRUN late 2"],
-        "no fence handed out twice"
+         told {:?} after the cut, host B completed under fence 2 {:?} after it, host A's late \
+         writes answered {:?} after the heal",
+        played.told_after, played.taken_after, played.late_after
     );
     // Read back through the test's own connection.
     let conn = rusqlite::Connection::open(&db).unwrap();
