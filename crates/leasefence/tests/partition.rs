@@ -21,10 +21,10 @@ use leasefence::{NewJob, PgOptions, Store, Worker};
 
 #[path = "support/cluster.rs"]
 mod cluster;
-use cluster::{APP, Cluster, ci};
+use cluster::{APP, Cluster};
 #[path = "support/netns.rs"]
 mod netns;
-use netns::{Host, play_partition, run_host_worker, spawn_in};
+use netns::{Host, host_pair, play_partition, run_host_worker, skip, spawn_in};
 
 /// The child's environment variable: `url\nschema\nname\nfolder`.
 const CHILD_ENV: &str = "LEASEFENCE_PARTITION_CHILD";
@@ -81,26 +81,15 @@ fn partition_child_worker() {
 
 #[test]
 fn a_partitioned_host_is_told_and_its_late_writes_are_refused() {
-    let skip = |why: String| {
-        if ci() {
-            panic!("CI is set, and the partition test cannot run here: {why}");
-        }
-        eprintln!("skipped: {why}");
-    };
-    let x = 100 + std::process::id() % 100;
-    let (subnet_a, subnet_b) = (format!("10.{x}.1"), format!("10.{x}.2"));
-    let hosts = Host::make("a", &subnet_a).and_then(|a| Ok((a, Host::make("b", &subnet_b)?)));
-    let (a, b) = match hosts {
+    let (a, b) = match host_pair(("a", "b"), (1, 2)) {
         Ok(hosts) => hosts,
-        Err(why) => return skip(format!("network namespaces cannot be made here: {why}")),
+        Err(why) => return skip(&format!("network namespaces cannot be made here: {why}")),
     };
-    let cluster = match Cluster::start_with(
-        &[&a.server, &b.server],
-        &[&format!("{subnet_a}.0/24"), &format!("{subnet_b}.0/24")],
-    ) {
+    let cluster = match Cluster::start_with(&[&a.server, &b.server], &[&a.network(), &b.network()])
+    {
         Ok(cluster) => cluster,
         Err(why) => {
-            return skip(format!(
+            return skip(&format!(
                 "a private PostgreSQL cluster cannot be made: {why}"
             ));
         }

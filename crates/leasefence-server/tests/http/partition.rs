@@ -27,7 +27,7 @@ use leasefence_server::{AsyncOptions, AsyncStore, HttpStore, ServerConfig, Token
 #[allow(dead_code)]
 #[path = "../../../leasefence/tests/support/netns.rs"]
 mod netns;
-use netns::{Host, play_partition, run_host_worker, spawn_in};
+use netns::{Host, host_pair, play_partition, run_host_worker, skip, spawn_in};
 
 /// The child's environment variable: `url\nname\nfolder`; the token in [`TOKEN_ENV`].
 const CHILD_ENV: &str = "LEASEFENCE_HTTP_PARTITION_CHILD";
@@ -35,10 +35,6 @@ const TOKEN_ENV: &str = "LEASEFENCE_HTTP_PARTITION_TOKEN";
 /// The workers' lease.
 const TTL: f64 = 3.0;
 const PATIENCE: Duration = Duration::from_secs(30);
-
-fn ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
-}
 
 /// A worker process started inside `host`'s namespace, its output going to files.
 fn spawn_worker(host: &Host, url: &str, token: &str, name: &str, folder: &Path) -> Child {
@@ -134,18 +130,9 @@ fn serve(
 
 #[test]
 fn a_host_cut_off_from_serve_is_told_and_its_late_writes_are_refused() {
-    let skip = |why: String| {
-        if ci() {
-            panic!("CI is set, and the partition test cannot run here: {why}");
-        }
-        eprintln!("skipped: {why}");
-    };
-    let x = 100 + std::process::id() % 100;
-    let (subnet_a, subnet_b) = (format!("10.{x}.11"), format!("10.{x}.12"));
-    let hosts = Host::make("ha", &subnet_a).and_then(|a| Ok((a, Host::make("hb", &subnet_b)?)));
-    let (a, b) = match hosts {
+    let (a, b) = match host_pair(("ha", "hb"), (11, 12)) {
         Ok(hosts) => hosts,
-        Err(why) => return skip(format!("network namespaces cannot be made here: {why}")),
+        Err(why) => return skip(&format!("network namespaces cannot be made here: {why}")),
     };
     let folder = tempfile::tempdir().unwrap();
     let dir = folder.path();

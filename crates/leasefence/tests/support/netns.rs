@@ -33,6 +33,30 @@ pub fn spawn_in(host: &Host, test: &str, env: &[(&str, &str)], name: &str, folde
         .expect("spawn a worker in its namespace")
 }
 
+/// Whether `CI` is set (and not empty): a partition test that cannot run then fails.
+pub fn ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+
+/// Says why a partition test cannot run here and skips it — or, with `CI` set, fails it.
+#[track_caller]
+pub fn skip(why: &str) {
+    assert!(
+        !ci(),
+        "CI is set, and the partition test cannot run here: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
+/// The hosts `hostA` and `hostB` on the subnets `10.X.A.0/24` and `10.X.B.0/24` (X from the
+/// process id), named with `tags`; `Err` with why when namespaces cannot be made here.
+pub fn host_pair(tags: (&str, &str), nets: (u8, u8)) -> Result<(Host, Host), String> {
+    let x = 100 + std::process::id() % 100;
+    let a = Host::make(tags.0, &format!("10.{x}.{}", nets.0))?;
+    let b = Host::make(tags.1, &format!("10.{x}.{}", nets.1))?;
+    Ok((a, b))
+}
+
 /// Runs a command to its end: `Err` with its output when it fails.
 pub fn run(args: &[&str]) -> Result<(), String> {
     let out = Command::new(args[0])
@@ -101,6 +125,12 @@ impl Host {
         ns(&["link", "set", &inner, "up"])?;
         ns(&["link", "set", "lo", "up"])?;
         Ok(host)
+    }
+
+    /// The pair's subnet, `SUBNET.0/24`.
+    pub fn network(&self) -> String {
+        let subnet = self.server.rsplit_once('.').map_or("", |(net, _)| net);
+        format!("{subnet}.0/24")
     }
 
     pub fn cut(&self) {
