@@ -37,6 +37,16 @@ pub struct HttpStore {
     token: Option<Token>,
 }
 
+/// The client's connection pool, every request limited to `timeout`; an HTTP status is an
+/// answer to read, not a transport error.
+fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .build()
+        .into()
+}
+
 impl std::fmt::Debug for HttpStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpStore")
@@ -65,16 +75,42 @@ impl HttpStore {
                     .into(),
             });
         }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
         Ok(HttpStore {
-            agent,
+            agent: agent(HttpStore::DEFAULT_TIMEOUT),
             base: base.to_owned(),
             token,
         })
+    }
+
+    /// How long one request may take, from connecting to the last byte of the answer, unless
+    /// [`HttpStore::timeout`] sets another: 60 s.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+    /// This client with every request limited to `timeout` (from connecting to the last byte
+    /// of the answer; [`HttpStore::DEFAULT_TIMEOUT`] unless set). A request that runs past it
+    /// is [`Error::Unavailable`] (retryable): a write whose answer was lost that way is read
+    /// back by the [`Worker`](leasefence::Worker), never written twice. A shorter limit notices
+    /// a server that stopped answering (a host cut off, a hung proxy) sooner; it must leave
+    /// room for the server's own busy timeout.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `timeout` for a zero duration.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use leasefence_server::HttpStore;
+    /// let http = HttpStore::new("http://127.0.0.1:7878", None)?.timeout(Duration::from_secs(5))?;
+    /// # Ok::<(), leasefence::Error>(())
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Result<HttpStore> {
+        if timeout.is_zero() {
+            return Err(Error::InvalidArgument {
+                argument: "timeout",
+                reason: "a request needs a timeout above zero".into(),
+            });
+        }
+        self.agent = agent(timeout);
+        Ok(self)
     }
 
     /// The server's URL.

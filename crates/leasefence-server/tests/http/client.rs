@@ -123,6 +123,43 @@ fn what_http_does_not_offer_is_unsupported_and_a_gone_server_is_retryable() {
     );
 }
 
+/// A server that takes the connection and never answers (a hung proxy, a host cut off after
+/// the handshake): the request gives up at the client's timeout with the retryable
+/// `Unavailable`, and nothing was stored; a zero timeout is refused by name.
+#[test]
+fn a_server_that_never_answers_is_unavailable_at_the_clients_timeout() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    // keep every accepted connection open, unanswered, until the test ends
+    std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().collect();
+        drop(held);
+    });
+    let s = HttpStore::new(&url, None)
+        .unwrap()
+        .timeout(std::time::Duration::from_millis(300))
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(s.enqueue(id("x"))).unwrap());
+    // the default (60 s) would still be waiting: the shorter limit must end the call
+    let err = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the call outlived its 300 ms timeout by 20 s")
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Unavailable { .. }) && err.is_retryable(),
+        "{err}"
+    );
+    assert_eq!(
+        HttpStore::new(&url, None)
+            .unwrap()
+            .timeout(std::time::Duration::ZERO)
+            .unwrap_err()
+            .argument(),
+        Some("timeout")
+    );
+}
+
 /// An `https://` URL of a plain-HTTP server is a setting to fix, not an outage: the bad
 /// argument `server`, not retryable (the worker stops instead of retrying forever).
 #[test]
