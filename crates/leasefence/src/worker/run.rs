@@ -382,6 +382,7 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
             Ok(now) => now,
             Err(e) => return shared.fatal(e),
         };
+        let asked = std::time::Instant::now();
         let claimed = Owner::new(&owner).and_then(|o| {
             store.claim_batch_in(
                 &slot.queues,
@@ -409,7 +410,7 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
                 slot.idle.store(false, Ordering::SeqCst);
                 bump(&shared.counters.errors);
                 if matches!(e, crate::Error::Unavailable { .. }) {
-                    shared.unreachable(&owner, &e);
+                    shared.unreachable(&owner, &e, asked);
                 } else {
                     tracing::warn!(%owner, error = %e, "claim_next met a busy database; trying again");
                 }
@@ -421,7 +422,7 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
             Err(e) if is_connection_fault(&e) => {
                 slot.idle.store(false, Ordering::SeqCst);
                 bump(&shared.counters.errors);
-                shared.unreachable(&owner, &e);
+                shared.unreachable(&owner, &e, asked);
                 shared
                     .stop
                     .wait_timeout(shared.config.poll.min(RECONNECT_WAIT * 5));

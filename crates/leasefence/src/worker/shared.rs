@@ -144,13 +144,20 @@ impl<S> Shared<S> {
             .collect()
     }
 
-    /// A claim met an unreachable store (`error`: a connection fault, or a server that is
-    /// unavailable): the first of an outage is a warning naming the cause, the
-    /// retries after it are debug lines.
-    pub(super) fn unreachable(&self, owner: &dyn std::fmt::Display, error: &Error) {
+    /// A call to the store — a claim, a renewal, a job's outcome — met an unreachable store
+    /// (`error`: a connection fault, or a server that is unavailable) after it was made at
+    /// `asked`: the first of an outage is a warning naming the cause, dated from `asked` (a
+    /// call can spend seconds finding out: a connect timeout), the retries after it are debug
+    /// lines.
+    pub(super) fn unreachable(
+        &self,
+        owner: &dyn std::fmt::Display,
+        error: &Error,
+        asked: std::time::Instant,
+    ) {
         let mut outage = lock(&self.outage);
         if outage.is_none() {
-            *outage = Some(std::time::Instant::now());
+            *outage = Some(asked);
             tracing::warn!(
                 target: OUTAGE_TARGET, %owner, error = %with_causes(error),
                 "the store cannot be reached; claiming again until it answers"
@@ -160,8 +167,8 @@ impl<S> Shared<S> {
         }
     }
 
-    /// A claim was answered: ends an outage, if one was going on, with a warning that says how
-    /// long it lasted.
+    /// A call to the store was answered: ends an outage, if one was going on, with a warning
+    /// that says how long it lasted.
     pub(super) fn reachable(&self, owner: &dyn std::fmt::Display) {
         if let Some(began) = lock(&self.outage).take() {
             tracing::warn!(
@@ -228,10 +235,13 @@ pub(super) fn write_retry<S, T>(
 ) -> Retried<T> {
     let mut tries = 0;
     let mut maybe_landed = false;
+    let mut cut_off = false;
     // No limit for a ttl too long to add to now (a valid ttl may be 1e20 s).
     let give_up = Duration::try_from_secs_f64(shared.config.ttl.seconds())
         .map_or(Deadline::NEVER, Deadline::after);
+    let owner = format!("{}-writer", shared.config.owner_prefix);
     loop {
+        let asked = std::time::Instant::now();
         let answer = write();
         match &answer {
             Err(e) if e.is_retryable() && tries < BUSY_RETRIES => {
@@ -253,10 +263,20 @@ pub(super) fn write_retry<S, T>(
                 maybe_landed |=
                     matches!(e, Error::ConnectionLost { .. } | Error::Unavailable { .. });
                 bump(&shared.counters.errors);
-                tracing::warn!(error = %e, "a write could not reach the database; trying again");
+                // An outage that only the outcome writes meet (every thread busy finishing
+                // its jobs, none claiming) is said as the claims' is: once as it begins and
+                // once as it ends, on the outage target the CLI prints.
+                cut_off = true;
+                shared.unreachable(&owner, e, asked);
                 std::thread::sleep(RECONNECT_WAIT);
             }
             _ => {
+                let unanswered = answer.as_ref().is_err_and(|e| {
+                    is_connection_fault(e) || matches!(e, Error::Unavailable { .. })
+                });
+                if cut_off && !unanswered {
+                    shared.reachable(&owner);
+                }
                 return Retried {
                     answer,
                     maybe_landed,
