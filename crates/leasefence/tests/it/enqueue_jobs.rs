@@ -359,6 +359,72 @@ fn on_postgresql_enqueue_in_commits_and_rolls_back_with_the_callers_transaction(
     assert_eq!(db.query_i64(&format!("SELECT count(*) FROM {orders}")), [1]);
 }
 
+/// On PostgreSQL an enqueue of thousands of jobs, held open inside its transaction (a large
+/// batch under way, or a producer stalled mid-transaction), holds up no other enqueue — its
+/// ids' locks are shared — but a delete of one of its ids waits for it (exclusive: the delete
+/// must not race the insert), and so does an enqueue of one of its unique keys.
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn on_postgresql_an_open_batch_holds_up_no_other_enqueue_only_deletes_and_its_unique_keys() {
+    use leasefence::postgres::{Config, NoTls};
+    let Some(db) = PgDb::new() else { return };
+    let store = db.store();
+    // 2,000 ids cover the bucket of `solo` (256 buckets): else the case would prove nothing
+    assert_eq!(
+        db.query_i64(
+            "SELECT count(*) FROM generate_series(1, 2000) AS i \
+              WHERE hashtext('big-' || i) & 255 = hashtext('solo') & 255"
+        )[0]
+        .signum(),
+        1
+    );
+    let mut batch: Vec<NewJob> = (1..=2000).map(|i| job(&format!("big-{i}"))).collect();
+    batch.push(keyed("keyed-1", "mail", "K"));
+    let mut client = db.url.parse::<Config>().unwrap().connect(NoTls).unwrap();
+    let mut tx = client.transaction().unwrap();
+    let holder: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let outcomes = store.enqueue_in(&mut tx, &batch).unwrap();
+    assert!(outcomes.iter().all(Enqueued::is_inserted));
+    let other = db.store();
+    // not blocked: inserted while the batch is still open (it would wait out the busy timeout
+    // and fail Busy if the batch held its buckets exclusively)
+    assert_eq!(
+        other.enqueue_jobs(&[job("solo")]).unwrap(),
+        [Enqueued::Inserted]
+    );
+    assert_eq!(db.row("solo").map(|r| r.fence), Some(0));
+    let (deleted, keyed_again) = std::thread::scope(|scope| {
+        let delete = scope.spawn(|| db.store().delete(&[JobId::new("big-1").unwrap()]));
+        let key = scope.spawn(|| db.store().enqueue_jobs(&[keyed("keyed-2", "mail", "K")]));
+        // both wait for the batch's transaction
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while db.query_i64(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE {holder} = ANY(pg_blocking_pids(pid))"
+        ))[0]
+            < 2
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the delete and the keyed enqueue did not both wait for the open batch"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        tx.commit().unwrap();
+        (
+            delete.join().unwrap().unwrap(),
+            key.join().unwrap().unwrap(),
+        )
+    });
+    assert_eq!(deleted, [true], "deleted once the batch committed");
+    assert_eq!(db.row("big-1"), None);
+    assert_eq!(keyed_again, [duplicate("keyed-1")]);
+    assert_eq!(db.row("keyed-2"), None);
+    assert!(db.row("big-2000").is_some());
+}
+
 /// On PostgreSQL an enqueue whose unique key is held (nothing inserted) asks which job holds
 /// it in a second statement. If the holder was deleted in between (an operator's delete), the
 /// insert is tried again — the key is free now — and, should the holder keep vanishing, gives
