@@ -32,7 +32,8 @@ pub(crate) fn diagnose(s: &AnyStore, job: JobId<'_>, owner: &str, fence: Fence) 
         Err(_) => Reason::Unexplained,
         Ok(None) => Reason::Unknown,
         Ok(Some(row)) if row.done => Reason::Done,
-        Ok(Some(row)) if row.fence != fence => Reason::StaleFence,
+        // Not the current fence, or the 0 of a job never claimed: never handed out.
+        Ok(Some(row)) if row.fence != fence || fence == 0 => Reason::StaleFence,
         Ok(Some(row)) => match row.owner.as_deref() {
             None => Reason::NotHeld,
             Some(o) if o != owner => Reason::OtherOwner,

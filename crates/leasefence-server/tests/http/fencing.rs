@@ -57,6 +57,9 @@ backends! {
         c.enqueue("j");
         let (status, body) = c.post("/v1/jobs/nope/complete", json!({"owner": "A", "fence": 1}));
         assert_eq!((status, body["reason"].as_str()), (409, Some("unknown")), "{body}");
+        // A job never claimed: its fence 0 was never handed out, no lease given back.
+        let (status, body) = c.post("/v1/jobs/j/complete", json!({"owner": "A", "fence": 0}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("stale_fence")), "{body}");
         let f = c.claim("j", "A", 60.0);
         let (status, body) = c.post("/v1/jobs/j/complete", json!({"owner": "B", "fence": f}));
         assert_eq!((status, body["reason"].as_str()), (409, Some("other_owner")), "{body}");
