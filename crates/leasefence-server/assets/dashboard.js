@@ -34,32 +34,45 @@
           var v = lookup(data, el.getAttribute("data-live-href"));
           if (typeof v === "string" && v.indexOf("/dashboard/") === 0) el.setAttribute("href", v);
         });
+        var shown = {};
         queued.forEach(function (el) {
-          var q = data.queues && data.queues[el.getAttribute("data-live-q")];
+          var name = el.getAttribute("data-live-q");
+          shown[name] = true;
+          var q = data.queues && data.queues[name];
           var v = q && q[el.getAttribute("data-live-s")];
           if (v !== undefined) el.textContent = String(v);
         });
         stamp();
+        // A queue that came or went since the page was drawn: its table drawn again.
+        var names = Object.keys(data.queues || {});
+        var changed = names.length !== Object.keys(shown).length ||
+          names.some(function (n) { return !shown[n]; });
+        if (changed && document.getElementById("queue-table")) return swap("queue-table");
       });
   }
 
-  // A table marked data-live-table: the same page fetched again, its table swapped in. The
-  // server's HTML is escaped; a parsed document runs no script.
-  function refreshTable() {
-    var table = document.getElementById("live-table");
-    if (!table || !table.hasAttribute("data-live-table")) return Promise.resolve();
+  // The element `id` swapped for the same one of this page fetched again. The server's HTML
+  // is escaped; a parsed document runs no script.
+  function swap(id) {
     return fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (!html) return;
         var doc = new DOMParser().parseFromString(html, "text/html");
-        var fresh = doc.getElementById("live-table");
-        var current = document.getElementById("live-table");
+        var fresh = doc.getElementById(id);
+        var current = document.getElementById(id);
         if (fresh && current && !current.contains(document.activeElement)) {
           current.replaceWith(document.importNode(fresh, true));
           stamp();
         }
       });
+  }
+
+  // A table marked data-live-table: the same page fetched again, its table swapped in.
+  function refreshTable() {
+    var table = document.getElementById("live-table");
+    if (!table || !table.hasAttribute("data-live-table")) return Promise.resolve();
+    return swap("live-table");
   }
 
   function tick() {

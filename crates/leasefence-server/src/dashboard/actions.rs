@@ -160,7 +160,9 @@ async fn audit(
 /// text over [`MAX_AUDIT_LEN`](leasefence::MAX_AUDIT_LEN) bytes (an id or an owner may be
 /// longer) cut at a character boundary, ending in `…`.
 fn fit(text: &str) -> String {
-    let text = text.replace('\0', "\\0");
+    // A NUL cannot be stored: written `\0`, and a backslash `\\`, so that the audit page can
+    // read a job id back exactly (`pages::audit_target`) and link to its job.
+    let text = text.replace('\\', "\\\\").replace('\0', "\\0");
     if text.len() <= leasefence::MAX_AUDIT_LEN {
         return text;
     }
@@ -253,22 +255,45 @@ pub(crate) async fn job_action(
     let now = store_now(&state).await?;
     let key = id.clone();
     let verb = action.clone();
-    let (ok, result) = state
+    // (done, what the audit log records, why a refusal was refused, as a fixed word the page
+    // turns into its notice: `gone` sends it to the job list, the job having no page)
+    let (ok, result, why) = state
         .store
         .call(move |s| {
             let job = JobId::new(&key)?;
+            // Why a refused job action was refused, read after it: the job gone, or its status.
+            let gone = |s: &leasefence::AnyStore| -> leasefence::Result<Option<Status>> {
+                Ok(s.inspect(job, now)?.map(|info| info.status))
+            };
             Ok(match verb.as_str() {
                 "cancel" => match s.cancel(job, now)? {
-                    true => (true, "cancelled".to_owned()),
-                    false => (false, "refused: unknown or already finished".to_owned()),
+                    true => (true, "cancelled".to_owned(), None),
+                    false => match gone(s)? {
+                        None => (false, "refused: no such job".to_owned(), Some("gone")),
+                        Some(_) => (false, "refused: already finished".to_owned(), None),
+                    },
                 },
                 "retry" => match s.retry(&[job], now)?.first() {
-                    Some(true) => (true, "retried".to_owned()),
-                    _ => (false, "refused: not dead or cancelled".to_owned()),
+                    Some(true) => (true, "retried".to_owned(), None),
+                    _ => match gone(s)? {
+                        None => (false, "refused: no such job".to_owned(), Some("gone")),
+                        // Dead or cancelled, yet kept: another unfinished job of its queue
+                        // holds its unique key (as the API's 409 `duplicate` says).
+                        Some(Status::Dead | Status::Cancelled) => (
+                            false,
+                            "refused: another unfinished job of its queue holds its unique key"
+                                .to_owned(),
+                            Some("duplicate"),
+                        ),
+                        Some(Status::Done) => {
+                            (false, "refused: completed".to_owned(), Some("completed"))
+                        }
+                        Some(_) => (false, "refused: not dead or cancelled".to_owned(), None),
+                    },
                 },
                 "delete" => match s.delete(&[job])?.first() {
-                    Some(true) => (true, "deleted".to_owned()),
-                    _ => (false, "refused: no such job".to_owned()),
+                    Some(true) => (true, "deleted".to_owned(), None),
+                    _ => (false, "refused: no such job".to_owned(), Some("gone")),
                 },
                 _ => {
                     // release: only the expired lease the page showed, under its own owner
@@ -283,6 +308,7 @@ pub(crate) async fn job_action(
                                 info.state.fence,
                                 shown.unwrap_or_default()
                             ),
+                            None,
                         ),
                         Some(info) if info.status == Status::Expired => {
                             let owner = info.state.owner.clone().unwrap_or_default();
@@ -294,17 +320,27 @@ pub(crate) async fn job_action(
                                         "released the lease of {owner} under fence {}",
                                         info.state.fence
                                     ),
+                                    None,
                                 ),
-                                false => (false, "refused: the lease changed meanwhile".to_owned()),
+                                false => (
+                                    false,
+                                    "refused: the lease changed meanwhile".to_owned(),
+                                    None,
+                                ),
                             }
                         }
                         Some(info) if info.status == Status::Leased => (
                             false,
                             "refused: the lease is live; only an expired lease is released here"
                                 .to_owned(),
+                            None,
                         ),
-                        Some(_) => (false, "refused: the job holds no expired lease".to_owned()),
-                        None => (false, "refused: no such job".to_owned()),
+                        Some(_) => (
+                            false,
+                            "refused: the job holds no expired lease".to_owned(),
+                            None,
+                        ),
+                        None => (false, "refused: no such job".to_owned(), Some("gone")),
                     }
                 }
             })
@@ -324,12 +360,18 @@ pub(crate) async fn job_action(
         result,
     )
     .await?;
-    let back = if action_name == "delete" && ok {
+    // A job deleted, or found gone, has no page to go back to: the job list.
+    let back = if (action_name == "delete" && ok) || why == Some("gone") {
         "/dashboard/jobs".to_owned()
     } else {
         job_href(&id)
     };
-    Ok(Redirect::to(&format!("{back}?done={action_name}&ok={}", u8::from(ok))).into_response())
+    let why = why.map(|w| format!("&why={w}")).unwrap_or_default();
+    Ok(Redirect::to(&format!(
+        "{back}?done={action_name}&ok={}{why}",
+        u8::from(ok)
+    ))
+    .into_response())
 }
 
 pub(crate) async fn queue_action(
@@ -374,7 +416,7 @@ pub(crate) async fn queue_action(
     }
     let now = store_now(&state).await?;
     let verb = action.clone();
-    let (ok, n, result, action_name) = state
+    let (ok, n, result, action_name, left) = state
         .store
         .call(move |s| {
             Ok(match verb.as_str() {
@@ -385,6 +427,7 @@ pub(crate) async fn queue_action(
                         0,
                         if changed { "paused" } else { "already paused" }.to_owned(),
                         "pause",
+                        0,
                     )
                 }
                 "resume" => {
@@ -394,11 +437,26 @@ pub(crate) async fn queue_action(
                         0,
                         if changed { "resumed" } else { "was not paused" }.to_owned(),
                         "resume",
+                        0,
                     )
                 }
                 _ => {
-                    let n = s.retry_dead_in(&Queues::Only(vec![queue]), now)?;
-                    (true, n, format!("retried {n} dead"), "retry_dead")
+                    let n = s.retry_dead_in(&Queues::Only(vec![queue.clone()]), now)?;
+                    // The dead ones left: each one's unique key is held by an unfinished job
+                    // of the queue (retrying it would make two), or it died meanwhile.
+                    let left = s
+                        .queues(now)?
+                        .into_iter()
+                        .find(|q| q.name == queue.as_str())
+                        .map_or(0, |q| q.stats.dead);
+                    let result = match left {
+                        0 => format!("retried {n} dead"),
+                        _ => format!(
+                            "retried {n} dead; {left} left dead: another unfinished job of the \
+                             queue holds the unique key of each"
+                        ),
+                    };
+                    (true, n, result, "retry_dead", left)
                 }
             })
         })
@@ -411,8 +469,9 @@ pub(crate) async fn queue_action(
         result,
     )
     .await?;
+    let why = if left > 0 { "&why=duplicate" } else { "" };
     Ok(Redirect::to(&format!(
-        "/dashboard/queues?done={action_name}&ok={}&n={n}",
+        "/dashboard/queues?done={action_name}&ok={}&n={n}{why}",
         u8::from(ok)
     ))
     .into_response())

@@ -37,6 +37,14 @@ pub(crate) struct Step {
     current: bool,
 }
 
+/// A write refused under a fence no attempt of the job had.
+pub(crate) struct Unattempted {
+    fence: i64,
+    op: String,
+    count: u64,
+    last: String,
+}
+
 pub(crate) struct Action {
     label: &'static str,
     url: String,
@@ -59,6 +67,7 @@ pub(crate) struct JobPage {
     result_href: String,
     error: Option<String>,
     steps: Vec<Step>,
+    unattempted: Vec<Unattempted>,
     actions: Vec<Action>,
     lease: String,
 }
@@ -100,7 +109,7 @@ pub(crate) async fn job(
     viewer: Viewer,
     State(state): State<AppState>,
     Path(id): Path<String>,
-    axum::extract::Query(notice): axum::extract::Query<super::pages::Notice>,
+    notice: super::pages::Notice,
 ) -> Result<Response, PageError> {
     let id = unseg(id);
     let (info, history, now) = read(&state, &id).await?;
@@ -215,8 +224,22 @@ pub(crate) async fn job(
                 outcome: outcome.unwrap_or_else(|| "open".into()),
                 error: a.error.clone().unwrap_or_default(),
                 refused,
-                current: a.fence == st.fence && !st.done,
+                // The attempt whose lease the job holds now (open: neither ended nor lost yet).
+                current: a.fence == st.fence && !st.done && a.outcome.is_none(),
             }
+        })
+        .collect();
+    // Writes refused under a fence that no attempt of this job had (never handed out, or not
+    // this job's): shown apart, as `leasefence history` does.
+    let unattempted = history
+        .refusals
+        .iter()
+        .filter(|r| history.attempts.iter().all(|a| a.fence != r.fence))
+        .map(|r| Unattempted {
+            fence: r.fence,
+            op: r.op.as_str().to_owned(),
+            count: r.count,
+            last: time(Some(r.last_at)),
         })
         .collect();
     let mut actions = Vec::new();
@@ -229,7 +252,10 @@ pub(crate) async fn job(
             fence: (action == "release").then_some(st.fence),
         })
     };
-    if !st.done {
+    // The scheduler role's job is only deleted here (that resets the role): the actions
+    // refuse the rest, so they are not offered.
+    let role = id == leasefence::SCHEDULER_JOB;
+    if !st.done && !role {
         add(
             "Cancel",
             "cancel",
@@ -237,7 +263,7 @@ pub(crate) async fn job(
             "Finish it as cancelled: never handed out again, its holder can store nothing.",
         );
     }
-    if matches!(info.status, Status::Dead | Status::Cancelled) {
+    if matches!(info.status, Status::Dead | Status::Cancelled) && !role {
         add(
             "Retry",
             "retry",
@@ -245,7 +271,7 @@ pub(crate) async fn job(
             "Make it ready again with a fresh attempts budget; the fence goes on.",
         );
     }
-    if info.status == Status::Expired {
+    if info.status == Status::Expired && !role {
         add(
             "Release the expired lease",
             "release",
@@ -286,6 +312,7 @@ pub(crate) async fn job(
         result_href: format!("{base}/result"),
         error: info.error.clone(),
         steps,
+        unattempted,
         actions,
         lease,
         id,

@@ -17,49 +17,94 @@ use super::view::{count, job_href, query, seg, span, time};
 use super::{Chrome, Dashboard, PageError, render};
 use crate::AppState;
 
-/// The outcome of an action, as the page it redirected to is told: `?done=ACTION&ok=1&n=3`.
-/// Only these fixed words reach the page, never text from the request.
-#[derive(Debug, Default, Deserialize)]
+/// The outcome of an action, as the page it redirected to is told: `?done=ACTION&ok=1&n=3`
+/// (and `&why=REASON` for a refusal whose reason is known). Only fixed words reach the page,
+/// never text from the request; and only on a navigation the browser says came from this
+/// dashboard itself (`Sec-Fetch-Site: same-origin`: the redirect after an action's form), so
+/// a link from elsewhere cannot make a page claim that something was done.
+#[derive(Debug, Default)]
 pub(crate) struct Notice {
+    said: Said,
+    ours: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Said {
     done: Option<String>,
     ok: Option<u8>,
     n: Option<u64>,
+    why: Option<String>,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Notice {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let said =
+            Query::<Said>::try_from_uri(&parts.uri).map_or_else(|_| Said::default(), |q| q.0);
+        let ours = parts
+            .headers
+            .get("sec-fetch-site")
+            .is_some_and(|v| v.as_bytes() == b"same-origin");
+        Ok(Notice { said, ours })
+    }
 }
 
 impl Notice {
     pub(crate) fn message(&self) -> Option<String> {
-        let ok = self.ok == Some(1);
-        let text = match (self.done.as_deref()?, ok) {
-            ("cancel", true) => {
+        if !self.ours {
+            return None;
+        }
+        let said = &self.said;
+        let ok = said.ok == Some(1);
+        let text = match (said.done.as_deref()?, ok, said.why.as_deref()) {
+            (_, false, Some("gone")) => "Nothing done: there is no such job (any more).",
+            ("cancel", true, _) => {
                 "Cancelled: the job will not be handed out again, and its holder can store nothing."
             }
-            ("cancel", false) => "Not cancelled: the job had already finished.",
-            ("retry", true) => {
+            ("cancel", false, _) => "Not cancelled: the job had already finished.",
+            ("retry", true, _) => {
                 "Retried: the job is ready again with a fresh attempts budget; its fence goes on."
             }
-            ("retry", false) => "Not retried: only a dead or cancelled job can be retried.",
-            ("delete", true) => "Deleted: its last fence is kept as the id's floor.",
-            ("delete", false) => "Not deleted: no such job.",
-            ("release", true) => {
+            ("retry", false, Some("duplicate")) => {
+                "Not retried: another unfinished job of its queue holds its unique key."
+            }
+            ("retry", false, Some("completed")) => {
+                "Not retried: the job completed; only a dead or cancelled job can be retried."
+            }
+            ("retry", false, _) => "Not retried: only a dead or cancelled job can be retried.",
+            ("delete", true, _) => "Deleted: its last fence is kept as the id's floor.",
+            ("delete", false, _) => "Not deleted: no such job.",
+            ("release", true, _) => {
                 "Released: the expired lease was given back (fence kept); the job can be claimed at once."
             }
-            ("release", false) => {
+            ("release", false, _) => {
                 "Not released: the lease was no longer the expired one shown (claimed again, or finished)."
             }
-            ("pause", true) => {
+            ("pause", true, _) => {
                 "Paused: the queue hands out no job; leases already held stay valid."
             }
-            ("pause", false) => "Already paused.",
-            ("resume", true) => "Resumed: the queue hands out jobs again.",
-            ("resume", false) => "It was not paused.",
-            ("retry_dead", _) => {
-                return Some(format!(
-                    "Retried {} dead job{} of the queue.",
-                    self.n.unwrap_or(0),
-                    if self.n == Some(1) { "" } else { "s" }
-                ));
+            ("pause", false, _) => "Already paused.",
+            ("resume", true, _) => "Resumed: the queue hands out jobs again.",
+            ("resume", false, _) => "It was not paused.",
+            ("retry_dead", _, why) => {
+                let n = said.n.unwrap_or(0);
+                let mut text = format!(
+                    "Retried {n} dead job{} of the queue.",
+                    if n == 1 { "" } else { "s" }
+                );
+                if why == Some("duplicate") {
+                    text.push_str(
+                        " Some stay dead: another unfinished job of the queue holds the unique \
+                         key of each.",
+                    );
+                }
+                return Some(text);
             }
-            ("login", true) => "Signed in.",
+            ("login", true, _) => "Signed in.",
             _ => return None,
         };
         Some(text.to_owned())
@@ -143,6 +188,7 @@ pub(crate) struct OverviewPage {
     cards: Vec<Card>,
     statuses: Vec<&'static str>,
     totals: Vec<Cell>,
+    total: String,
     queues: Vec<QueueView>,
     chart: Chart,
     width: u32,
@@ -152,19 +198,32 @@ pub(crate) struct OverviewPage {
 pub(crate) async fn overview(
     viewer: Viewer,
     State(state): State<AppState>,
-    Query(notice): Query<Notice>,
+    notice: Notice,
 ) -> Result<Response, PageError> {
     let now = store_now(&state).await?;
     let o = state.store.call(move |s| s.overview(now)).await?;
     let t = &o.totals;
     let jobs = |status: &str| format!("/dashboard/jobs{}", query(&[("status", status)]));
+    // Jobs of paused queues are counted by their status, but no claim hands them out.
+    let held_back = |of: fn(&leasefence::Stats) -> u64, claimable: &str| {
+        let n: u64 = o
+            .queues
+            .iter()
+            .filter(|q| q.paused)
+            .map(|q| of(&q.stats))
+            .sum();
+        match n {
+            0 => claimable.to_owned(),
+            n => format!("{claimable}, but {} in paused queues", count(n)),
+        }
+    };
     let cards = vec![
         Card {
             label: "Ready",
             value: count(t.ready),
             live: "totals.ready",
             href: jobs("ready"),
-            note: "claimable now".into(),
+            note: held_back(|s| s.ready, "claimable now"),
             tone: "ready",
         },
         Card {
@@ -188,7 +247,7 @@ pub(crate) async fn overview(
             value: count(t.expired),
             live: "totals.expired",
             href: jobs("expired"),
-            note: "leases that ran out; claimable again".into(),
+            note: held_back(|s| s.expired, "leases that ran out; claimable again"),
             tone: "expired",
         },
         Card {
@@ -230,6 +289,7 @@ pub(crate) async fn overview(
         cards,
         statuses: Status::ALL.iter().map(|s| s.as_str()).collect(),
         totals,
+        total: count(t.total()),
         queues: queue_views(&o.queues),
         chart: Chart::of(&o.throughput),
         width: chart::WIDTH,
@@ -248,6 +308,7 @@ pub(crate) async fn live(
     let totals: serde_json::Map<String, serde_json::Value> = Status::ALL
         .iter()
         .map(|s| (s.as_str().to_owned(), count(o.totals.get(*s)).into()))
+        .chain([("total".to_owned(), count(o.totals.total()).into())])
         .collect();
     let queues: serde_json::Map<String, serde_json::Value> = o
         .queues
@@ -280,6 +341,7 @@ pub(crate) async fn live(
 fn oldest_ready_note(o: &leasefence::Overview) -> String {
     match &o.oldest_ready {
         Some((id, _)) => format!("job {id}"),
+        None if o.totals.ready > 0 => "no job is ready outside paused queues".into(),
         None => "no job is ready".into(),
     }
 }
@@ -310,7 +372,7 @@ pub(crate) struct QueuesPage {
 pub(crate) async fn queues(
     viewer: Viewer,
     State(state): State<AppState>,
-    Query(notice): Query<Notice>,
+    notice: Notice,
 ) -> Result<Response, PageError> {
     let now = store_now(&state).await?;
     let infos = state.store.call(move |s| s.queues(now)).await?;
@@ -503,7 +565,7 @@ pub(crate) async fn audit(
         .into_iter()
         .map(|e| AuditRow {
             at: time(Some(e.at)),
-            target_href: e.target.strip_prefix("job ").map(job_href),
+            target_href: audit_target(&e.target).map(|id| job_href(&id)),
             actor: e.actor,
             action: e.action,
             target: e.target,
@@ -523,6 +585,29 @@ pub(crate) async fn audit(
         first_href: before.map(|_| "/dashboard/audit".to_owned()),
     };
     Ok(render(&page))
+}
+
+/// The job id an audit entry's target names (`job ID`, as `actions::fit` wrote it: `\0` for
+/// a NUL, `\\` for a backslash), or `None` when it names none or was cut short to fit.
+fn audit_target(target: &str) -> Option<String> {
+    let id = target.strip_prefix("job ")?;
+    if target.len() + 2 * '…'.len_utf8() > leasefence::MAX_AUDIT_LEN && target.ends_with('…') {
+        return None;
+    }
+    let mut out = String::with_capacity(id.len());
+    let mut chars = id.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next()? {
+                '0' => out.push('\0'),
+                '\\' => out.push('\\'),
+                // Written before backslashes were escaped: not an id to link to.
+                _ => return None,
+            },
+            c => out.push(c),
+        }
+    }
+    Some(out)
 }
 
 // ─── Sign-in ─────────────────────────────────────────────────────────────────────────────

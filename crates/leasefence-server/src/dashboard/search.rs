@@ -153,7 +153,7 @@ pub(crate) async fn jobs(
     viewer: Viewer,
     State(state): State<AppState>,
     Query(search): Query<Search>,
-    Query(notice): Query<Notice>,
+    notice: Notice,
 ) -> Result<Response, PageError> {
     let q = search.to_query()?;
     let now = store_now(&state).await?;
@@ -192,7 +192,7 @@ pub(crate) async fn jobs(
         })
         .collect();
     let order = if q.id_prefix.is_some() {
-        "id"
+        ""
     } else {
         q.order.as_str()
     };
@@ -224,8 +224,14 @@ pub(crate) async fn jobs(
             selected: value == q.status.map(Status::as_str).unwrap_or(""),
         })
         .collect();
-    let orders = [("newest", "newest first"), ("oldest", "oldest first")]
+    // An id prefix lists by id whatever the order asked: the select says so, not "newest".
+    let by_id = q
+        .id_prefix
+        .is_some()
+        .then_some(("", "by id (an id prefix)"));
+    let orders = by_id
         .into_iter()
+        .chain([("newest", "newest first"), ("oldest", "oldest first")])
         .map(|(value, label)| Opt {
             value,
             label,

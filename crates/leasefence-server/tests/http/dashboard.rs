@@ -216,6 +216,24 @@ impl Browser {
         self.send(resp)
     }
 
+    /// A GET as a browser tells where the navigation came from (`Sec-Fetch-Site`):
+    /// `same-origin` after one of the dashboard's own forms, `cross-site` for a link on
+    /// another site.
+    pub fn get_from(&mut self, path: &str, site: &str) -> Answer {
+        let mut req = self
+            .agent
+            .get(&format!("{}{path}", self.base))
+            .header("Sec-Fetch-Site", site);
+        if let Some(a) = &self.auth {
+            req = req.header("Authorization", a);
+        }
+        if let Some(c) = &self.cookie {
+            req = req.header("Cookie", c);
+        }
+        let resp = req.call();
+        self.send(resp)
+    }
+
     pub fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
         self.post_from(path, form, &self.base.clone())
     }
@@ -410,6 +428,85 @@ backends! {
         assert!(log.iter().all(|e| e.actor == "tester from 127.0.0.1"));
         let page = b.get("/dashboard/audit");
         assert!(page.body.contains("released the lease of worker-c under fence 1"));
+    }
+
+    fn notices_say_the_real_reason_and_pages_offer_and_show_what_is_so(db: &Db) {
+        // A refused action's notice says why (a unique key held by another job, a job gone), only
+        // after the dashboard's own form (a link from elsewhere shows none); the job page offers
+        // only what the job can take and shows every refused write; the audit log links to the
+        // exact job; the overview says what paused queues hold back.
+        let s = direct(db);
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(ADMIN));
+        let (id, t) = (|i| JobId::new(i).unwrap(), Now::system);
+        let keyed = |i: &str| job(i).queue("uq").unwrap().unique_key("K").unwrap().max_attempts(1);
+        s.enqueue_many(&[keyed("uk-1")]).unwrap();
+        let l = s.claim(id("uk-1"), Owner::new("o").unwrap(), t(), Ttl::new(30.0).unwrap()).unwrap().unwrap();
+        s.fail(&l, t(), "nope", None).unwrap();
+        s.enqueue_many(&[keyed("uk-2")]).unwrap();
+        // retry of a dead job whose key another unfinished job holds
+        let r = b.act("/dashboard/jobs/uk-1/retry");
+        assert_eq!((r.status, r.header("location")), (303, "/dashboard/jobs/uk-1?done=retry&ok=0&why=duplicate"));
+        let page = b.get_from("/dashboard/jobs/uk-1?done=retry&ok=0&why=duplicate", "same-origin");
+        assert!(page.body.contains("Not retried: another unfinished job of its queue holds its unique key."), "{}", page.body);
+        assert!(db.row("uk-1").unwrap().done, "still dead");
+        let log = s.audit_log(None, 1).unwrap();
+        assert_eq!((log[0].action.as_str(), log[0].result.as_str()),
+                   ("retry", "refused: another unfinished job of its queue holds its unique key"));
+        let r = b.act("/dashboard/queues/uq/retry-dead");
+        assert_eq!(r.header("location"), "/dashboard/queues?done=retry_dead&ok=1&n=0&why=duplicate");
+        let page = b.get_from(r.header("location"), "same-origin");
+        assert!(page.body.contains("Retried 0 dead jobs of the queue. Some stay dead"), "{}", page.body);
+        // a link from elsewhere (or a typed one) cannot make a page claim something was done
+        for site in ["cross-site", "none"] {
+            let forged = b.get_from("/dashboard/jobs/uk-2?done=delete&ok=1", site);
+            assert_eq!(forged.status, 200);
+            assert!(!forged.body.contains("class=\"notice\""), "{site}: {}", forged.body);
+        }
+        assert!(!b.get("/dashboard/jobs/uk-2?done=delete&ok=1").body.contains("class=\"notice\""));
+        // an action on a job that is gone ends on the job list, saying so
+        let r = b.act("/dashboard/jobs/gone-1/cancel");
+        assert_eq!(r.header("location"), "/dashboard/jobs?done=cancel&ok=0&why=gone");
+        let page = b.get_from(r.header("location"), "same-origin");
+        assert_eq!(page.status, 200);
+        assert!(page.body.contains("there is no such job"), "{}", page.body);
+        // the scheduler role's job: only deleted from here
+        s.enqueue(id(leasefence::SCHEDULER_JOB)).unwrap();
+        let page = b.get("/dashboard/jobs/leasefence.scheduler");
+        assert!(!page.body.contains("/dashboard/jobs/leasefence.scheduler/cancel"), "{}", page.body);
+        assert!(page.body.contains("/dashboard/jobs/leasefence.scheduler/delete"), "{}", page.body);
+        // writes refused under a fence no attempt had: a never-claimed job's, a later fence's
+        s.enqueue(id("story-1")).unwrap();
+        assert!(!s.complete(id("story-1"), Owner::new("mallory").unwrap(), 0, t(), "x").unwrap());
+        let page = b.get("/dashboard/jobs/story-1");
+        assert!(page.body.contains("refused under fence 0 (no attempt of this job has it): <strong>complete</strong> × 1"), "{}", page.body);
+        let l = s.claim(id("story-1"), Owner::new("A").unwrap(), t(), Ttl::new(30.0).unwrap()).unwrap().unwrap();
+        assert!(!s.renew(id("story-1"), Owner::new("A").unwrap(), l.fence + 2, t(), Ttl::new(5.0).unwrap()).unwrap());
+        let page = b.get("/dashboard/jobs/story-1");
+        assert!(page.body.contains("refused under fence 3 (no attempt of this job has it): <strong>renew</strong> × 1"), "{}", page.body);
+        assert!(page.body.contains("refused under fence 0 (no attempt"), "{}", page.body);
+        // the audit log links to the exact job, backslash (and, where it can be stored, NUL)
+        let mut odd = vec!["back\\slash\\0"];
+        if db.backend == Backend::Sqlite {
+            odd.push("nul\0id");
+        }
+        for odd_id in odd {
+            s.enqueue(id(odd_id)).unwrap();
+            let r = b.act(&format!("/dashboard/jobs/{}/cancel", enc(odd_id)));
+            assert_eq!(r.status, 303);
+            let audit = b.get("/dashboard/audit");
+            assert!(audit.body.contains(&format!("href=\"/dashboard/jobs/{}\"", enc(odd_id))), "{odd_id:?}: {}", audit.body);
+            assert!(db.row(odd_id).unwrap().done);
+        }
+        // the overview: what paused queues hold back, and the grand total
+        assert!(s.pause(&Queue::new("uq").unwrap()).unwrap());
+        let page = b.get("/dashboard");
+        assert!(page.body.contains("claimable now, but 1 in paused queues"), "{}", page.body);
+        let total = s.stats(t()).unwrap().total();
+        assert!(page.body.contains(&format!("data-live=\"totals.total\">{total}<")), "{}", page.body);
+        // an id prefix lists by id, and the order select says so
+        let page = b.get("/dashboard/jobs?id=uk&order=oldest");
+        assert!(page.body.contains("<option value=\"\" selected>by id (an id prefix)</option>"), "{}", page.body);
     }
 
     fn a_forged_or_confirmless_post_changes_nothing(db: &Db) {
