@@ -639,6 +639,37 @@ backends! {
         assert_eq!(b.get("/dashboard/jobs?limit=0").status, 400);
         assert_eq!(b.get("/dashboard/jobs?after=zz").status, 400);
     }
+
+    // A filter few jobs match fills its first page from further windows: the one dead job
+    // behind 12,000 newer ones (more than one window of 10,000) is on the first page, not
+    // after a *Next page* past an empty one; and with a limit of one, the next page goes on
+    // from there without skipping or repeating a job.
+    fn a_sparse_filter_fills_its_first_page_from_further_windows(db: &Db) {
+        let s = direct(db);
+        s.enqueue_many(&[job("dead-old").max_attempts(1), job("dead-older").max_attempts(1)]).unwrap();
+        for id in ["dead-older", "dead-old"] {
+            let l = s.claim(JobId::new(id).unwrap(), Owner::new("w").unwrap(), Now::system(), Ttl::new(30.0).unwrap())
+                .unwrap().unwrap();
+            s.fail(&l, Now::system(), "boom", None).unwrap();
+        }
+        let newer: Vec<NewJob> = (0..12_000).map(|i| job(&format!("newer-{i:05}"))).collect();
+        s.enqueue_many(&newer).unwrap();
+        let srv = server(db);
+        let mut b = Browser::new(&srv, Some(WORKER));
+        let page = b.get("/dashboard/jobs?status=dead");
+        assert_eq!(page.status, 200);
+        assert_eq!(page.body.matches("class=\"id\">dead-old").count(), 2, "{}", page.body);
+        let first = b.get("/dashboard/jobs?status=dead&limit=1");
+        let ids: Vec<&str> = first.body.split("class=\"id\">").skip(1).map(|p| &p[..p.find('<').unwrap()]).collect();
+        assert_eq!(ids.len(), 1, "{}", first.body);
+        let next = next_link(&first.body).expect("a next page");
+        let second = b.get(&next);
+        let more: Vec<&str> = second.body.split("class=\"id\">").skip(1).map(|p| &p[..p.find('<').unwrap()]).collect();
+        assert_eq!(more.len(), 1, "{}", second.body);
+        let mut both = [ids[0], more[0]];
+        both.sort();
+        assert_eq!(both, ["dead-old", "dead-older"]);
+    }
 }
 
 #[test]
