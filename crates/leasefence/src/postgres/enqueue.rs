@@ -55,8 +55,7 @@ impl PgStore {
         }
     }
 
-    /// Inserts `jobs` in `tx`: the locks of their ids and unique keys
-    /// ([`PgStore::lock_enqueue`]), then
+    /// Inserts `jobs` in `tx`: the locks of their ids and unique keys (`lock_ids.sql`), then
     /// `enqueue.sql` per job and `enqueue_match.sql` to tell why one inserted nothing, then
     /// `notify.sql` (delivered when `tx` commits) if any was inserted.
     pub(super) fn enqueue_on(
@@ -66,19 +65,19 @@ impl PgStore {
         insert: &(impl ToStatement + ?Sized),
         matching: &(impl ToStatement + ?Sized),
     ) -> Result<Vec<Enqueued>> {
-        // The ids' locks, shared (a purge or delete of one of them takes it exclusively), and
-        // the unique keys', exclusive: the window of unique_for is checked by a statement that
-        // must see every earlier enqueue of its key.
+        // The ids' locks (see lock_ids.sql) and, in the same buckets, the unique keys': the
+        // window of unique_for is checked by a statement that must see every earlier enqueue of
+        // its key.
         let unique: Vec<String> = jobs
             .iter()
             .filter_map(|job| {
                 job.unique_key_value()
-                    .map(|k| format!("{}\u{1f}{k}", job.queue_name()))
+                    .map(|k| format!("\u{1f}unique\u{1f}{}\u{1f}{k}", job.queue_name()))
             })
             .collect();
-        let ids: Vec<&str> = jobs.iter().map(NewJob::id).collect();
-        let keys: Vec<&str> = unique.iter().map(String::as_str).collect();
-        self.lock_enqueue(tx, &ids, &keys)?;
+        let mut locked: Vec<&str> = jobs.iter().map(NewJob::id).collect();
+        locked.extend(unique.iter().map(String::as_str));
+        self.lock_ids(tx, &locked)?;
         let mut outcomes = Vec::with_capacity(jobs.len());
         for job in jobs {
             let queue = job.queue_name().as_str();

@@ -497,35 +497,11 @@ impl PgStore {
         )
     }
 
-    /// Takes the transaction-scoped per-id locks of `sql/lock_ids.sql`, exclusively: a purge's
-    /// or a delete's.
+    /// Takes the transaction-scoped per-id locks of `sql/lock_ids.sql`.
     fn lock_ids(&self, tx: &mut postgres::Transaction<'_>, ids: &[&str]) -> Result<()> {
         let space = format!("leasefence.ids.{}", self.schema);
         tx.execute(sql::LOCK_IDS, &[&space, &ids])
             .map_err(|e| self.err(e))?;
-        Ok(())
-    }
-
-    /// An enqueue's locks, in one order every transaction keeps (so none deadlock): the ids'
-    /// buckets shared (`sql/lock_ids_shared.sql`: enqueues of other ids, or of the same,
-    /// never wait for each other, only for a purge or delete of their ids), then the unique
-    /// keys' buckets exclusively, in a lock space of their own (`sql/lock_ids.sql`: the window
-    /// of `unique_for` is checked by a statement that must see every earlier enqueue of its
-    /// key).
-    fn lock_enqueue(
-        &self,
-        tx: &mut postgres::Transaction<'_>,
-        ids: &[&str],
-        unique_keys: &[&str],
-    ) -> Result<()> {
-        let id_space = format!("leasefence.ids.{}", self.schema);
-        tx.execute(sql::LOCK_IDS_SHARED, &[&id_space, &ids])
-            .map_err(|e| self.err(e))?;
-        if !unique_keys.is_empty() {
-            let key_space = format!("leasefence.unique.{}", self.schema);
-            tx.execute(sql::LOCK_IDS, &[&key_space, &unique_keys])
-                .map_err(|e| self.err(e))?;
-        }
         Ok(())
     }
 

@@ -40,7 +40,6 @@ pub(super) const SEARCH_PATH_PUSH: &str = include_str!("sql/search_path_push.sql
 pub(super) const SEARCH_PATH_POP: &str = include_str!("sql/search_path_pop.sql");
 pub(super) const DATABASE_NOW: &str = include_str!("sql/database_now.sql");
 pub(super) const LOCK_IDS: &str = include_str!("sql/lock_ids.sql");
-pub(super) const LOCK_IDS_SHARED: &str = include_str!("sql/lock_ids_shared.sql");
 pub(super) const SESSION: &str = include_str!("sql/session.sql");
 pub(super) const MIGRATE_LOCK: &str = include_str!("sql/migrate_lock.sql");
 pub(super) const JOB_COLUMNS: &str = include_str!("sql/job_columns.sql");

@@ -24,9 +24,8 @@ pub struct Overview {
     /// Live leases that end within [`EXPIRING_WITHIN`] seconds of `now`: a worker that stops
     /// renewing loses them then.
     pub expiring_soon: u64,
-    /// The ready job that was enqueued first, of the queues not paused (a paused queue's jobs
-    /// wait for an operator, not for a worker), and when (Unix seconds, the enqueuing host's
-    /// clock): `now` minus that is how long the oldest claimable work has waited.
+    /// The ready job that was enqueued first, and when (Unix seconds, the enqueuing host's
+    /// clock): `now` minus that is how long the queue's oldest ready work has waited.
     pub oldest_ready: Option<(String, f64)>,
     /// Stale writes refused: every renew, complete, fail, release and scheduler enqueue the
     /// store turned down because the writer's lease was not current, over the ledger's life.

@@ -22,8 +22,6 @@ use crate::types::{Lease, Now};
 /// its job, and a job that finished, was released or lost meanwhile is left alone. A renewal
 /// that fails (a busy database) is tried again on the next tick.
 pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
-    // When the renewal was asked for, should it meet an outage (microseconds early).
-    let asked = std::time::Instant::now();
     let now = shared.clock_now();
     let in_flight = shared.in_flight();
     let due: Vec<&Arc<Job>> = in_flight
@@ -62,7 +60,6 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
             shared.unreachable(
                 &format_args!("{}-heartbeat", shared.config.owner_prefix),
                 &e,
-                asked,
             );
         }
         Err(e) => {

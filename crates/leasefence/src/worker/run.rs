@@ -382,7 +382,6 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
             Ok(now) => now,
             Err(e) => return shared.fatal(e),
         };
-        let asked = std::time::Instant::now();
         let claimed = Owner::new(&owner).and_then(|o| {
             store.claim_batch_in(
                 &slot.queues,
@@ -410,7 +409,7 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
                 slot.idle.store(false, Ordering::SeqCst);
                 bump(&shared.counters.errors);
                 if matches!(e, crate::Error::Unavailable { .. }) {
-                    shared.unreachable(&owner, &e, asked);
+                    shared.unreachable(&owner, &e);
                 } else {
                     tracing::warn!(%owner, error = %e, "claim_next met a busy database; trying again");
                 }
@@ -422,7 +421,7 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
             Err(e) if is_connection_fault(&e) => {
                 slot.idle.store(false, Ordering::SeqCst);
                 bump(&shared.counters.errors);
-                shared.unreachable(&owner, &e, asked);
+                shared.unreachable(&owner, &e);
                 shared
                     .stop
                     .wait_timeout(shared.config.poll.min(RECONNECT_WAIT * 5));

@@ -145,22 +145,15 @@ impl<S> Shared<S> {
     }
 
     /// A call to the store — a claim, a renewal, a job's outcome — met an unreachable store
-    /// (`error`: a connection fault, or a server that is unavailable) after it was made at
-    /// `asked`: the first of an outage is a warning naming the cause, dated from `asked` (a
-    /// call can spend seconds finding out: a connect timeout), the retries after it are debug
-    /// lines.
-    pub(super) fn unreachable(
-        &self,
-        owner: &dyn std::fmt::Display,
-        error: &Error,
-        asked: std::time::Instant,
-    ) {
+    /// (`error`: a connection fault, or a server that is unavailable): the first of an outage
+    /// is a warning naming the cause, the retries after it are debug lines.
+    pub(super) fn unreachable(&self, owner: &dyn std::fmt::Display, error: &Error) {
         let mut outage = lock(&self.outage);
         if outage.is_none() {
-            *outage = Some(asked);
+            *outage = Some(std::time::Instant::now());
             tracing::warn!(
                 target: OUTAGE_TARGET, %owner, error = %with_causes(error),
-                "the store cannot be reached; claiming again until it answers"
+                "the store cannot be reached; trying again until it answers"
             );
         } else {
             tracing::debug!(%owner, error = %error, "the store still cannot be reached");
@@ -239,9 +232,8 @@ pub(super) fn write_retry<S, T>(
     // No limit for a ttl too long to add to now (a valid ttl may be 1e20 s).
     let give_up = Duration::try_from_secs_f64(shared.config.ttl.seconds())
         .map_or(Deadline::NEVER, Deadline::after);
-    let owner = format!("{}-writer", shared.config.owner_prefix);
+    let prefix = &shared.config.owner_prefix;
     loop {
-        let asked = std::time::Instant::now();
         let answer = write();
         match &answer {
             Err(e) if e.is_retryable() && tries < BUSY_RETRIES => {
@@ -267,7 +259,7 @@ pub(super) fn write_retry<S, T>(
                 // its jobs, none claiming) is said as the claims' is: once as it begins and
                 // once as it ends, on the outage target the CLI prints.
                 cut_off = true;
-                shared.unreachable(&owner, e, asked);
+                shared.unreachable(&format_args!("{prefix}-writer"), e);
                 std::thread::sleep(RECONNECT_WAIT);
             }
             _ => {
@@ -275,7 +267,7 @@ pub(super) fn write_retry<S, T>(
                     is_connection_fault(e) || matches!(e, Error::Unavailable { .. })
                 });
                 if cut_off && !unanswered {
-                    shared.reachable(&owner);
+                    shared.reachable(&format_args!("{prefix}-writer"));
                 }
                 return Retried {
                     answer,

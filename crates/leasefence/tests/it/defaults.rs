@@ -9,10 +9,14 @@ use leasefence::{
     Status, Store, Ttl,
 };
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::common::Db;
 
-/// Every required operation delegated; every provided one left to the trait's default.
-struct Plain(SqliteStore);
+/// Every required operation delegated; every provided one left to the trait's default. Its
+/// first `cut` completions fail as a server that cannot be reached would (`write_outage.rs`).
+pub(crate) struct Plain(pub(crate) SqliteStore, pub(crate) Arc<AtomicUsize>);
 
 impl Store for Plain {
     fn enqueue(&self, job_id: JobId<'_>) -> leasefence::Result<bool> {
@@ -48,6 +52,15 @@ impl Store for Plain {
         now: Now,
         result: &str,
     ) -> leasefence::Result<bool> {
+        let cut = self
+            .1
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |k| k.checked_sub(1));
+        if cut.is_ok() {
+            return Err(leasefence::Error::Unavailable {
+                target: "http://10.0.0.9:7878".into(),
+                reason: "connection refused (os error 111)".into(),
+            });
+        }
         self.0.complete(job_id, owner, fence, now, result)
     }
     fn release(
@@ -156,7 +169,7 @@ fn ttl(t: f64) -> Ttl {
 /// copy of `b`'s lease with a made-up later fence.
 fn three_claimed() -> (Db, Plain, Vec<Lease>, Lease) {
     let db = Db::new();
-    let store = Plain(SqliteStore::open(&db.path).unwrap());
+    let store = Plain(SqliteStore::open(&db.path).unwrap(), Arc::default());
     let jobs: Vec<NewJob> = ["a", "b", "c"].map(|id| NewJob::new(id).unwrap()).into();
     store.enqueue_many(&jobs).unwrap();
     let leases = store

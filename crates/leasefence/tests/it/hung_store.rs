@@ -59,13 +59,11 @@ impl Gate {
 /// A store that forwards everything to SQLite, except that its renewals hang while the gate is
 /// closed, its first `unreachable` claims fail as a server that cannot be reached would, and
 /// its first `busy_releases` releases hang while their own gate is closed, then fail busy (or,
-/// with `releases_land`, are made after all), and its first `unreachable_writes` completions
-/// fail unreachable as well.
+/// with `releases_land`, are made after all).
 struct Hung {
     inner: SqliteStore,
     gate: Arc<Gate>,
     unreachable: Arc<AtomicUsize>,
-    unreachable_writes: Arc<AtomicUsize>,
     busy_releases: Arc<AtomicUsize>,
     release_gate: Arc<Gate>,
     releases_land: bool,
@@ -78,7 +76,6 @@ fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung>
             inner: SqliteStore::open(&path)?,
             gate: gate.clone(),
             unreachable: Arc::default(),
-            unreachable_writes: Arc::default(),
             busy_releases: Arc::default(),
             release_gate: Arc::default(),
             releases_land: false,
@@ -279,7 +276,6 @@ fn deadline_takes_over_a_release(lands: bool) {
             inner: SqliteStore::open(&path)?,
             gate: Arc::default(),
             unreachable: Arc::default(),
-            unreachable_writes: Arc::default(),
             busy_releases: failing.clone(),
             release_gate: gate.clone(),
             releases_land: lands,
@@ -354,7 +350,6 @@ fn an_outage_is_logged_once_as_it_begins_and_once_as_it_ends() {
             inner: SqliteStore::open(&path)?,
             gate: gate.clone(),
             unreachable: failing.clone(),
-            unreachable_writes: Arc::default(),
             busy_releases: Arc::default(),
             release_gate: Arc::default(),
             releases_land: false,
@@ -385,84 +380,6 @@ fn an_outage_is_logged_once_as_it_begins_and_once_as_it_ends() {
     let ended = logs.with("the store answers again");
     assert_eq!(ended.len(), 1, "{ended:?}");
     assert!(ended[0].contains("seconds="), "{ended:?}");
-}
-
-/// An outage that only a job's outcome meets — the store goes away while the handler runs,
-/// and no claim is made until it is back — is said as a claim's is: once as it begins (on
-/// the outage target the CLI prints) and once as it ends, with its length counted from the
-/// try that met it, not from when that try gave up; and the outcome is stored.
-#[test]
-fn an_outage_only_the_outcome_write_meets_is_logged_once_as_it_begins_and_ends() {
-    let db = Db::new();
-    one_job(&db);
-    let marker = crate::logs::marker("write-outage");
-    let logs = crate::logs::capture(&marker);
-    let path = db.path.clone();
-    // three quick retries (as for a busy store), then three waited out as an outage
-    let gone = Arc::new(AtomicUsize::new(6));
-    let failing = gone.clone();
-    let w = Worker::builder(move || {
-        Ok(Hung {
-            inner: SqliteStore::open(&path)?,
-            gate: Arc::default(),
-            unreachable: Arc::default(),
-            unreachable_writes: failing.clone(),
-            busy_releases: Arc::default(),
-            release_gate: Arc::default(),
-            releases_land: false,
-        })
-    })
-    .owner_prefix(&marker)
-    .poll_interval(Duration::from_millis(2))
-    .drain(true)
-    .build(|_ctx| Ok("stored".to_owned()))
-    .unwrap();
-    let stats = w.run().expect("run ends without an error");
-    assert_eq!(gone.load(Ordering::SeqCst), 0, "six tries failed");
-    assert_eq!((stats.completed, stats.errors), (1, 6), "{stats:?}");
-    let row = db.row("j").unwrap();
-    assert_eq!((row.done, row.result.as_deref()), (1, Some("stored")));
-    let began = logs.with("the store cannot be reached");
-    assert_eq!(began.len(), 1, "{began:?}");
-    assert!(
-        began[0].contains("WARN")
-            && began[0].contains(leasefence::OUTAGE_TARGET)
-            && began[0].contains("connection refused (os error 111)"),
-        "{began:?}"
-    );
-    let ended = logs.with("the store answers again");
-    assert_eq!(ended.len(), 1, "{ended:?}");
-    assert!(ended[0].contains(leasefence::OUTAGE_TARGET), "{ended:?}");
-    // the first try of the outage took 400 ms to fail, then two more failed 100 ms apart and
-    // the next landed 100 ms later: at least 0.7 s from when the first was made
-    let seconds: f64 = ended[0]
-        .split("seconds=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no seconds= in {ended:?}"));
-    assert!(seconds >= 0.7, "{seconds} s: {ended:?}");
-}
-
-impl Hung {
-    /// A completion's try: fails as a server that cannot be reached would while
-    /// `unreachable_writes` lasts; the try that leaves 2 to go takes 400 ms to find out (a
-    /// connect timeout).
-    fn write_reached(&self) -> Result<(), Error> {
-        let gone = self
-            .unreachable_writes
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |k| k.checked_sub(1));
-        if gone == Ok(3) {
-            std::thread::sleep(Duration::from_millis(400));
-        }
-        match gone {
-            Ok(_) => Err(Error::Unavailable {
-                target: "http://10.0.0.9:7878".into(),
-                reason: "connection refused (os error 111)".into(),
-            }),
-            Err(_) => Ok(()),
-        }
-    }
 }
 
 impl Store for Hung {
@@ -598,11 +515,9 @@ impl Store for Hung {
         self.inner.admit(resource, f)
     }
     fn complete_lease(&self, l: &Lease, now: Now, r: &str) -> Result<bool, Error> {
-        self.write_reached()?;
         self.inner.complete_lease(l, now, r)
     }
     fn complete_batch(&self, c: &[(&Lease, &str)], now: Now) -> Result<Vec<bool>, Error> {
-        self.write_reached()?;
         self.inner.complete_batch(c, now)
     }
     fn release_lease(&self, l: &Lease) -> Result<bool, Error> {

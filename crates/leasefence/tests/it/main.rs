@@ -83,4 +83,5 @@ mod story;
 mod thread_limit;
 mod watch;
 mod worker;
+mod write_outage;
 mod writer;

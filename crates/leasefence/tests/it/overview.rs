@@ -209,17 +209,6 @@ contract!(viewed
         let age = o.oldest_ready_age().unwrap();
         assert_eq!(age, o.now - at, "waited from its enqueue time to the overview's clock");
         assert!((6.0..66.0).contains(&age), "{age}");
-        // a paused queue's ready job waits for an operator, not a worker: passed over
-        let held_back = leasefence::Queue::new("held-back").unwrap();
-        let oldest = |s: &dyn Fn() -> Option<(String, f64)>| s().map(|(id, _)| id);
-        let read = || s.overview(Now::system()).unwrap().oldest_ready;
-        s.enqueue_many(&[job("paused-ready").queue("held-back").unwrap()]).unwrap();
-        db.exec(&format!("UPDATE jobs SET enqueued_at = {} WHERE id = 'paused-ready'", t0 - 20.0));
-        assert_eq!(oldest(&read).as_deref(), Some("paused-ready"));
-        assert!(s.pause(&held_back).unwrap());
-        assert_eq!(oldest(&read).as_deref(), Some("first-ready"));
-        assert!(s.resume(&held_back).unwrap());
-        s.delete(&[JobId::new("paused-ready").unwrap()]).unwrap();
         // a clock behind the enqueue time (another host's): waited nothing, never negative
         assert_eq!(s.overview(now(t0 - 100.0)).unwrap().oldest_ready_age(), Some(0.0));
         // nothing ready: none; the expired job claimed again is no longer expired

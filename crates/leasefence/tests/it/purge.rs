@@ -176,10 +176,9 @@ fn on_postgresql_waits_for_an_enqueue_of_the_same_id_before_deleting() {
         s.complete(JobId::new("j").unwrap(), owner("w"), fence, now(1.0), "r")
             .unwrap()
     );
-    // An enqueue's own first step, by hand, with the key and the mode (shared) of
-    // lock_ids_shared.sql.
+    // An enqueue's own first step, by hand, with the key PgStore::lock_ids takes for the id.
     let (holder, commit) = db.hold_with_pid(&format!(
-        "SELECT pg_advisory_xact_lock_shared(hashtext('leasefence.ids.{}'), hashtext('j') & 255);",
+        "SELECT pg_advisory_xact_lock(hashtext('leasefence.ids.{}'), hashtext('j') & 255);",
         db.schema
     ));
     let purged = std::thread::scope(|scope| {

@@ -1,5 +1,4 @@
--- overview: the ready job enqueued first (its id and enqueued_at), or no row; a paused
--- queue's are not waiting for a worker, and are passed over. Inside the
+-- overview: the ready job enqueued first (its id and enqueued_at), or no row. Inside the
 -- overview's read transaction. $1 now.
 -- Ready as in list.sql's CASE: not leased (until <= now), attempts left, no owner, no error,
 -- due. Walks the unowned, never-failed unfinished jobs by enqueue time (jobs_open) and stops
@@ -15,7 +14,6 @@ WITH ready AS NOT MATERIALIZED (
        AND until <= $1::float8
        AND NOT (max_attempts > 0 AND attempts >= max_attempts)
        AND owner IS NULL AND error IS NULL AND not_before <= $1::float8
-       AND queue NOT IN (SELECT name FROM queues WHERE paused)
 )
 SELECT id, enqueued_at
   FROM ((SELECT 0 AS k, id, enqueued_at FROM ready WHERE enqueued_at IS NULL LIMIT 1)
