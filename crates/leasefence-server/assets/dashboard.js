@@ -34,7 +34,7 @@
           var v = lookup(data, el.getAttribute("data-live-href"));
           if (typeof v === "string" && v.indexOf("/dashboard/") === 0) el.setAttribute("href", v);
         });
-        var shown = {};
+        var shown = Object.create(null);
         queued.forEach(function (el) {
           var name = el.getAttribute("data-live-q");
           shown[name] = true;
@@ -46,7 +46,7 @@
         // A queue that came or went since the page was drawn: its table drawn again.
         var names = Object.keys(data.queues || {});
         var changed = names.length !== Object.keys(shown).length ||
-          names.some(function (n) { return !shown[n]; });
+          names.some(function (n) { return !Object.prototype.hasOwnProperty.call(shown, n); });
         if (changed && document.getElementById("queue-table")) return swap("queue-table");
       });
   }

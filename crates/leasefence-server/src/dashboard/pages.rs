@@ -8,7 +8,7 @@ use askama::Template;
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::response::Response;
-use leasefence::{Now, Observe, Resource, Status, Store};
+use leasefence::{JobId, Now, Observe, Overview, Resource, Status, Store};
 use serde::Deserialize;
 
 use super::access::{Viewer, safe_next};
@@ -19,9 +19,11 @@ use crate::AppState;
 
 /// The outcome of an action, as the page it redirected to is told: `?done=ACTION&ok=1&n=3`
 /// (and `&why=REASON` for a refusal whose reason is known). Only fixed words reach the page,
-/// never text from the request; and only on a navigation the browser says came from this
-/// dashboard itself (`Sec-Fetch-Site: same-origin`: the redirect after an action's form), so
-/// a link from elsewhere cannot make a page claim that something was done.
+/// never text from the request; and not on a navigation the browser says came from anywhere
+/// but this dashboard itself (`Sec-Fetch-Site` other than `same-origin`: a link on another
+/// site, a typed or bookmarked URL), so such a link cannot make a page claim that something
+/// was done. Browsers send the header to https and loopback origins; a page served over plain
+/// HTTP on another address gets none, and shows the notice.
 #[derive(Debug, Default)]
 pub(crate) struct Notice {
     said: Said,
@@ -48,7 +50,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Notice {
         let ours = parts
             .headers
             .get("sec-fetch-site")
-            .is_some_and(|v| v.as_bytes() == b"same-origin");
+            .is_none_or(|v| v.as_bytes() == b"same-origin");
         Ok(Notice { said, ours })
     }
 }
@@ -201,7 +203,7 @@ pub(crate) async fn overview(
     notice: Notice,
 ) -> Result<Response, PageError> {
     let now = store_now(&state).await?;
-    let o = state.store.call(move |s| s.overview(now)).await?;
+    let (o, oldest_queue) = overview_at(&state, now).await?;
     let t = &o.totals;
     let jobs = |status: &str| format!("/dashboard/jobs{}", query(&[("status", status)]));
     // Jobs of paused queues are counted by their status, but no claim hands them out.
@@ -271,7 +273,7 @@ pub(crate) async fn overview(
             value: o.oldest_ready_age().map(span).unwrap_or_else(|| "—".into()),
             live: "oldest_ready_age",
             href: oldest_ready_href(&o),
-            note: oldest_ready_note(&o),
+            note: oldest_ready_note(&o, oldest_queue.as_deref()),
             tone: "ready",
         },
     ];
@@ -298,13 +300,29 @@ pub(crate) async fn overview(
     Ok(render(&page))
 }
 
+/// The overview at `now`, and the queue of its oldest ready job, to say when that queue is
+/// paused (the job waits for an operator then, not for a worker).
+async fn overview_at(state: &AppState, now: Now) -> Result<(Overview, Option<String>), PageError> {
+    Ok(state
+        .store
+        .call(move |s| {
+            let o = s.overview(now)?;
+            let queue = match &o.oldest_ready {
+                Some((id, _)) => s.inspect(JobId::new(id)?, now)?.map(|info| info.queue),
+                None => None,
+            };
+            Ok((o, queue))
+        })
+        .await?)
+}
+
 /// The overview's figures as JSON, for the page's light poll.
 pub(crate) async fn live(
     _viewer: Viewer,
     State(state): State<AppState>,
 ) -> Result<Json<serde_json::Value>, PageError> {
     let now = store_now(&state).await?;
-    let o = state.store.call(move |s| s.overview(now)).await?;
+    let (o, oldest_queue) = overview_at(&state, now).await?;
     let totals: serde_json::Map<String, serde_json::Value> = Status::ALL
         .iter()
         .map(|s| (s.as_str().to_owned(), count(o.totals.get(*s)).into()))
@@ -331,17 +349,20 @@ pub(crate) async fn live(
         "refused_last_hour": count(o.refused_last_hour),
         "oldest_ready_age": o.oldest_ready_age().map(span).unwrap_or_else(|| "—".into()),
         // The cards' notes and links that change with the figures (`<live>_note`, `_href`).
-        "oldest_ready_age_note": oldest_ready_note(&o),
+        "oldest_ready_age_note": oldest_ready_note(&o, oldest_queue.as_deref()),
         "oldest_ready_age_href": oldest_ready_href(&o),
         "refused_last_hour_note": refused_note(&o),
     })))
 }
 
 /// The "oldest ready job" card's note: which job it is.
-fn oldest_ready_note(o: &leasefence::Overview) -> String {
+fn oldest_ready_note(o: &leasefence::Overview, queue: Option<&str>) -> String {
+    let paused = |q: &str| o.queues.iter().any(|info| info.paused && info.name == q);
     match &o.oldest_ready {
-        Some((id, _)) => format!("job {id}"),
-        None if o.totals.ready > 0 => "no job is ready outside paused queues".into(),
+        Some((id, _)) => match queue {
+            Some(q) if paused(q) => format!("job {id}, of the paused queue {q}"),
+            _ => format!("job {id}"),
+        },
         None => "no job is ready".into(),
     }
 }

@@ -159,10 +159,11 @@ const WINDOWS_PER_PAGE: usize = 5;
 /// the last stopped, until the page is full, the jobs run out, or [`WINDOWS_PER_PAGE`] were
 /// read; its cursor goes on from where the last one stopped.
 fn fill(s: &leasefence::AnyStore, now: Now, mut q: JobQuery) -> leasefence::Result<JobPage> {
+    let limit = q.limit;
     let mut page = s.find_jobs(now, &q)?;
     for _ in 1..WINDOWS_PER_PAGE {
         let Some(next) = page.next.clone() else { break };
-        let wanted = q.limit - page.jobs.len();
+        let wanted = limit.saturating_sub(page.jobs.len());
         if wanted == 0 {
             break;
         }

@@ -463,7 +463,6 @@ backends! {
             assert_eq!(forged.status, 200);
             assert!(!forged.body.contains("class=\"notice\""), "{site}: {}", forged.body);
         }
-        assert!(!b.get("/dashboard/jobs/uk-2?done=delete&ok=1").body.contains("class=\"notice\""));
         // an action on a job that is gone ends on the job list, saying so
         let r = b.act("/dashboard/jobs/gone-1/cancel");
         assert_eq!(r.header("location"), "/dashboard/jobs?done=cancel&ok=0&why=gone");
@@ -502,6 +501,7 @@ backends! {
         assert!(s.pause(&Queue::new("uq").unwrap()).unwrap());
         let page = b.get("/dashboard");
         assert!(page.body.contains("claimable now, but 1 in paused queues"), "{}", page.body);
+        assert!(page.body.contains("job uk-2, of the paused queue uq"), "{}", page.body);
         let total = s.stats(t()).unwrap().total();
         assert!(page.body.contains(&format!("data-live=\"totals.total\">{total}<")), "{}", page.body);
         // an id prefix lists by id, and the order select says so
@@ -669,6 +669,24 @@ backends! {
         let mut both = [ids[0], more[0]];
         both.sort();
         assert_eq!(both, ["dead-old", "dead-older"]);
+        // matches in the first window and the third, none in the second: the page is filled
+        // from both (the limit carried over from window to window, never below zero)
+        let fail_all = |ids: &[String]| {
+            s.enqueue_many(&ids.iter().map(|i| job(i).max_attempts(1)).collect::<Vec<_>>()).unwrap();
+            for id in ids {
+                let l = s.claim(JobId::new(id).unwrap(), Owner::new("w").unwrap(), Now::system(), Ttl::new(30.0).unwrap())
+                    .unwrap().unwrap();
+                s.fail(&l, Now::system(), "boom", None).unwrap();
+            }
+        };
+        fail_all(&(0..28).map(|i| format!("far-{i:02}")).collect::<Vec<_>>());
+        let between: Vec<NewJob> = (0..10_000).map(|i| job(&format!("between-{i:05}"))).collect();
+        s.enqueue_many(&between).unwrap();
+        fail_all(&(0..30).map(|i| format!("near-{i:02}")).collect::<Vec<_>>());
+        let page = b.get("/dashboard/jobs?status=dead&limit=50");
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert_eq!(page.body.matches("class=\"id\">near-").count(), 30, "{}", page.body);
+        assert_eq!(page.body.matches("class=\"id\">far-").count(), 20, "{}", page.body);
     }
 }
 
