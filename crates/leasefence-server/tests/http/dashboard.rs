@@ -205,25 +205,21 @@ impl Browser {
     }
 
     pub fn get(&mut self, path: &str) -> Answer {
-        let mut req = self.agent.get(&format!("{}{path}", self.base));
-        if let Some(a) = &self.auth {
-            req = req.header("Authorization", a);
-        }
-        if let Some(c) = &self.cookie {
-            req = req.header("Cookie", c);
-        }
-        let resp = req.call();
-        self.send(resp)
+        self.get_with(path, None)
     }
 
     /// A GET as a browser tells where the navigation came from (`Sec-Fetch-Site`):
     /// `same-origin` after one of the dashboard's own forms, `cross-site` for a link on
     /// another site.
     pub fn get_from(&mut self, path: &str, site: &str) -> Answer {
-        let mut req = self
-            .agent
-            .get(&format!("{}{path}", self.base))
-            .header("Sec-Fetch-Site", site);
+        self.get_with(path, Some(site))
+    }
+
+    fn get_with(&mut self, path: &str, site: Option<&str>) -> Answer {
+        let mut req = self.agent.get(&format!("{}{path}", self.base));
+        if let Some(site) = site {
+            req = req.header("Sec-Fetch-Site", site);
+        }
         if let Some(a) = &self.auth {
             req = req.header("Authorization", a);
         }
