@@ -68,7 +68,8 @@ pub(crate) struct JobsPage {
     rows: Vec<JobRow>,
     next_href: Option<String>,
     first_href: Option<String>,
-    sort_href: String,
+    /// The other order; none with an id prefix, which lists by id whatever the order.
+    sort_href: Option<String>,
     sort_label: &'static str,
     note: String,
 }
@@ -275,7 +276,7 @@ pub(crate) async fn jobs(
         rows,
         next_href,
         first_href,
-        sort_href,
+        sort_href: q.id_prefix.is_none().then_some(sort_href),
         sort_label: if q.id_prefix.is_some() {
             "by id (an id prefix)"
         } else {

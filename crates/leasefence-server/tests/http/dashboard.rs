@@ -503,6 +503,7 @@ backends! {
         // an id prefix lists by id, and the order select says so
         let page = b.get("/dashboard/jobs?id=uk&order=oldest");
         assert!(page.body.contains("<option value=\"\" selected>by id (an id prefix)</option>"), "{}", page.body);
+        assert!(page.body.contains("<caption>Jobs, by id (an id prefix)</caption>"), "no order to toggle: {}", page.body);
     }
 
     fn a_forged_or_confirmless_post_changes_nothing(db: &Db) {
