@@ -144,9 +144,10 @@ impl<S> Shared<S> {
             .collect()
     }
 
-    /// A call to the store — a claim, a renewal, a job's outcome — met an unreachable store
-    /// (`error`: a connection fault, or a server that is unavailable): the first of an outage
-    /// is a warning naming the cause, the retries after it are debug lines.
+    /// A claim or a renewal met an unreachable store (`error`: a connection fault, or a server
+    /// that is unavailable): the first of an outage is a warning naming the cause, the
+    /// retries after it are debug lines. (A job's outcome held up says so itself:
+    /// [`write_retry`].)
     pub(super) fn unreachable(&self, owner: &dyn std::fmt::Display, error: &Error) {
         let mut outage = lock(&self.outage);
         if outage.is_none() {
@@ -160,7 +161,7 @@ impl<S> Shared<S> {
         }
     }
 
-    /// A call to the store was answered: ends an outage, if one was going on, with a warning
+    /// A claim or a renewal was answered: ends an outage, if one was going on, with a warning
     /// that says how long it lasted.
     pub(super) fn reachable(&self, owner: &dyn std::fmt::Display) {
         if let Some(began) = lock(&self.outage).take() {
@@ -228,7 +229,8 @@ pub(super) fn write_retry<S, T>(
 ) -> Retried<T> {
     let mut tries = 0;
     let mut maybe_landed = false;
-    let mut cut_off = false;
+    // When this write first met the store unreachable, while it waits that out.
+    let mut held_up: Option<std::time::Instant> = None;
     // No limit for a ttl too long to add to now (a valid ttl may be 1e20 s).
     let give_up = Duration::try_from_secs_f64(shared.config.ttl.seconds())
         .map_or(Deadline::NEVER, Deadline::after);
@@ -256,18 +258,36 @@ pub(super) fn write_retry<S, T>(
                     matches!(e, Error::ConnectionLost { .. } | Error::Unavailable { .. });
                 bump(&shared.counters.errors);
                 // An outage that only the outcome writes meet (every thread busy finishing
-                // its jobs, none claiming) is said as the claims' is: once as it begins and
-                // once as it ends, on the outage target the CLI prints.
-                cut_off = true;
-                shared.unreachable(&format_args!("{prefix}-writer"), e);
+                // its jobs, none claiming) is said on the outage target the CLI prints: once
+                // as this write is first held up, once as it is answered. Said per write, not
+                // through the claims' outage state: a write failing alone while other calls
+                // are answered neither flips that state back and forth nor leaves it open.
+                match held_up {
+                    None => {
+                        held_up = Some(std::time::Instant::now());
+                        tracing::warn!(
+                            target: OUTAGE_TARGET, owner = %format_args!("{prefix}-writer"),
+                            error = %with_causes(e),
+                            "the store cannot be reached to write a job's outcome; trying \
+                             again until it answers"
+                        );
+                    }
+                    Some(_) => tracing::debug!(error = %e, "the outcome still cannot be written"),
+                }
                 std::thread::sleep(RECONNECT_WAIT);
             }
             _ => {
                 let unanswered = answer.as_ref().is_err_and(|e| {
                     is_connection_fault(e) || matches!(e, Error::Unavailable { .. })
                 });
-                if cut_off && !unanswered {
-                    shared.reachable(&format_args!("{prefix}-writer"));
+                if let Some(began) = held_up
+                    && !unanswered
+                {
+                    tracing::warn!(
+                        target: OUTAGE_TARGET, owner = %format_args!("{prefix}-writer"),
+                        seconds = began.elapsed().as_secs_f64(),
+                        "the store answers again: the job's outcome is written"
+                    );
                 }
                 return Retried {
                     answer,

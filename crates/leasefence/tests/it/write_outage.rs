@@ -1,6 +1,6 @@
 //! An outage of the store that only a job's outcome meets — the store goes away while the
-//! handler runs, and no claim is made until it is back — is said as a claim's is: on the
-//! outage target the CLI prints, once as it begins and once as it ends.
+//! handler runs, and no claim is made until it is back — is said on the outage target the CLI
+//! prints: once as the write is first held up, once as it is answered.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,7 +34,7 @@ fn an_outage_only_the_outcome_write_meets_is_logged_once_as_it_begins_and_ends()
     assert_eq!((stats.completed, stats.errors), (1, 6), "{stats:?}");
     let row = db.row("j").unwrap();
     assert_eq!((row.done, row.result.as_deref()), (1, Some("stored")));
-    let began = logs.with("the store cannot be reached");
+    let began = logs.with("the store cannot be reached to write a job's outcome");
     assert_eq!(began.len(), 1, "{began:?}");
     assert!(
         began[0].contains("WARN")
@@ -42,7 +42,7 @@ fn an_outage_only_the_outcome_write_meets_is_logged_once_as_it_begins_and_ends()
             && began[0].contains("connection refused (os error 111)"),
         "{began:?}"
     );
-    let ended = logs.with("the store answers again");
+    let ended = logs.with("the store answers again: the job's outcome is written");
     assert_eq!(ended.len(), 1, "{ended:?}");
     assert!(
         ended[0].contains(leasefence::OUTAGE_TARGET) && ended[0].contains("seconds="),
