@@ -120,7 +120,8 @@ async fn audit(
     tracing::info!(action, %target, %result, "dashboard action");
     // The action is done already: what records it must fit the log's fields, or the visitor
     // would be told "nothing was changed" about a job that was, and the log would miss it.
-    let (actor, target, result) = (fit(&actor), fit(&target), fit(&result));
+    let target = fit(&target.replace('\\', "\\\\"));
+    let (actor, result) = (fit(&actor), fit(&result));
     let at = Now::system();
     let record = (actor.clone(), target.clone(), result.clone());
     let recorded = state
@@ -160,9 +161,9 @@ async fn audit(
 /// text over [`MAX_AUDIT_LEN`](leasefence::MAX_AUDIT_LEN) bytes (an id or an owner may be
 /// longer) cut at a character boundary, ending in `…`.
 fn fit(text: &str) -> String {
-    // A NUL cannot be stored: written `\0`, and a backslash `\\`, so that the audit page can
-    // read a job id back exactly (`pages::audit_target`) and link to its job.
-    let text = text.replace('\\', "\\\\").replace('\0', "\\0");
+    // A NUL cannot be stored: written `\0` (a target's backslashes are doubled first, so the
+    // audit page reads its job id back exactly: `pages::audit_target`).
+    let text = text.replace('\0', "\\0");
     if text.len() <= leasefence::MAX_AUDIT_LEN {
         return text;
     }

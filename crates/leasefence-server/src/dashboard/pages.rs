@@ -206,26 +206,13 @@ pub(crate) async fn overview(
     let (o, oldest_queue) = overview_at(&state, now).await?;
     let t = &o.totals;
     let jobs = |status: &str| format!("/dashboard/jobs{}", query(&[("status", status)]));
-    // Jobs of paused queues are counted by their status, but no claim hands them out.
-    let held_back = |of: fn(&leasefence::Stats) -> u64, claimable: &str| {
-        let n: u64 = o
-            .queues
-            .iter()
-            .filter(|q| q.paused)
-            .map(|q| of(&q.stats))
-            .sum();
-        match n {
-            0 => claimable.to_owned(),
-            n => format!("{claimable}, but {} in paused queues", count(n)),
-        }
-    };
     let cards = vec![
         Card {
             label: "Ready",
             value: count(t.ready),
             live: "totals.ready",
             href: jobs("ready"),
-            note: held_back(|s| s.ready, "claimable now"),
+            note: ready_note(&o),
             tone: "ready",
         },
         Card {
@@ -249,7 +236,7 @@ pub(crate) async fn overview(
             value: count(t.expired),
             live: "totals.expired",
             href: jobs("expired"),
-            note: held_back(|s| s.expired, "leases that ran out; claimable again"),
+            note: expired_note(&o),
             tone: "expired",
         },
         Card {
@@ -326,7 +313,12 @@ pub(crate) async fn live(
     let totals: serde_json::Map<String, serde_json::Value> = Status::ALL
         .iter()
         .map(|s| (s.as_str().to_owned(), count(o.totals.get(*s)).into()))
-        .chain([("total".to_owned(), count(o.totals.total()).into())])
+        .chain([
+            ("total".to_owned(), count(o.totals.total()).into()),
+            // The notes of the Ready and Expired cards (`<live>_note`).
+            ("ready_note".to_owned(), ready_note(&o).into()),
+            ("expired_note".to_owned(), expired_note(&o).into()),
+        ])
         .collect();
     let queues: serde_json::Map<String, serde_json::Value> = o
         .queues
@@ -353,6 +345,31 @@ pub(crate) async fn live(
         "oldest_ready_age_href": oldest_ready_href(&o),
         "refused_last_hour_note": refused_note(&o),
     })))
+}
+
+/// A card's note, `claimable` and — when paused queues hold some of its jobs (counted by
+/// status, but no claim hands them out) — how many.
+fn held_back(o: &Overview, of: fn(&leasefence::Stats) -> u64, claimable: &str) -> String {
+    let n: u64 = o
+        .queues
+        .iter()
+        .filter(|q| q.paused)
+        .map(|q| of(&q.stats))
+        .sum();
+    match n {
+        0 => claimable.to_owned(),
+        n => format!("{claimable}, but {} in paused queues", count(n)),
+    }
+}
+
+/// The Ready card's note.
+fn ready_note(o: &Overview) -> String {
+    held_back(o, |s| s.ready, "claimable now")
+}
+
+/// The Expired card's note.
+fn expired_note(o: &Overview) -> String {
+    held_back(o, |s| s.expired, "leases that ran out; claimable again")
 }
 
 /// The "oldest ready job" card's note: which job it is.

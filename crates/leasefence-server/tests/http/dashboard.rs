@@ -498,6 +498,14 @@ backends! {
         let page = b.get("/dashboard");
         assert!(page.body.contains("claimable now, but 1 in paused queues"), "{}", page.body);
         assert!(page.body.contains("job uk-2, of the paused queue uq"), "{}", page.body);
+        // the light poll carries the same notes, so a page left open follows a pause or resume
+        let live = |b: &mut Browser| serde_json::from_str::<serde_json::Value>(&b.get("/dashboard/live").body).unwrap();
+        assert_eq!(live(&mut b)["totals"]["ready_note"], "claimable now, but 1 in paused queues");
+        assert_eq!(live(&mut b)["oldest_ready_age_note"], "job uk-2, of the paused queue uq");
+        assert!(s.resume(&Queue::new("uq").unwrap()).unwrap());
+        assert_eq!(live(&mut b)["totals"]["ready_note"], "claimable now");
+        assert_eq!(live(&mut b)["oldest_ready_age_note"], "job uk-2");
+        assert!(s.pause(&Queue::new("uq").unwrap()).unwrap());
         let total = s.stats(t()).unwrap().total();
         assert!(page.body.contains(&format!("data-live=\"totals.total\">{total}<")), "{}", page.body);
         // an id prefix lists by id, and the order select says so
