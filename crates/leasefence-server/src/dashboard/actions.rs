@@ -24,6 +24,7 @@ use super::pages::{LoginPage, store_now};
 use super::view::{job_href, seg, unseg};
 use super::{Chrome, PageError, render};
 use crate::AppState;
+use crate::routes::jobs::RetryRefused;
 
 /// A form body, read within the request timeout as the API's JSON bodies are: one that does not
 /// arrive in time is a 503 and its connection is closed (the sign-in form needs no token, so
@@ -262,34 +263,42 @@ pub(crate) async fn job_action(
         .store
         .call(move |s| {
             let job = JobId::new(&key)?;
-            // Why a refused job action was refused, read after it: the job gone, or its status.
-            let gone = |s: &leasefence::AnyStore| -> leasefence::Result<Option<Status>> {
-                Ok(s.inspect(job, now)?.map(|info| info.status))
+            // Why a refused job action was refused, read after it: the job's status, or `None`
+            // when it is gone. Best-effort: the refusal stands whatever the read finds, and a
+            // read that fails (`Err`) leaves the reason unsaid.
+            let after = |s: &leasefence::AnyStore| -> Result<Option<Status>, ()> {
+                s.inspect(job, now)
+                    .map(|info| info.map(|info| info.status))
+                    .map_err(drop)
             };
             Ok(match verb.as_str() {
                 "cancel" => match s.cancel(job, now)? {
                     true => (true, "cancelled".to_owned(), None),
-                    false => match gone(s)? {
-                        None => (false, "refused: no such job".to_owned(), Some("gone")),
-                        Some(_) => (false, "refused: already finished".to_owned(), None),
+                    false => match after(s) {
+                        Ok(None) => (false, "refused: no such job".to_owned(), Some("gone")),
+                        _ => (
+                            false,
+                            "refused: unknown or already finished".to_owned(),
+                            None,
+                        ),
                     },
                 },
                 "retry" => match s.retry(&[job], now)?.first() {
                     Some(true) => (true, "retried".to_owned(), None),
-                    _ => match gone(s)? {
-                        None => (false, "refused: no such job".to_owned(), Some("gone")),
-                        // Dead or cancelled, yet kept: another unfinished job of its queue
-                        // holds its unique key (as the API's 409 `duplicate` says).
-                        Some(Status::Dead | Status::Cancelled) => (
+                    _ => match after(s).map(RetryRefused::of) {
+                        Ok(RetryRefused::Gone) => {
+                            (false, "refused: no such job".to_owned(), Some("gone"))
+                        }
+                        Ok(RetryRefused::Duplicate) => (
                             false,
                             "refused: another unfinished job of its queue holds its unique key"
                                 .to_owned(),
                             Some("duplicate"),
                         ),
-                        Some(Status::Done) => {
+                        Ok(RetryRefused::Done) => {
                             (false, "refused: completed".to_owned(), Some("completed"))
                         }
-                        Some(_) => (false, "refused: not dead or cancelled".to_owned(), None),
+                        _ => (false, "refused: not dead or cancelled".to_owned(), None),
                     },
                 },
                 "delete" => match s.delete(&[job])?.first() {

@@ -475,16 +475,43 @@ pub async fn retry(
     let refused = |reason| Err(ApiError::refused(reason, &format!("retry of {id}")));
     match outcome {
         None => Ok(Json(Done::job(id))),
-        Some(Ok(Some(Status::Done))) => refused(Reason::Done),
-        // Dead or cancelled, yet kept: another unfinished job of its queue holds its unique
-        // key, which it would hold twice.
-        Some(Ok(Some(Status::Dead | Status::Cancelled))) => refused(Reason::Duplicate),
-        Some(Ok(Some(_))) => refused(Reason::NotDead),
-        Some(Ok(None)) => Err(ApiError::NotFound(format!("no job {id}"))),
+        Some(Ok(status)) => match RetryRefused::of(status) {
+            RetryRefused::Gone => Err(ApiError::NotFound(format!("no job {id}"))),
+            RetryRefused::Done => refused(Reason::Done),
+            RetryRefused::Duplicate => refused(Reason::Duplicate),
+            RetryRefused::NotDead => refused(Reason::NotDead),
+        },
         Some(Err(_)) => Err(ApiError::refused(
             Reason::Unexplained,
             &format!("retry of {id}"),
         )),
+    }
+}
+
+/// Why a retry was refused, told by the job's status read right after the refusal (the API's
+/// answer and the dashboard's notice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RetryRefused {
+    /// No such job.
+    Gone,
+    /// It completed: only a dead or cancelled job is retried.
+    Done,
+    /// Dead or cancelled, yet kept: another unfinished job of its queue holds its unique key,
+    /// which it would hold twice.
+    Duplicate,
+    /// Waiting or running.
+    NotDead,
+}
+
+impl RetryRefused {
+    /// The reason for a job of `status` (`None`: not found).
+    pub(crate) fn of(status: Option<Status>) -> RetryRefused {
+        match status {
+            None => RetryRefused::Gone,
+            Some(Status::Done) => RetryRefused::Done,
+            Some(Status::Dead | Status::Cancelled) => RetryRefused::Duplicate,
+            Some(_) => RetryRefused::NotDead,
+        }
     }
 }
 
