@@ -5,7 +5,8 @@
 //! attempted") for the first.
 //!
 //! Each argument has a converter of its own (PyO3's `from_py_with` passes none the name); any
-//! object with `__index__` counts as an integer, as it does for Python's own `range()`.
+//! object with `__index__` counts as an integer, as it does for Python's own `range()` — except
+//! a `bool`, a `TypeError` naming the argument (`fence=True` is a slip, not the fence 1).
 //!
 //! Float arguments (seconds, clock readings) too: an `int` too large for a float
 //! (`ttl=10**400`) is an `InvalidArgument` naming the argument, where PyO3 would raise a bare
@@ -13,7 +14,7 @@
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyMemoryView, PyString};
+use pyo3::types::{PyBool, PyBytes, PyMemoryView, PyString};
 
 use crate::errors::invalid;
 
@@ -24,6 +25,7 @@ fn integer<T: TryFrom<i64>>(
     range: &str,
 ) -> PyResult<T> {
     let py = value.py();
+    refuse_bool(value, name, "an int")?;
     let wide = match value.extract::<i64>() {
         Ok(wide) => wide,
         Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
@@ -39,9 +41,29 @@ fn integer<T: TryFrom<i64>>(
     T::try_from(wide).map_err(|_| invalid(py, name, &format!("{range}, got {wide}")))
 }
 
-/// `value` as an `f64`, or an `InvalidArgument` naming `name` for an `int` too large for one.
-/// Other values (NaN, negative) pass: each argument's own check judges them.
+/// A `bool` where a number is asked for is a `TypeError` naming the argument: Python counts
+/// `True` as the integer 1, but `ttl=True` or `fence=False` is a slip, not a number of seconds
+/// or a fence.
+fn refuse_bool(value: &Bound<'_, PyAny>, name: &'static str, wanted: &str) -> PyResult<()> {
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "invalid argument `{name}`: must be {wanted}, not bool"
+        )));
+    }
+    Ok(())
+}
+
+/// `value` as an `f64`, or an `InvalidArgument` naming `name` for an `int` too large for one,
+/// or a `TypeError` naming it for a `bool`. Other values (NaN, negative) pass: each argument's
+/// own check judges them.
 fn float(value: &Bound<'_, PyAny>, name: &'static str) -> PyResult<f64> {
+    refuse_bool(value, name, "a number")?;
+    lenient_float(value, name)
+}
+
+/// As [`float`], but a `bool` counts as 0 or 1, as Python's `sqlite3` takes it: the eight seed
+/// functions keep the seed's behaviour.
+fn lenient_float(value: &Bound<'_, PyAny>, name: &'static str) -> PyResult<f64> {
     let py = value.py();
     value.extract::<f64>().map_err(|e| {
         if e.is_instance_of::<PyOverflowError>(py) {
@@ -64,6 +86,16 @@ macro_rules! floats {
             float(value, $name)
         }
     )*};
+}
+
+/// The seed functions' `now`: as [`now`], but a `bool` counts as a number (see [`lenient_float`]).
+pub(crate) fn seed_now(value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    lenient_float(value, "now")
+}
+
+/// The seed functions' `ttl`: as [`ttl`], but a `bool` counts as a number (see [`lenient_float`]).
+pub(crate) fn seed_ttl(value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    lenient_float(value, "ttl")
 }
 
 floats! {

@@ -61,8 +61,8 @@ fn claim(
     #[pyo3(from_py_with = args::path)] path: PathBuf,
     job_id: &str,
     owner: &str,
-    #[pyo3(from_py_with = args::now)] now: f64,
-    #[pyo3(from_py_with = args::ttl)] ttl: f64,
+    #[pyo3(from_py_with = args::seed_now)] now: f64,
+    #[pyo3(from_py_with = args::seed_ttl)] ttl: f64,
 ) -> PyResult<Option<i64>> {
     py.detach(|| leasefence::claim(&path, job_id, owner, now, ttl))
         .py(py)
@@ -77,8 +77,8 @@ fn renew(
     job_id: &str,
     owner: &str,
     fence: i64,
-    #[pyo3(from_py_with = args::now)] now: f64,
-    #[pyo3(from_py_with = args::ttl)] ttl: f64,
+    #[pyo3(from_py_with = args::seed_now)] now: f64,
+    #[pyo3(from_py_with = args::seed_ttl)] ttl: f64,
 ) -> PyResult<bool> {
     py.detach(|| leasefence::renew(&path, job_id, owner, fence, now, ttl))
         .py(py)
@@ -93,7 +93,7 @@ fn complete(
     job_id: &str,
     owner: &str,
     fence: i64,
-    #[pyo3(from_py_with = args::now)] now: f64,
+    #[pyo3(from_py_with = args::seed_now)] now: f64,
     result: &str,
 ) -> PyResult<bool> {
     py.detach(|| leasefence::complete(&path, job_id, owner, fence, now, result))
@@ -122,8 +122,8 @@ fn check_claim_args(
     py: Python<'_>,
     job_id: &str,
     owner: Option<&str>,
-    #[pyo3(from_py_with = args::now)] now: f64,
-    #[pyo3(from_py_with = args::ttl)] ttl: f64,
+    #[pyo3(from_py_with = args::seed_now)] now: f64,
+    #[pyo3(from_py_with = args::seed_ttl)] ttl: f64,
 ) -> PyResult<()> {
     let check = || -> leasefence::Result<()> {
         leasefence::JobId::new(job_id)?;

@@ -621,7 +621,8 @@ impl Store {
     }
 
     /// The fence gate: `True` (and `fence` recorded) when `fence` is at least the highest one
-    /// `resource` has admitted, `False` for an older one.
+    /// `resource` has admitted, `False` for an older one; a fence below 1 (no claim hands one
+    /// out) raises `InvalidArgument` naming `fence`.
     fn admit(
         &self,
         py: Python<'_>,

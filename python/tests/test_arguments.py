@@ -179,6 +179,45 @@ def test_wrong_types_are_type_errors_naming_the_argument(store: Store):
     untouched(store)
 
 
+def test_a_bool_is_no_number(store: Store, tmp_path: Path):
+    # Python counts True as 1; as a ttl, a fence or a count it is a slip, refused by name.
+    store.enqueue("j")
+    for call, name in [
+        (lambda: store.claim_next("w", ttl=True, now=0.0), "ttl"),
+        (lambda: store.claim_next("w", ttl=5.0, now=False), "now"),
+        (lambda: store.claim_batch("w", True, now=0.0), "n"),
+        (lambda: store.enqueue("k", priority=True), "priority"),
+        (lambda: store.enqueue("k", max_attempts=True), "max_attempts"),
+        (lambda: store.admit("bucket", True), "fence"),
+        (lambda: store.list(limit=False), "limit"),
+        (lambda: Worker(tmp_path / "w.db", lambda job: "x", concurrency=True), "concurrency"),
+    ]:
+        with pytest.raises(TypeError) as err:
+            call()
+        assert f"invalid argument `{name}`: must be" in str(err.value), str(err.value)
+        assert "not bool" in str(err.value), str(err.value)
+    untouched(store)
+    assert store.admit("bucket", 1) is True
+    # The seed's functions keep Python sqlite3's reading of a bool as 0 or 1.
+    db = tmp_path / "seed.db"
+    leasefence.init_db(db)
+    leasefence.enqueue(db, "s")
+    assert leasefence.claim(db, "s", "A", False, True) == 1
+    assert read_row(db, "s") == ("s", "A", 1.0, 1, None, 0)
+
+
+def test_the_fence_gate_refuses_a_fence_no_claim_hands_out(store: Store):
+    for fence in [0, -1]:
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            store.admit("bucket", fence)
+        assert err.value.argument == "fence", str(err.value)
+    # The gate still works as before: the refusals were errors, not stale answers.
+    assert store.admit("bucket", 2) is True
+    assert store.admit("bucket", 1) is False
+    with pytest.raises(leasefence.InvalidArgument):
+        store.admit("bucket", 0)
+
+
 def test_purge_names_its_own_argument(store: Store):
     store.enqueue("j")
     for bad in [float("nan"), float("inf")]:
@@ -275,6 +314,8 @@ def test_a_timed_out_handler_is_told_no_by_check_lease_and_admit(tmp_path: Path)
     db = tmp_path / "jobs.db"
     store = Store(db)
     store.enqueue("mail")
+    # A first holder gave its lease back: the worker's attempt holds fence 2.
+    assert store.release(store.claim("mail", "earlier", 30.0, now=0.0))
     seen = []
 
     def handler(job):
@@ -290,9 +331,9 @@ def test_a_timed_out_handler_is_told_no_by_check_lease_and_admit(tmp_path: Path)
     assert (stats.timed_out, stats.completed) == (1, 0)
     info = store.inspect("mail")
     assert info.result is None and info.error.startswith("timed out after 0.3 s")
-    # The gate kept the fence admitted before the limit (1): fence 1 is still admitted, not 0.
-    assert store.admit("mailer", 1) is True
-    assert store.admit("mailer", 0) is False
+    # The gate kept the fence admitted before the limit (2): fence 2 is still admitted, not 1.
+    assert store.admit("mailer", 2) is True
+    assert store.admit("mailer", 1) is False
 
 
 def test_now_is_keyword_only_where_the_seed_order_would_swap_it(store: Store):

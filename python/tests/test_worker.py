@@ -155,6 +155,8 @@ def test_check_lease_and_admit_fence_side_effects(tmp_path: Path):
     path = tmp_path / "jobs.db"
     store = Store(path)
     store.enqueue("j")
+    # A first holder gave its lease back: the worker's attempt holds fence 2.
+    assert store.release(store.claim("j", "earlier", 30.0, now=0.0))
     seen = {}
 
     def handler(job):
@@ -164,8 +166,8 @@ def test_check_lease_and_admit_fence_side_effects(tmp_path: Path):
 
     assert Worker(path, handler, drain=True).run().completed == 1
     assert seen == {"current": True, "admitted": True}
-    # The gate remembers fence 1: an older fence is refused.
-    assert store.admit("mailbox", 0) is False
+    # The gate remembers fence 2: an older fence is refused.
+    assert store.admit("mailbox", 1) is False
 
 
 def test_a_timeout_stops_a_handler_and_records_a_failure(tmp_path: Path):

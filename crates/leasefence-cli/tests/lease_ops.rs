@@ -481,6 +481,9 @@ fn admit_rejects_bad_input_and_records_nothing() {
     s.lf(&["admit", "", "--fence", "1"]).error("resource");
     s.lf(&["admit", "r", "--fence", "x"]).bad("--fence");
     s.lf(&["admit", "r"]).bad("--fence");
+    // A fence no claim hands out (below 1) would become the gate's floor: refused by name.
+    s.lf(&["admit", "r", "--fence", "0"]).error("fence");
+    s.lf(&["admit", "r", "--fence", "-3"]).error("fence");
     assert_eq!(s.gate(""), None);
     assert_eq!(s.gate("r"), None);
 }

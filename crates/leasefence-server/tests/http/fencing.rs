@@ -247,6 +247,17 @@ backends! {
         let (status, body) = c.post("/v1/fences/bucket%2Freport.csv/admit", json!({"fence": 2}));
         assert_eq!((status, body["reason"].as_str()), (409, Some("lower_fence")), "{body}");
         assert_eq!(c.post("/v1/fences/bucket%2Freport.csv/admit", json!({"fence": 4})).0, 200);
+        // A fence no claim hands out is bad input naming `fence`, not a stale one.
+        for fence in [0, -7] {
+            for resource in ["bucket%2Freport.csv", "fresh"] {
+                let path = format!("/v1/fences/{resource}/admit");
+                let (status, body) = c.post(&path, json!({ "fence": fence }));
+                assert_eq!((status, body["field"].as_str()), (400, Some("fence")), "{body}");
+            }
+        }
+        assert_eq!(c.post("/v1/fences/fresh/admit", json!({"fence": 1})).0, 200);
+        let (status, body) = c.post("/v1/fences/bucket%2Freport.csv/admit", json!({"fence": 3}));
+        assert_eq!((status, body["reason"].as_str()), (409, Some("lower_fence")), "{body}");
     }
 }
 

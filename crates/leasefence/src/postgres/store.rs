@@ -361,6 +361,7 @@ impl Store for PgStore {
 
     fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
         let resource = key("resource", resource.as_str())?;
+        let fence = crate::types::gate_fence(fence)?;
         self.write_one(sql::ADMIT, &[&resource, &fence])
     }
 

@@ -311,6 +311,7 @@ impl Store for SqliteStore {
     }
 
     fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool> {
+        let fence = crate::types::gate_fence(fence)?;
         self.write_one(sql::ADMIT, params![resource.as_str(), fence])
     }
 

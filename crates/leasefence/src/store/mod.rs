@@ -481,7 +481,8 @@ pub trait Store {
     /// never be admitted after the newer one.
     ///
     /// # Errors
-    /// Busy or backend failures.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `fence` for a fence
+    /// below 1 (no claim hands one out; nothing is recorded); busy or backend failures.
     fn admit(&self, resource: Resource<'_>, fence: Fence) -> Result<bool>;
 
     /// The clock this store judges leases by, when that is not the caller's: `Some(reading)`

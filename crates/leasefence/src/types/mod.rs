@@ -40,3 +40,16 @@ pub use schedule::{MAX_SCHEDULE_NAME, Schedule, ScheduleInfo, ScheduleName, Slot
 /// A fencing token: the generation number handed out by `claim`. It grows by one on every
 /// successful claim of a job and is never issued twice for the same job.
 pub type Fence = i64;
+
+/// `fence` as the fence gate takes it: a fence `claim` could have handed out, 1 or more. A
+/// lower one would be recorded as the resource's highest and admit every later fence, so it is
+/// refused as an invalid argument naming `fence`, and nothing is recorded.
+pub(crate) fn gate_fence(fence: Fence) -> crate::Result<Fence> {
+    if fence < 1 {
+        return Err(crate::Error::invalid(
+            "fence",
+            format!("must be a fence handed out by a claim (1 or more), got {fence}"),
+        ));
+    }
+    Ok(fence)
+}

@@ -25,6 +25,21 @@ contract!(
     }
 );
 
+contract!(
+    fn a_fence_no_claim_hands_out_is_refused_by_name_and_records_nothing(api, db, s) {
+        // On a resource never admitted, a fence of 0 or below would become its highest.
+        for fence in [0, -1, i64::MIN] {
+            assert_invalid(s.admit(res("fresh"), fence), "fence");
+        }
+        assert_eq!(db.fence_gate("fresh"), None);
+        // On an admitted one, the refusal is an error, not a stale `false`, and keeps the gate.
+        assert!(s.admit(res("kept"), 2).unwrap());
+        assert_invalid(s.admit(res("kept"), 0), "fence");
+        assert_eq!(db.fence_gate("kept"), Some(2));
+        assert!(s.admit(res("kept"), 1).is_ok_and(|admitted| !admitted));
+    }
+);
+
 #[test]
 fn racing_generations_never_let_an_older_one_in_after_a_newer_one() {
     let db = Db::new();
@@ -35,7 +50,7 @@ fn racing_generations_never_let_an_older_one_in_after_a_newer_one() {
                 scope.spawn(move || {
                     let s = SqliteStore::open(path).unwrap();
                     (0..50)
-                        .map(|i| i * 4 + t)
+                        .map(|i| i * 4 + t + 1)
                         .filter(|&f| s.admit(res("r"), f).unwrap())
                         .collect()
                 })
@@ -47,15 +62,15 @@ fn racing_generations_never_let_an_older_one_in_after_a_newer_one() {
     for seq in &admitted {
         assert!(seq.windows(2).all(|w| w[0] < w[1]));
     }
-    assert_eq!(db.fence_gate("r"), Some(199));
-    assert!(admitted.iter().flatten().any(|&f| f == 199));
+    assert_eq!(db.fence_gate("r"), Some(200));
+    assert!(admitted.iter().flatten().any(|&f| f == 200));
     // and once the race is over, every older generation is refused and changes nothing
     let s = open(&db);
-    for older in [198, 100, 0] {
+    for older in [199, 100, 1] {
         assert!(
             !s.admit(res("r"), older).unwrap(),
-            "fence {older} after 199"
+            "fence {older} after 200"
         );
     }
-    assert_eq!(db.fence_gate("r"), Some(199));
+    assert_eq!(db.fence_gate("r"), Some(200));
 }

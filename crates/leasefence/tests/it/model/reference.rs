@@ -611,6 +611,9 @@ impl Model {
                 if resource.is_empty() {
                     return Err("resource");
                 }
+                if *fence < 1 {
+                    return Err("fence");
+                }
                 Outcome::Bool(self.admit(resource, *fence))
             }
         })
