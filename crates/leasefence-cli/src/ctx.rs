@@ -97,9 +97,9 @@ impl Ctx {
         })
     }
 
-    /// Opens the database as the queue commands need it: an SQLite file that must exist and be
-    /// initialised (nothing is created, exactly as the library's free functions), or a
-    /// PostgreSQL schema (created if absent). On PostgreSQL the store judges leases by the
+    /// Opens the database as the queue commands that write need it: an SQLite file that must
+    /// exist and be initialised (nothing is created, exactly as the library's free functions),
+    /// or a PostgreSQL schema (created if absent). On PostgreSQL the store judges leases by the
     /// database's clock unless `now_given`.
     ///
     /// # Errors
@@ -108,6 +108,20 @@ impl Ctx {
         AnyOptions::new()
             .sqlite(SqliteOptions::new().init(false))
             .postgres(self.pg_options(!now_given))
+            .open_target(&self.target()?)
+    }
+
+    /// Opens the database as the read-only commands need it (`state`, `list`, `stats`,
+    /// `history`, `queue list`, `schedule list`): as [`Ctx::open`], but a PostgreSQL schema
+    /// without the store's tables is an error as an uninitialised SQLite file is, so that a
+    /// mistyped `--pg-schema` creates nothing.
+    ///
+    /// # Errors
+    /// As [`Ctx::open`]; `SchemaMismatch` for a schema with no `jobs` table.
+    pub fn open_existing(&self, now_given: bool) -> leasefence::Result<AnyStore> {
+        AnyOptions::new()
+            .sqlite(SqliteOptions::new().init(false))
+            .postgres(self.pg_options(!now_given).init(false))
             .open_target(&self.target()?)
     }
 

@@ -83,7 +83,8 @@ user=postgres dbname=test'), is PostgreSQL;
   Passwords are never printed: messages show `***` instead.
 
 On PostgreSQL, tables live in the schema --pg-schema (or LEASEFENCE_PG_SCHEMA; a lower-case \
-SQL identifier, created if absent) [default: leasefence; `demo` uses a fresh schema, dropped \
+SQL identifier, created if absent by a command that writes; state, list, stats, history, queue \
+list and schedule list refuse one that does not exist) [default: leasefence; `demo` uses a fresh schema, dropped \
 afterwards, unless given]. Commands run without --now judge leases by the database server's \
 clock (not this host's), so invocations on different hosts agree on when a lease expires; with \
 --now the given reading is used. Absolute times (--not-before, --finished-before) are then on \

@@ -518,13 +518,11 @@ fn leasefence_db_is_used_when_db_is_absent() {
         &env,
     )
     .ok();
-    raw(&["--pg-schema", &other, "state", "from-flag"], None, &env).refused();
-    assert!(pg.schema_exists(&other));
-    pg.client
-        .lock()
-        .unwrap()
-        .batch_execute(&format!("DROP SCHEMA \"{other}\" CASCADE"))
-        .unwrap();
+    // A schema that does not exist is not read (nor created) by a read-only verb.
+    raw(&["--pg-schema", &other, "state", "from-flag"], None, &env)
+        .error(&format!("schema {other}"))
+        .error("no `jobs` table");
+    assert!(!pg.schema_exists(&other));
     assert!(!pg.schema_exists("nope"));
 }
 
@@ -1259,4 +1257,39 @@ fn retry_on_postgres_says_when_a_held_unique_key_keeps_a_job_as_it_is() {
         .says("retried 0 dead jobs")
         .says("1 dead job left as it is");
     assert_eq!(failure_columns(&pg, "c").2.as_deref(), Some("dead"));
+}
+
+#[test]
+#[cfg_attr(
+    not(leasefence_pg),
+    ignore = "LEASEFENCE_TEST_PG is unset: a PostgreSQL case"
+)]
+fn a_read_only_verb_on_a_schema_that_does_not_exist_creates_nothing() {
+    let Some(pg) = Pg::new() else { return };
+    // A mistyped --pg-schema: each read-only verb fails as on an uninitialised SQLite file,
+    // and the schema is still not there afterwards.
+    for args in [
+        &["state", "j"][..],
+        &["list"],
+        &["stats"],
+        &["history", "j"],
+        &["queue", "list"],
+        &["schedule", "list"],
+    ] {
+        pg.lf(args).error("no `jobs` table; run `leasefence init`");
+        assert!(!pg.schema_exists(&pg.schema), "{args:?} created the schema");
+    }
+    let v = pg.lf(&["--json", "stats"]).json();
+    assert_eq!(
+        (&v["ok"], &v["error"]),
+        (&json!(false), &json!("schema_mismatch")),
+        "{v}"
+    );
+    assert!(!pg.schema_exists(&pg.schema));
+    // A verb that writes still creates it, as documented; then the readers work.
+    pg.lf(&["enqueue", "j"]).ok();
+    assert!(pg.schema_exists(&pg.schema));
+    pg.lf(&["state", "j"]).ok().says("j");
+    let v = pg.lf(&["--json", "stats"]).ok().json();
+    assert_eq!(v["ready"], json!(1), "{v}");
 }

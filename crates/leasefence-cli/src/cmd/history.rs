@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use leasefence::{AttemptOutcome, History, JobId, Store as _};
 
-use crate::cmd::at_now;
+use crate::cmd::read_at_now;
 use crate::cmd::shared::one_line;
 use crate::cmd::time::Times;
 use crate::ctx::Ctx;
@@ -37,7 +37,7 @@ pub struct Args {
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let id = &args.id;
     let (now, history) = JobId::new(id)
-        .and_then(|job| at_now(ctx, None, |store, _| store.history(job)))
+        .and_then(|job| read_at_now(ctx, None, |store, _| store.history(job)))
         .with_context(|| format!("history {id}"))?;
     let Some(history) = history else {
         return Ok(ctx.out.refused(

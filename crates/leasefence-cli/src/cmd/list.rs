@@ -9,7 +9,7 @@ use leasefence::{JobId, JobInfo, Status, Store as _};
 use serde_json::json;
 
 use crate::cmd::time::Times;
-use crate::cmd::{at_now, shared};
+use crate::cmd::{read_at_now, shared};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -84,7 +84,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
                 })
             })
             .transpose()?;
-        at_now(ctx, args.now, |store, now| {
+        read_at_now(ctx, args.now, |store, now| {
             store.list(now, args.status, after, limit + 1)
         })
     })()

@@ -77,7 +77,29 @@ pub fn at_now<T>(
     op: impl FnOnce(&AnyStore, Now) -> leasefence::Result<T>,
 ) -> leasefence::Result<(f64, T)> {
     given.map(Now::new).transpose()?;
-    let store = ctx.open(given.is_some())?;
+    run_at_now(ctx.open(given.is_some())?, given, op)
+}
+
+/// As [`at_now`] for a command that only reads: the database is opened with
+/// [`Ctx::open_existing`], so a PostgreSQL schema that does not exist is not created.
+///
+/// # Errors
+/// As [`at_now`].
+pub fn read_at_now<T>(
+    ctx: &Ctx,
+    given: Option<f64>,
+    op: impl FnOnce(&AnyStore, Now) -> leasefence::Result<T>,
+) -> leasefence::Result<(f64, T)> {
+    given.map(Now::new).transpose()?;
+    run_at_now(ctx.open_existing(given.is_some())?, given, op)
+}
+
+/// Runs `op` on `store` at the command's clock reading ([`now_on`]).
+fn run_at_now<T>(
+    store: AnyStore,
+    given: Option<f64>,
+    op: impl FnOnce(&AnyStore, Now) -> leasefence::Result<T>,
+) -> leasefence::Result<(f64, T)> {
     let now = now_on(&store, given)?;
     let value = op(&store, Now::new(now)?)?;
     Ok((now, value))

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use leasefence::{Queue, Status, Store as _};
 use serde_json::json;
 
-use crate::cmd::{args, at_now, shared};
+use crate::cmd::{args, read_at_now, shared};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -84,7 +84,8 @@ fn switch(ctx: &Ctx, name: &str, pause: bool) -> anyhow::Result<Outcome> {
 }
 
 fn list(ctx: &Ctx, now: Option<f64>) -> anyhow::Result<Outcome> {
-    let (now, queues) = at_now(ctx, now, |store, now| store.queues(now)).context("queue list")?;
+    let (now, queues) =
+        read_at_now(ctx, now, |store, now| store.queues(now)).context("queue list")?;
     if queues.is_empty() {
         ctx.out.text("no queue has jobs or a pause");
         return Ok(Outcome::Done);

@@ -15,7 +15,7 @@ use leasefence::{
 use serde_json::json;
 
 use crate::cmd::time::{Times, human};
-use crate::cmd::{args, at_now, now_on, shared};
+use crate::cmd::{args, at_now, now_on, read_at_now, shared};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -240,7 +240,7 @@ fn add(ctx: &Ctx, a: AddArgs) -> anyhow::Result<Outcome> {
 }
 
 fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<Outcome> {
-    let (now, (schedules, role)) = at_now(ctx, a.now, |store, _| {
+    let (now, (schedules, role)) = read_at_now(ctx, a.now, |store, _| {
         Ok((
             store.schedules()?,
             store.state(leasefence::JobId::new(SCHEDULER_JOB)?)?,

@@ -178,7 +178,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         // done); a call that has its connection runs to its end.
         .acquire_timeout(Duration::from_secs_f64(args.request_timeout))
         // A missing SQLite file is created with its tables, as `init` would (never resetting
-        // a row); a PostgreSQL schema is created if absent, as every verb does.
+        // a row); a PostgreSQL schema is created if absent, as every verb that writes does.
         .sqlite(SqliteOptions::new().init(true).synchronous(synchronous))
         .postgres(pg);
     let config = ServerConfig {

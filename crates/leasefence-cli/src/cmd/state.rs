@@ -7,7 +7,7 @@ use leasefence::{History, JobId, JobInfo, Store as _};
 
 use crate::cmd::shared::one_line;
 use crate::cmd::time::Times;
-use crate::cmd::{at_now, history, list};
+use crate::cmd::{history, list, read_at_now};
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -37,7 +37,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let id = &args.id;
     let (now, (job, history)) = JobId::new(id)
         .and_then(|job| {
-            at_now(ctx, args.now, |store, now| {
+            read_at_now(ctx, args.now, |store, now| {
                 Ok((store.inspect(job, now)?, store.history(job)?))
             })
         })

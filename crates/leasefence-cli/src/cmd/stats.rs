@@ -4,7 +4,7 @@ use anyhow::Context as _;
 use leasefence::{Status, Store as _};
 use serde_json::json;
 
-use crate::cmd::at_now;
+use crate::cmd::read_at_now;
 use crate::ctx::Ctx;
 use crate::output::Outcome;
 
@@ -19,7 +19,8 @@ pub struct Args {
 
 /// Prints the count of every status and the total (exit 0).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
-    let (now, stats) = at_now(ctx, args.now, |store, now| store.stats(now)).context("stats")?;
+    let (now, stats) =
+        read_at_now(ctx, args.now, |store, now| store.stats(now)).context("stats")?;
     let mut record = json!({ "op": "stats", "now": now });
     let mut counts: Vec<(&str, u64)> = Vec::new();
     for status in Status::ALL {

@@ -75,6 +75,7 @@ pub struct PgOptions {
     lock_timeout: Duration,
     network_timeout: Duration,
     database_clock: bool,
+    init: bool,
 }
 
 impl Default for PgOptions {
@@ -86,6 +87,7 @@ impl Default for PgOptions {
             lock_timeout: Duration::from_secs(5),
             network_timeout: Duration::from_secs(10),
             database_clock: false,
+            init: true,
         }
     }
 }
@@ -97,7 +99,8 @@ impl PgOptions {
         Self::default()
     }
 
-    /// The schema that holds the store's tables (default `leasefence`); created if absent. A
+    /// The schema that holds the store's tables (default `leasefence`); created if absent
+    /// (unless [`init`](Self::init) is off). A
     /// lower-case SQL identifier: letters, digits and `_`, not starting with a digit, at most
     /// 63 bytes.
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
@@ -159,6 +162,16 @@ impl PgOptions {
         self
     }
 
+    /// Whether `open` may create the schema and its tables (default `true`). With `false`, a
+    /// schema without a `jobs` table is refused with [`Error::SchemaMismatch`] and nothing is
+    /// created — what a read-only tool wants, so that a mistyped schema name is an error, not a
+    /// new empty schema. A schema that exists is still brought up to the latest migration, as
+    /// [`SqliteOptions::init`](crate::SqliteOptions::init)`(false)` does on SQLite.
+    pub fn init(mut self, init: bool) -> Self {
+        self.init = init;
+        self
+    }
+
     /// Connects to the database described by `url` (a `postgres://…` URL or `key=value`
     /// pairs, as libpq takes them), creates the schema and its tables if absent and applies
     /// the migrations not applied yet.
@@ -171,7 +184,8 @@ impl PgOptions {
     ///   schema name is not a plain identifier, or the timeout that is longer than 2^31 - 1 ms.
     /// - [`Error::CannotConnect`] when no connection could be made within the connect timeout.
     /// - [`Error::SchemaMismatch`] when the schema holds a `jobs` table lacking one of the
-    ///   contract's six columns; nothing is created or altered then.
+    ///   contract's six columns, or (with [`init`](Self::init) off) holds no `jobs` table;
+    ///   nothing is created or altered then.
     /// - [`Error::Busy`] or [`Error::Backend`] for lock contention or other database failures.
     pub fn open(&self, url: &str) -> Result<PgStore> {
         self.check_timeouts()?;
@@ -204,7 +218,7 @@ impl PgOptions {
             database_clock: self.database_clock,
             listen_config,
         };
-        store.migrate(&mut first)?;
+        store.migrate(&mut first, self.init)?;
         Ok(store)
     }
 
@@ -429,8 +443,9 @@ impl PgStore {
     }
 
     /// Brings the schema up to the latest migration, in one transaction under an advisory lock
-    /// (so concurrent starts do not race). Only adds tables, columns and indexes.
-    fn migrate(&self, conn: &mut postgres::Client) -> Result<()> {
+    /// (so concurrent starts do not race). Only adds tables, columns and indexes; without
+    /// `init`, a schema with no `jobs` table is refused before anything is created.
+    fn migrate(&self, conn: &mut postgres::Client, init: bool) -> Result<()> {
         let mut tx = conn.transaction().map_err(|e| self.err(e))?;
         let key = format!("leasefence.migrate.{}", self.schema);
         tx.execute(sql::MIGRATE_LOCK, &[&key, &self.schema])
@@ -447,6 +462,12 @@ impl PgStore {
             .into_iter()
             .filter(|c| !columns.is_empty() && !columns.iter().any(|have| have == c))
             .collect();
+        if columns.is_empty() && !init {
+            return Err(Error::SchemaMismatch {
+                path: format!("schema {} on {}", self.schema, self.target).into(),
+                detail: "no `jobs` table; run `leasefence init` (or `PgStore::open`) first".into(),
+            });
+        }
         if !missing.is_empty() {
             return Err(Error::SchemaMismatch {
                 path: format!("schema {} on {}", self.schema, self.target).into(),

@@ -50,6 +50,7 @@ mod list;
 mod operator_scope;
 mod overview;
 mod pause;
+mod pg_init_off;
 mod purge;
 mod queues;
 mod retry;
