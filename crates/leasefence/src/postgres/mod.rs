@@ -100,9 +100,8 @@ impl PgOptions {
     }
 
     /// The schema that holds the store's tables (default `leasefence`); created if absent
-    /// (unless [`init`](Self::init) is off). A
-    /// lower-case SQL identifier: letters, digits and `_`, not starting with a digit, at most
-    /// 63 bytes.
+    /// (unless [`init`](Self::init) is off). A lower-case SQL identifier: letters, digits and
+    /// `_`, not starting with a digit, at most 63 bytes.
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = schema.into();
         self
