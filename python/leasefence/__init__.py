@@ -132,6 +132,13 @@ def claim_many(
     iterable) of names; a single ``str`` is a ``TypeError`` naming ``owners``. Otherwise the first error
     any thread met, in input order, is raised once all have finished.
     """
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(
+            "invalid argument `path`: must be a str or os.PathLike, not "
+            f"{type(path).__name__}"
+        ) from None
     if isinstance(owners, (str, bytes)):
         # A str is iterable: it would claim under each of its characters.
         raise TypeError(
@@ -151,7 +158,6 @@ def claim_many(
     if not owners:
         _native.check_claim_args(job_id, None, now, ttl)  # bad arguments are bad without owners
         return []
-    path = os.fspath(path)
     barrier = threading.Barrier(len(owners))
 
     def one(owner: str) -> Optional[int]:

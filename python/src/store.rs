@@ -104,13 +104,25 @@ pub(crate) struct Store {
 /// The argument `db` of `Store` and `Worker`: a `str` is parsed (a path, or a PostgreSQL URL
 /// or libpq string), an `os.PathLike` is always an SQLite file, whatever its text looks like.
 pub(crate) fn target_of(py: Python<'_>, db: &Bound<'_, PyAny>) -> PyResult<Target> {
-    if let Ok(text) = db.cast::<PyString>() {
-        return Target::parse(&text.to_cow()?).py(py);
+    let target = if let Ok(text) = db.cast::<PyString>() {
+        Target::parse(&text.to_cow()?).py(py)?
+    } else {
+        let path: PathBuf = db.extract().map_err(|_| {
+            PyTypeError::new_err("db must be a str (a path or a postgres:// URL) or os.PathLike")
+        })?;
+        if path.as_os_str().is_empty() {
+            return Err(invalid(py, "db", "is empty: give an SQLite file path"));
+        }
+        Target::Sqlite(path)
+    };
+    // A file name cannot hold a NUL; SQLite's open would fail with "nul byte found", named as
+    // no argument. (A connection string with one is refused by the driver's parser, by name.)
+    if let Target::Sqlite(path) = &target
+        && path.as_os_str().as_encoded_bytes().contains(&0)
+    {
+        return Err(invalid(py, "db", "must not contain a NUL character"));
     }
-    let path: PathBuf = db.extract().map_err(|_| {
-        PyTypeError::new_err("db must be a str (a path or a postgres:// URL) or os.PathLike")
-    })?;
-    Ok(Target::Sqlite(path))
+    Ok(target)
 }
 
 /// The clock reading of a call: `now` when given, else the system clock (seconds since the

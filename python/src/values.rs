@@ -85,6 +85,14 @@ impl Lease {
                 // Checked exactly as a job's kind is when it is enqueued.
                 leasefence::NewJob::new(job_id.clone())?.kind(kind.clone())?;
             }
+            if fence < 1 {
+                return Err(leasefence::Error::InvalidArgument {
+                    argument: "fence",
+                    reason: format!(
+                        "must be a fence handed out by a claim (1 or more), got {fence}"
+                    ),
+                });
+            }
             if attempt == 0 {
                 return Err(leasefence::Error::InvalidArgument {
                     argument: "attempt",

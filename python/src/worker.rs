@@ -342,6 +342,27 @@ fn log_failure(py: Python<'_>, lease: &leasefence::Lease, err: &PyErr) {
     drop(logged);
 }
 
+/// Logs a handler's return value that cannot be stored as a result, on `leasefence.worker`
+/// as a raised exception is: the attempt fails with `why` as its error.
+fn log_unstorable(py: Python<'_>, lease: &leasefence::Lease, why: &str) {
+    let logged = (|| -> PyResult<()> {
+        let logger = py
+            .import("logging")?
+            .call_method1("getLogger", ("leasefence.worker",))?;
+        logger.call_method1(
+            "error",
+            (
+                "handler of job %s (fence %s) returned what cannot be stored: %s; the attempt fails",
+                lease.job_id.as_str(),
+                lease.fence,
+                why,
+            ),
+        )?;
+        Ok(())
+    })();
+    drop(logged);
+}
+
 /// Calls the Python `handler` for one job; an exception becomes the stored failure
 /// (`Type: message`).
 ///
@@ -379,7 +400,13 @@ fn call_handler(
             side: calls.side.clone(),
         };
         match handler.call1(py, (job,)) {
-            Ok(value) => Called::Outcome(result_of(value.bind(py))),
+            Ok(value) => {
+                let outcome = result_of(value.bind(py));
+                if let Err(why) = &outcome {
+                    log_unstorable(py, ctx.lease(), &why.to_string());
+                }
+                Called::Outcome(outcome)
+            }
             Err(err) if !err.is_instance_of::<PyException>(py) => {
                 let text = describe(py, &err);
                 // No new claims from now on, before the lease is given back below.
@@ -670,6 +697,12 @@ impl NativeWorker {
         let mut pg = PgOptions::new();
         if let Some(schema) = schema {
             pg = pg.schema(schema);
+        }
+        // Refused here, as `Store` refuses them, rather than when `run()` opens the stores.
+        if let Target::Postgres(url) = &target {
+            pg.check(url)
+                .map_err(|e| rename(e, &[("url", "db")]))
+                .py(py)?;
         }
         let options = AnyOptions::new()
             .sqlite(SqliteOptions::new().synchronous(sync))

@@ -468,3 +468,52 @@ def test_list_names_after(store: Store):
         store.list(after="")
     assert err.value.argument == "after", str(err.value)
     assert "`after`" in str(err.value)
+
+
+def test_a_nul_in_a_file_name_is_refused_by_name(tmp_path: Path):
+    for db in [str(tmp_path / "a\0b.db"), tmp_path / "a\0b.db"]:
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            Store(db)
+        assert err.value.argument == "db", str(err.value)
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            Worker(db, lambda job: "x")
+        assert err.value.argument == "db", str(err.value)
+        assert "\0" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_connection_string_or_schema_fails_when_the_worker_is_made(tmp_path: Path):
+    # Checked without connecting (no server needed): as Store refuses them, not at run().
+    for db, schema, name in [
+        ("postgres://u:pw@127.0.0.1/test?bogus=1", None, "db"),
+        ("postgres://u:pw@[bad/test", None, "db"),
+        ("postgres://postgres@127.0.0.1/test", "bad schema!", "schema"),
+    ]:
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            Worker(db, lambda job: "x", schema=schema)
+        assert err.value.argument == name, (db, str(err.value))
+        assert "pw" not in str(err.value), str(err.value)
+
+
+def test_a_lease_made_by_hand_needs_a_fence_a_claim_hands_out():
+    for fence in [0, -5]:
+        with pytest.raises(leasefence.InvalidArgument) as err:
+            Lease("j", "o", fence, 1.0)
+        assert err.value.argument == "fence", str(err.value)
+    assert Lease("j", "o", 1, 1.0).fence == 1
+
+
+def test_claim_many_names_a_path_that_is_no_path(db: Path):
+    leasefence.enqueue(db, "j")
+    with pytest.raises(TypeError) as err:
+        leasefence.claim_many(None, "j", ["a"], 0.0, 1.0)  # type: ignore[arg-type]
+    assert "invalid argument `path`" in str(err.value), str(err.value)
+    assert read_row(db, "j") == ("j", None, 0.0, 0, None, 0)
+
+
+def test_unique_for_without_a_key_says_what_to_set(store: Store):
+    with pytest.raises(leasefence.InvalidArgument) as err:
+        store.enqueue("u", unique_for=5.0)
+    assert err.value.argument == "unique_for"
+    assert "set unique_key too" in str(err.value), str(err.value)
+    assert store.inspect("u") is None

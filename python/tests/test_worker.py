@@ -96,14 +96,20 @@ def test_a_handler_exception_is_logged_with_its_traceback(tmp_path: Path, caplog
     assert "deep_inside" in caplog.text and "missing under fence 1" in caplog.text
 
 
-def test_a_handler_returning_a_wrong_type_is_a_failure(tmp_path: Path):
+def test_a_handler_returning_a_wrong_type_is_a_failure(tmp_path: Path, caplog):
     path = tmp_path / "jobs.db"
     store = Store(path)
     store.enqueue("j", max_attempts=1)
-    assert Worker(path, lambda job: 42, drain=True).run().dead == 1
-    assert store.inspect("j").error == (
-        "the handler returned an object of type int; return a str (the result), UTF-8 bytes or None"
-    )
+    why = "the handler returned an object of type int; return a str (the result), UTF-8 bytes or None"
+    with caplog.at_level("ERROR", logger="leasefence.worker"):
+        assert Worker(path, lambda job: 42, drain=True).run().dead == 1
+    assert store.inspect("j").error == why
+    # Logged as a raised exception is, where the user looks for a handler's mistakes.
+    records = [r for r in caplog.records if r.name == "leasefence.worker"]
+    assert [r.getMessage() for r in records] == [
+        f"handler of job j (fence 1) returned what cannot be stored: {why}; the attempt fails"
+    ]
+    assert records[0].levelname == "ERROR"
 
 
 def test_kinds_route_jobs_to_their_handlers(tmp_path: Path):

@@ -221,6 +221,29 @@ impl PgOptions {
         Ok(store)
     }
 
+    /// Checks what [`open`](Self::open) checks before it connects — the connection string, the
+    /// schema name and the timeouts — without connecting: for a tool that opens its stores
+    /// later (a worker's threads) and wants bad settings refused at once.
+    ///
+    /// ```
+    /// use leasefence::PgOptions;
+    ///
+    /// assert!(PgOptions::new().check("postgres://app@db.internal/jobs").is_ok());
+    /// let bad = PgOptions::new().check("postgres://app@db.internal/jobs?bogus=1").unwrap_err();
+    /// assert_eq!(bad.argument(), Some("url"));
+    /// let bad = PgOptions::new().schema("Bad Name").check("host=db.internal").unwrap_err();
+    /// assert_eq!(bad.argument(), Some("schema"));
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] as [`open`](Self::open) gives it, naming `url`, `schema` or
+    /// the timeout.
+    pub fn check(&self, url: &str) -> Result<()> {
+        self.check_timeouts()?;
+        schema_name(&self.schema)?;
+        self.connection_config(url).map(drop)
+    }
+
     /// Each timeout within what the server, the kernel and the pool take: PostgreSQL's
     /// `lock_timeout` and the kernel's `TCP_USER_TIMEOUT` are 32-bit counts of milliseconds,
     /// and the pool adds the connect timeout to the clock.

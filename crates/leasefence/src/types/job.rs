@@ -169,7 +169,7 @@ impl NewJob {
         if self.unique_key.is_none() {
             return Err(Error::invalid(
                 "unique_for",
-                "needs a unique key: call unique_key first",
+                "needs a unique key: set unique_key too (on a builder, before unique_for)",
             ));
         }
         self.unique_for = Some(seconds);
