@@ -144,13 +144,25 @@ impl Ttl {
     /// # Errors
     /// [`Error::InvalidArgument`] naming `ttl` when the sum overflows to infinity, or when the
     /// ttl is too small to move the end past `now` (`1e-9` at `now = 1.7e9` rounds back to
-    /// `now`): such a lease would never be live, yet spend an attempt and a fence.
+    /// `now`): such a lease would never be live, yet spend an attempt and a fence. When the
+    /// ttl is a second or more and still rounds away, `now` is what is wrong (beyond 2^53
+    /// seconds, a quarter of a billion years, a float cannot count seconds): the error then
+    /// names `now`.
     pub fn until(self, now: Now) -> Result<f64> {
         let until = now.0 + self.0;
         if !until.is_finite() {
             Err(Error::invalid(
                 "ttl",
                 format!("now + ttl overflows ({} + {})", now.0, self.0),
+            ))
+        } else if until <= now.0 && self.0 >= 1.0 {
+            Err(Error::invalid(
+                "now",
+                format!(
+                    "too large to end a lease after it: now + ttl rounds to now ({} + {}); \
+                     a clock reading in seconds is far below 2^53",
+                    now.0, self.0
+                ),
             ))
         } else if until <= now.0 {
             Err(Error::invalid(

@@ -1,5 +1,5 @@
 //! Boundaries both backends must judge alike, found by an outside review: a ttl too small to
-//! move a lease's end past now, a queue named twice in one claim, a lease whose owner holds a
+//! move a lease's end past now (and a now too large for any ttl to), a queue named twice in one claim, a lease whose owner holds a
 //! NUL byte, a list cursor no job can have, and the unique key of a job whose last lease
 //! expired. Each case runs on every backend and reads the stored state back.
 
@@ -26,6 +26,21 @@ contract!(
         let err = s.renew_lease(&mut lease, now(t + 1.0), ttl(1e-9)).unwrap_err();
         assert_eq!(err.argument(), Some("ttl"), "{err}");
         assert_eq!(db.row(&lease.job_id).unwrap().until, t + 30.0);
+    }
+);
+
+contract!(
+    viewed fn a_clock_reading_too_large_to_count_seconds_is_named_not_the_ttl(api, db, s) {
+        // At 2^63 s a float's step is 2048 s: a 10 s lease would end at now. The reading is
+        // what is wrong, and the error names it; nothing is spent.
+        s.enqueue_many(&[job("a")]).unwrap();
+        let huge = 9.223_372_036_854_776e18;
+        let err = s.claim(JobId::new("a").unwrap(), owner("w"), now(huge), ttl(10.0)).unwrap_err();
+        assert_eq!(err.argument(), Some("now"), "{err}");
+        let err = s.claim_next(owner("w"), now(huge), ttl(10.0)).unwrap_err();
+        assert_eq!(err.argument(), Some("now"), "{err}");
+        let row = db.row("a").unwrap();
+        assert_eq!((row.fence, row.owner), (0, None), "nothing spent");
     }
 );
 
