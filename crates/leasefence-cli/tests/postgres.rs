@@ -989,9 +989,22 @@ fn a_typo_in_a_connection_string_names_the_key_not_the_password() {
             "host=127.0.0.1 user=postgres password S3cretPW dbname=test",
             "expected `=`",
         ),
+        // A key in capitals is still the password, masked in the command's own context.
+        (
+            "host=127.0.0.1 user=postgres PASSWORD=S3cretPW dbname=test",
+            "unknown option `PASSWORD`",
+        ),
+        // A misspelt scheme is refused by its name, not opened as a file named by the URL.
+        (
+            "postgress://postgres:S3cretPW@127.0.0.1/test",
+            "unknown scheme `postgress://`",
+        ),
     ] {
         let run = raw(&["--db", db, "stats"], None, &[]);
         run.error("invalid argument `db`").error(key);
+        assert!(!run.stderr.contains("S3cretPW"), "{run:#?}");
+        let run = raw(&["--json", "--db", db, "init"], None, &[]);
+        assert!(!run.stdout.contains("S3cretPW"), "{run:#?}");
         assert!(!run.stderr.contains("S3cretPW"), "{run:#?}");
         assert!(!run.stderr.contains("`S`"), "{run:#?}");
     }

@@ -66,8 +66,10 @@ impl Target {
     /// Tells an SQLite path from a PostgreSQL URL (see [`Target`] for the rules).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming `db` when `db` is empty or only white space, or when
-    /// it is `sqlite://` with no path after it.
+    /// [`Error::InvalidArgument`] naming `db` when `db` is empty or only white space, when it
+    /// is `sqlite://` with no path after it, or when it starts with a URL scheme other than
+    /// `postgres://`, `postgresql://` and `sqlite://` (`postgress://…`, a typo whose user info
+    /// would otherwise be shown as a file name; the error names only the scheme).
     pub fn parse(db: &str) -> Result<Target> {
         if db.trim().is_empty() {
             return Err(Error::invalid(
@@ -75,10 +77,23 @@ impl Target {
                 "is empty: give an SQLite file path or a postgres:// URL",
             ));
         }
+        // White space around a URL is a copy-and-paste slip, never part of the connection.
+        let url = db.trim();
         for scheme in PG_SCHEMES {
-            if let Some(rest) = strip_prefix_ignore_case(db, scheme) {
+            if let Some(rest) = strip_prefix_ignore_case(url, scheme) {
                 return Ok(Target::Postgres(format!("{scheme}{rest}")));
             }
+        }
+        if let Some(scheme) = url_scheme(url)
+            && !scheme.eq_ignore_ascii_case("sqlite")
+        {
+            return Err(Error::invalid(
+                "db",
+                format!(
+                    "unknown scheme `{scheme}://`: give postgres:// (or postgresql://) for \
+                     PostgreSQL, or an SQLite file path (sqlite://PATH)"
+                ),
+            ));
         }
         if let Some(path) = strip_prefix_ignore_case(db, SQLITE_SCHEME) {
             if path.is_empty() {
@@ -148,21 +163,35 @@ impl fmt::Debug for Target {
     }
 }
 
+/// The scheme of a URL-like `text` (`name://…`, the name a letter followed by letters, digits,
+/// `+`, `-` or `.`), or `None`.
+fn url_scheme(text: &str) -> Option<&str> {
+    let (scheme, _) = text.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
+}
+
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     let head = text.get(..prefix.len())?;
     head.eq_ignore_ascii_case(prefix)
         .then(|| &text[prefix.len()..])
 }
 
-/// Whether `db` is a libpq `key=value` string: a word starting with one of [`PG_KEYS`] and `=`.
+/// Whether `db` is a libpq `key=value` string: a word starting with one of [`PG_KEYS`] and `=`,
+/// in any case (`PASSWORD=` is a connection string with a slip, which libpq then refuses by
+/// the key's name, not a file named after a password).
 fn is_key_value(db: &str) -> bool {
     db.split_whitespace().any(|word| {
         word.split_once('=')
-            .is_some_and(|(key, _)| PG_KEYS.contains(&key))
+            .is_some_and(|(key, _)| PG_KEYS.contains(&key.to_ascii_lowercase().as_str()))
     })
 }
 
-/// A `key=value` string with the value of every `password` key masked: `password=***`. Values
+/// A `key=value` string with the value of every `password` key (in any case) masked:
+/// `password=***`. Values
 /// may be single-quoted with backslash escapes, and `=` may have spaces around it, as libpq
 /// allows.
 fn redact_key_value(text: &str) -> String {
@@ -184,7 +213,17 @@ fn redact_key_value(text: &str) -> String {
         rest = &rest[key_end..];
         let spaces = rest.len() - rest.trim_start().len();
         if !rest[spaces..].starts_with('=') {
-            continue; // not key=value: copied as it is
+            // Not key=value: copied as it is — but `password secret`, its `=` forgotten (a
+            // string libpq refuses), still has its next word masked.
+            if key.eq_ignore_ascii_case("password") && spaces > 0 {
+                let word = rest[spaces..]
+                    .find(char::is_whitespace)
+                    .map_or(rest.len(), |i| spaces + i);
+                out.push_str(&rest[..spaces]);
+                out.push_str("***");
+                rest = &rest[word..];
+            }
+            continue;
         }
         let after_eq = spaces + 1;
         let value_start = after_eq + (rest[after_eq..].len() - rest[after_eq..].trim_start().len());
@@ -209,7 +248,7 @@ fn redact_key_value(text: &str) -> String {
             });
             end.map_or(rest.len(), |(i, _)| i)
         };
-        if key == "password" {
+        if key.eq_ignore_ascii_case("password") {
             out.push_str("***");
         } else {
             out.push_str(&rest[..value_end]);
@@ -350,6 +389,27 @@ mod tests {
             file("host=h.db")
         );
         assert_eq!(Target::parse("postgres:/x").unwrap(), file("postgres:/x"));
+        // A URL with white space around it is still the URL.
+        assert_eq!(
+            Target::parse("  postgres://u@h/d \n").unwrap(),
+            pg("postgres://u@h/d")
+        );
+        // A key in another case still makes a connection string (libpq refuses it by name).
+        assert_eq!(
+            Target::parse("host=h PASSWORD=x").unwrap(),
+            pg("host=h PASSWORD=x")
+        );
+        assert_eq!(Target::parse("Password=x").unwrap(), pg("Password=x"));
+        // Another scheme is refused, naming the scheme and nothing after it.
+        for typo in ["postgress://u:pw@h/d", "mysql://u:pw@h/d", " pg://u:pw@h/d"] {
+            let err = Target::parse(typo).unwrap_err();
+            assert_eq!(err.argument(), Some("db"), "{typo:?}: {err}");
+            assert!(!err.to_string().contains("pw"), "{typo:?}: {err}");
+            assert!(
+                err.to_string().contains("unknown scheme"),
+                "{typo:?}: {err}"
+            );
+        }
         for bad in ["", "  ", "sqlite://"] {
             let err = Target::parse(bad).unwrap_err();
             assert_eq!(err.argument(), Some("db"), "{bad:?}: {err}");
@@ -376,6 +436,16 @@ mod tests {
             "host=h password = *** dbname=d"
         );
         assert_eq!(shown("dbname=d password="), "dbname=d password=***");
+        assert_eq!(
+            shown("host=h PASSWORD=pw dbname=d"),
+            "host=h PASSWORD=*** dbname=d"
+        );
+        // Its `=` forgotten: the next word is still the password.
+        assert_eq!(
+            shown("host=h password pw dbname=d"),
+            "host=h password *** dbname=d"
+        );
+        assert_eq!(shown("host=h password"), "host=h password");
         // The driver reads the user info up to the first `@`, `/` and `?` included.
         assert_eq!(shown("postgres://u:a/b@h/d"), "postgres://u:***@h/d");
         assert_eq!(

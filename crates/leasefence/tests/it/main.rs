@@ -34,6 +34,7 @@ mod collation;
 mod complete_batch;
 mod complete_with;
 mod database_clock;
+mod db_string_slips;
 mod defaults;
 mod delete;
 mod enqueue_jobs;
