@@ -150,7 +150,9 @@ impl Args {
         }
         if let Some(key) = &self.unique_key {
             parts.push(match self.unique_for {
-                Some(window) => format!("unique key {key} for {window} s"),
+                Some(window) => {
+                    format!("unique key {key}; none with it enqueued in the last {window} s")
+                }
                 None => format!("unique key {key}"),
             });
         }

@@ -16,7 +16,7 @@ use crate::output::Outcome;
                         table, so enqueueing the same id again continues from it — a fence \
                         number is never issued twice for the same id, even after a purge. \
                         A job enqueued with --unique-for is kept until its window has passed: \
-                        until then it still holds its unique key."
+                        until then an enqueue with the same window must still find it."
 )]
 pub struct Args {
     /// The cutoff.

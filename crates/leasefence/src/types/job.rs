@@ -154,7 +154,10 @@ impl NewJob {
     /// Widens the uniqueness of [`unique_key`](Self::unique_key) to a window: enqueueing
     /// inserts nothing while a job of the same queue with the same key is unfinished **or was
     /// enqueued less than `seconds` ago**, finished or not. Enqueue times are the database's
-    /// clock (SQLite: the enqueuing host's system clock). Call it after `unique_key`.
+    /// clock (SQLite: the enqueuing host's system clock). Call it after `unique_key`. The
+    /// window is this enqueue's own (as Oban's unique period is): a later enqueue without one
+    /// checks only unfinished jobs; a job's own window keeps `purge` from deleting it while it
+    /// is open.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming `unique_for` when `seconds` is not a finite number
