@@ -232,6 +232,47 @@ impl Scratch {
         Ok(scratch)
     }
 
+    /// Makes SIGINT, SIGTERM and SIGHUP remove the demo's own database before the process
+    /// exits (status 130), as its normal end does: the temporary file's folder, or the
+    /// temporary schema (dropped over a connection of its own, waiting at most 5 s for the
+    /// demo's locks). A database the user named is left alone. Nothing is installed when
+    /// another handler already is. The flag returned is set once a signal has come: the demo
+    /// then waits for the handler to end the process, instead of reporting the failures of
+    /// calls on a database that is going away.
+    pub fn remove_on_signal(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if !self.temporary {
+            return interrupted;
+        }
+        let flag = interrupted.clone();
+        let folder = self._tmp.as_ref().map(|tmp| tmp.path().to_owned());
+        let schema = match &self.target {
+            Target::Postgres(url) => Some((url.clone(), self.schema.clone())),
+            Target::Sqlite(_) => None,
+        };
+        let _ = ctrlc::try_set_handler(move || {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            if let Some(folder) = &folder {
+                let _ = std::fs::remove_dir_all(folder);
+            }
+            if let Some((url, schema)) = &schema {
+                let dropped = leasefence::pg_connect(url).and_then(|mut client| {
+                    client.batch_execute(&format!(
+                        "SET lock_timeout = '5s'; DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+                    ))
+                });
+                if let Err(e) = dropped {
+                    eprintln!(
+                        "leasefence: warning: could not drop the demo's schema {schema}: {e}"
+                    );
+                }
+            }
+            eprintln!("leasefence: interrupted: the demo's temporary database is removed");
+            std::process::exit(130);
+        });
+        interrupted
+    }
+
     /// The database as shown in messages.
     pub fn shown(&self) -> Shown {
         Shown {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tempfile::TempDir;
 
 mod support;
@@ -731,11 +731,55 @@ fn demo_rejects_bad_arguments() {
     s.raw(&["demo", "--ttl", "0"], None, &[]).error("ttl");
     // Longer than the clock can wait out (1e20 s panicked converting it to a Duration).
     s.raw(&["demo", "--ttl", "1e20"], None, &[])
-        .error("--ttl must be at most 3600 seconds");
+        .error("invalid argument `--ttl`: must be at most 3600 seconds");
     s.raw(&["demo", "--ttl", "3600.5"], None, &[]).error("ttl");
     s.raw(&["demo", "--stall-rate", "2"], None, &[])
         .error("stall-rate");
     s.raw(&["demo", "--workers", "0"], None, &[]).status(2);
+    // With --json, each names its flag as an invalid argument, as the library's do.
+    for (args, flag) in [
+        (&["--json", "demo", "--ttl", "5000"][..], "--ttl"),
+        (&["--json", "demo", "--stall-rate", "2"], "--stall-rate"),
+    ] {
+        let v = s.raw(args, None, &[]).json();
+        assert_eq!(
+            (&v["error"], &v["argument"]),
+            (&json!("invalid_argument"), &json!(flag)),
+            "{v}"
+        );
+    }
+}
+
+#[test]
+fn a_payload_file_that_cannot_be_read_is_an_invalid_argument_naming_it() {
+    let s = Sandbox::new();
+    s.lf(&["init"]).ok();
+    let v = s
+        .lf(&[
+            "--json",
+            "enqueue",
+            "z",
+            "--payload-file",
+            "/nonexistent/payload",
+        ])
+        .json();
+    assert_eq!(
+        (&v["error"], &v["argument"], v["exit"].as_i64()),
+        (
+            &json!("invalid_argument"),
+            &json!("--payload-file"),
+            Some(2)
+        ),
+        "{v}"
+    );
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/payload"),
+        "{v}"
+    );
+    s.lf(&["state", "z"]).refused();
 }
 
 /// The CLI's bad-input table: missing values, unparsable numbers and unknown flags are usage

@@ -8,9 +8,10 @@
 mod story;
 mod stress;
 
-use anyhow::{Context as _, ensure};
+use anyhow::Context as _;
 use serde_json::json;
 
+use crate::cmd::shared;
 use crate::ctx::{Ctx, Purpose};
 use crate::output::Outcome;
 
@@ -45,22 +46,47 @@ const MAX_TTL: f64 = 3600.0;
 
 /// Runs the story, then the stress run, and prints the verdict.
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
-    let out = ctx.out;
     let ttl = leasefence::Ttl::new(args.ttl).context("--ttl")?;
     // The stress run stalls workers past their lease in real time and gives up on a run that
     // made no progress for 30 s + 4 ttl: a longer lease would only make the demo hang.
-    ensure!(
-        args.ttl <= MAX_TTL,
-        "--ttl must be at most {MAX_TTL} seconds (the demo waits out leases in real time), got {}",
-        args.ttl
-    );
-    ensure!(
-        (0.0..=1.0).contains(&args.stall_rate),
-        "--stall-rate must be between 0 and 1, got {}",
-        args.stall_rate
-    );
+    if args.ttl > MAX_TTL {
+        return Err(shared::invalid(
+            "--ttl",
+            format!(
+                "must be at most {MAX_TTL} seconds (the demo waits out leases in real time), \
+                 got {}",
+                args.ttl
+            ),
+        ));
+    }
+    if !(0.0..=1.0).contains(&args.stall_rate) {
+        return Err(shared::invalid(
+            "--stall-rate",
+            format!("must be between 0 and 1, got {}", args.stall_rate),
+        ));
+    }
 
     let scratch = ctx.scratch()?;
+    let interrupted = scratch.remove_on_signal();
+    let result = run_in(ctx, &args, ttl, scratch);
+    // Stopped by a signal: the calls failing as the database goes are not the demo's result;
+    // the handler removes the database and exits 130.
+    if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
+    result
+}
+
+/// The demo in `scratch`, its database, which is removed when it is dropped here.
+fn run_in(
+    ctx: &Ctx,
+    args: &Args,
+    ttl: leasefence::Ttl,
+    scratch: crate::ctx::Scratch,
+) -> anyhow::Result<Outcome> {
+    let out = ctx.out;
     let prefix = scratch.prefix.clone();
     let shown = scratch.shown();
     let store = scratch

@@ -191,7 +191,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     }
     let payload = match (&args.payload.payload, &args.payload.payload_file) {
         (Some(text), _) => Some(text.clone().into_bytes()),
-        (None, Some(path)) => Some(shared::read_bytes(path, "the payload")?),
+        (None, Some(path)) => Some(shared::read_bytes(path, "the payload", "--payload-file")?),
         (None, None) => None,
     };
     match &args.ids_from {
@@ -270,7 +270,7 @@ fn run_many(
     } else {
         path.display().to_string()
     };
-    let bytes = shared::read_bytes(path, "the ids")?;
+    let bytes = shared::read_bytes(path, "the ids", "--ids-from")?;
     let text = String::from_utf8(bytes)
         .map_err(|_| shared::invalid("--ids-from", format!("{source} is not UTF-8 text")))?;
     let ids: Vec<&str> = text

@@ -155,7 +155,7 @@ fn definition(a: &AddArgs) -> anyhow::Result<Schedule> {
         schedule = schedule.payload(payload.as_bytes());
     }
     if let Some(path) = &a.payload_file {
-        schedule = schedule.payload(shared::read_bytes(path, "the payload")?);
+        schedule = schedule.payload(shared::read_bytes(path, "the payload", "--payload-file")?);
     }
     if let Some(priority) = a.priority {
         schedule = schedule.priority(priority);

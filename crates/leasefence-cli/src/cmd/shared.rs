@@ -24,7 +24,7 @@ pub fn is_stdin(path: &Path) -> bool {
 }
 
 /// The bytes of `path`, or of stdin for `-`; `what` names the input in the error.
-pub fn read_bytes(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
+pub fn read_bytes(path: &Path, what: &str, flag: &str) -> anyhow::Result<Vec<u8>> {
     if is_stdin(path) {
         let mut bytes = Vec::new();
         std::io::stdin()
@@ -32,7 +32,13 @@ pub fn read_bytes(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
             .with_context(|| format!("reading {what} from stdin"))?;
         Ok(bytes)
     } else {
-        std::fs::read(path).with_context(|| format!("reading {what} from {}", path.display()))
+        // A file that cannot be read is bad input, named by its flag.
+        std::fs::read(path).map_err(|e| {
+            invalid(
+                flag,
+                format!("cannot read {what} from {}: {e}", path.display()),
+            )
+        })
     }
 }
 
