@@ -300,3 +300,36 @@ fn serve_creates_a_missing_database_and_never_resets_one() {
     );
     assert_eq!(serving.stop().0, 0);
 }
+
+#[test]
+fn with_json_the_address_line_is_an_object() {
+    use std::io::BufRead as _;
+    let sb = Sandbox::new();
+    let db = sb.db();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_leasefence"))
+        .args(["--json", "--db", db.to_str().unwrap()])
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .current_dir(sb.dir.path())
+        .env_remove("LEASEFENCE_DB")
+        .env_remove("LEASEFENCE_WORKER_TOKEN")
+        .env_remove("LEASEFENCE_ADMIN_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    let v: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON object");
+    assert_eq!((&v["op"], &v["ok"]), (&json!("serve"), &json!(true)), "{v}");
+    let url = v["url"].as_str().unwrap();
+    assert!(url.starts_with("http://127.0.0.1:"), "{v}");
+    assert_eq!(v["dashboard"], json!(format!("{url}/dashboard")), "{v}");
+    assert_eq!(status.code(), Some(0));
+}

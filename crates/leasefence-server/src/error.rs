@@ -48,7 +48,7 @@ pub enum Reason {
     /// dead or cancelled job is kept so because another unfinished job of its queue holds its
     /// unique key.
     Duplicate,
-    /// An admit: a fence at least as high was already admitted for the resource.
+    /// An admit: a higher fence was already admitted for the resource.
     LowerFence,
     /// A retry: the job is neither dead nor cancelled (it is waiting or running).
     NotDead,
@@ -70,7 +70,7 @@ impl Reason {
             Reason::AttemptsSpent => "the job has no attempts left in its budget",
             Reason::Known => "the job id is known; the job is left untouched",
             Reason::Duplicate => "an unfinished job of the queue holds the same unique key",
-            Reason::LowerFence => "a fence at least as high was already admitted",
+            Reason::LowerFence => "a higher fence was already admitted",
             Reason::NotDead => "the job is neither dead nor cancelled",
             Reason::Unexplained => "the store refused it (why could not be read back)",
         }

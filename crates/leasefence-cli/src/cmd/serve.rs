@@ -192,6 +192,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
+    let out = ctx.out;
     runtime.block_on(async move {
         let store = AsyncStore::open_target(target, options)
             .await
@@ -200,8 +201,13 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             .await
             .with_context(|| format!("binding {}", args.bind))?;
         let addr = listener.local_addr()?;
-        // The first line on stdout is the address, for scripts that bind port 0.
-        println!("listening on http://{addr}");
+        // The first line on stdout is the address, for scripts that bind port 0 (with --json
+        // an object, as every command's lines are).
+        out.line(
+            format!("listening on http://{addr}"),
+            serde_json::json!({ "op": "serve", "ok": true, "url": format!("http://{addr}"),
+                                "dashboard": format!("http://{addr}/dashboard") }),
+        );
         eprintln!("leasefence: the dashboard is at http://{addr}/dashboard");
         eprintln!(
             "leasefence: serving {} ({}) on http://{addr}; {}",

@@ -46,7 +46,23 @@ where
             .map_or(std::time::Duration::from_secs(30), |l| l.timeout);
         match tokio::time::timeout(timeout, Form::<T>::from_request(req, state)).await {
             Ok(Ok(Form(form))) => Ok(TimedForm(form)),
-            Ok(Err(rejection)) => Err(rejection.into_response()),
+            // The dashboard's own page, not the framework's plain text: a field that does not
+            // parse (`fence=abc`) is bad input (400); a body that is no form keeps its status.
+            Ok(Err(rejection)) => {
+                let status = match rejection.status() {
+                    StatusCode::UNPROCESSABLE_ENTITY => StatusCode::BAD_REQUEST,
+                    other => other,
+                };
+                Err(PageError::new(
+                    status,
+                    format!(
+                        "the form could not be read ({}); nothing was done — reload the page \
+                         and try again",
+                        rejection.body_text()
+                    ),
+                )
+                .into_response())
+            }
             Err(_) => {
                 let mut response = PageError::new(
                     StatusCode::SERVICE_UNAVAILABLE,

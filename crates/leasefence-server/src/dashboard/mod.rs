@@ -95,7 +95,17 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
         .route("/dashboard/assets/dashboard.css", get(css))
         .route("/dashboard/assets/dashboard.js", get(js))
         .route("/dashboard/assets/icon.svg", get(icon))
+        .route("/dashboard/{*rest}", axum::routing::any(missing))
         .layer(axum::middleware::from_fn_with_state(state.clone(), secure))
+}
+
+/// A dashboard address that is no page: the dashboard's own 404 page (with its way back), not
+/// the API's JSON.
+async fn missing() -> PageError {
+    PageError::new(
+        StatusCode::NOT_FOUND,
+        "no such page on the dashboard; start again from the overview",
+    )
 }
 
 /// The security headers of every dashboard response, and its `Server-Timing` (how long the

@@ -531,6 +531,23 @@ backends! {
         assert!(r.body.contains("Cancel job live?"));
         assert!(!db.row("live").unwrap().done);
         assert_eq!(b.post("/dashboard/jobs/live/explode", &[("csrf", &csrf)]).status, 404);
+        // A field that does not parse gets the dashboard's own page, not the framework's text.
+        for fence in ["", "abc"] {
+            let r = b.post("/dashboard/jobs/live/release", &[("csrf", &csrf), ("confirmed", "yes"), ("fence", fence)]);
+            assert_eq!(r.status, 400, "fence={fence:?}: {}", r.body);
+            assert!(r.header("content-type").starts_with("text/html"), "{}", r.header("content-type"));
+            assert!(r.body.contains("the form could not be read") && r.body.contains("fence"), "{}", r.body);
+        }
+        let row = db.row("live").unwrap();
+        assert!(!row.done && row.owner.is_some(), "the lease is still held: {row:?}");
+        // An address that is no dashboard page: its own 404 page, with the way back.
+        for path in ["/dashboard/nope", "/dashboard/jobs/live/cancel/more"] {
+            let r = b.get(path);
+            assert_eq!(r.status, 404, "{path}");
+            assert!(r.header("content-type").starts_with("text/html"), "{path}: {}", r.header("content-type"));
+            assert!(r.body.contains("href=\"/dashboard\""), "{path}: {}", r.body);
+            assert_eq!(r.header("x-frame-options"), "DENY", "{path}");
+        }
         assert!(s.audit_log(None, 10).unwrap().is_empty());
     }
 

@@ -246,6 +246,8 @@ backends! {
         assert_eq!(c.post("/v1/fences/bucket%2Freport.csv/admit", json!({"fence": 3})).0, 200);
         let (status, body) = c.post("/v1/fences/bucket%2Freport.csv/admit", json!({"fence": 2}));
         assert_eq!((status, body["reason"].as_str()), (409, Some("lower_fence")), "{body}");
+        // An equal fence is admitted, so the refusal speaks of a higher one.
+        assert!(body["message"].as_str().unwrap().contains("a higher fence was already admitted"), "{body}");
         assert_eq!(c.post("/v1/fences/bucket%2Freport.csv/admit", json!({"fence": 4})).0, 200);
         // A fence no claim hands out is bad input naming `fence`, not a stale one.
         for fence in [0, -7] {
