@@ -256,16 +256,7 @@ impl Scratch {
                 let _ = std::fs::remove_dir_all(folder);
             }
             if let Some((url, schema)) = &schema {
-                let dropped = leasefence::pg_connect(url).and_then(|mut client| {
-                    client.batch_execute(&format!(
-                        "SET lock_timeout = '5s'; DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
-                    ))
-                });
-                if let Err(e) = dropped {
-                    eprintln!(
-                        "leasefence: warning: could not drop the demo's schema {schema}: {e}"
-                    );
-                }
+                drop_schema(url, schema);
             }
             eprintln!("leasefence: interrupted: the demo's temporary database is removed");
             std::process::exit(130);
@@ -334,14 +325,21 @@ impl Drop for Scratch {
         let (true, Target::Postgres(url)) = (self.temporary, &self.target) else {
             return;
         };
-        let schema = &self.schema;
-        // As the store connected (TLS with sslmode=require), or the drop would fail there.
-        let dropped = leasefence::pg_connect(url).and_then(|mut client| {
-            client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-        });
-        if let Err(e) = dropped {
-            eprintln!("leasefence: warning: could not drop the demo's schema {schema}: {e}");
-        }
+        drop_schema(url, &self.schema);
+    }
+}
+
+/// Drops the demo's own `schema` over a connection of its own, waiting at most 5 s for locks
+/// (the demo's threads may still hold some when a signal stops it); a failure is a warning.
+fn drop_schema(url: &str, schema: &str) {
+    // As the store connected (TLS with sslmode=require), or the drop would fail there.
+    let dropped = leasefence::pg_connect(url).and_then(|mut client| {
+        client.batch_execute(&format!(
+            "SET lock_timeout = '5s'; DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+        ))
+    });
+    if let Err(e) = dropped {
+        eprintln!("leasefence: warning: could not drop the demo's schema {schema}: {e}");
     }
 }
 
