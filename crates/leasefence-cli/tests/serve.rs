@@ -322,14 +322,16 @@ fn with_json_the_address_line_is_an_object() {
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let status = child.wait().unwrap();
     let v: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON object");
     assert_eq!((&v["op"], &v["ok"]), (&json!("serve"), &json!(true)), "{v}");
     let url = v["url"].as_str().unwrap();
     assert!(url.starts_with("http://127.0.0.1:"), "{v}");
     assert_eq!(v["dashboard"], json!(format!("{url}/dashboard")), "{v}");
-    assert_eq!(status.code(), Some(0));
+    // The address is the one it serves on; once it has answered, its stop signal is in place.
+    let health = ureq::get(format!("{url}/healthz")).call().unwrap();
+    assert_eq!(health.status(), 200);
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
 }
