@@ -38,12 +38,15 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import _native
 from ._native import (
+    Attempt,
     Failed,
+    History,
     Job,
     JobInfo,
     Lease,
     NewJob,
     QueueInfo,
+    Refusal,
     Stats,
     Store,
     WorkerStats,
@@ -94,6 +97,9 @@ __all__ = [
     "Stats",
     "QueueInfo",
     "Failed",
+    "History",
+    "Attempt",
+    "Refusal",
     "Worker",
     "Job",
     "WorkerStats",

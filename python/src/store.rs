@@ -15,7 +15,7 @@ use pyo3::types::{PyDict, PyString};
 
 use crate::args;
 use crate::errors::{IntoPy, invalid, rename, renamed};
-use crate::values::{Failed, JobInfo, Lease, QueueInfo, Stats, state_dict};
+use crate::values::{Failed, History, JobInfo, Lease, QueueInfo, Stats, state_dict};
 
 /// A job to enqueue: its id and, optionally, payload, queue, kind, priority, not-before time,
 /// attempts budget and unique key. Validated when made: a bad value raises `InvalidArgument`
@@ -594,6 +594,15 @@ impl Store {
         let now = now_or_system(py, now)?;
         let job = self.with(py, |s| s.inspect(id, now))?;
         Ok(job.map(|job| JobInfo::new(py, job)))
+    }
+
+    /// The job's attempt ledger: every claim with its fence, owner, times and how it ended,
+    /// and the late writes its fence refused (counted per fence and operation); `None` when
+    /// there is no such job. A read: it changes nothing.
+    fn history(&self, py: Python<'_>, job_id: &str) -> PyResult<Option<History>> {
+        let id = JobId::new(job_id).py(py)?;
+        let history = self.with(py, |s| s.history(id))?;
+        Ok(history.as_ref().map(History::from))
     }
 
     /// Operator verb: pauses a queue (`claim_next` skips it); `False` when already paused.

@@ -434,11 +434,134 @@ impl Failed {
     }
 }
 
+/// One claim of a job in its attempt ledger (`Store.history`): the fence it handed out and
+/// how it ended. Times are Unix seconds by the store's own clock (informational).
+#[pyclass(frozen, module = "leasefence", get_all, eq)]
+#[derive(Clone, PartialEq)]
+pub(crate) struct Attempt {
+    /// The fence this claim handed out.
+    fence: i64,
+    /// Who claimed it.
+    owner: String,
+    /// When it was claimed (`None` for a lease already held when the ledger was added).
+    claimed_at: Option<f64>,
+    /// When it ended (`None` while open).
+    ended_at: Option<f64>,
+    /// `completed`, `failed`, `timed out`, `released`, `lost` or `cancelled`; `None` while open.
+    outcome: Option<&'static str>,
+    /// The error its holder recorded (failed and timed-out attempts), or `None`.
+    error: Option<String>,
+}
+
+impl From<&leasefence::Attempt> for Attempt {
+    fn from(a: &leasefence::Attempt) -> Self {
+        Attempt {
+            fence: a.fence,
+            owner: a.owner.clone(),
+            claimed_at: a.claimed_at,
+            ended_at: a.ended_at,
+            outcome: a.outcome.map(leasefence::AttemptOutcome::as_str),
+            error: a.error.clone(),
+        }
+    }
+}
+
+#[pymethods]
+impl Attempt {
+    fn __repr__(&self) -> String {
+        format!(
+            "Attempt(fence={}, owner={:?}, outcome={})",
+            self.fence,
+            self.owner,
+            repr_opt(self.outcome)
+        )
+    }
+}
+
+/// The refused late writes of one operation under one fence (`Store.history`).
+#[pyclass(frozen, module = "leasefence", get_all, eq)]
+#[derive(Clone, PartialEq)]
+pub(crate) struct Refusal {
+    /// The fence the writer held.
+    fence: i64,
+    /// The refused write: `renew`, `complete`, `fail`, `release` or `schedule`.
+    op: &'static str,
+    /// How many times.
+    count: u64,
+    /// When the last one came (Unix seconds, the store's clock).
+    last_at: f64,
+}
+
+impl From<&leasefence::Refusal> for Refusal {
+    fn from(r: &leasefence::Refusal) -> Self {
+        Refusal {
+            fence: r.fence,
+            op: r.op.as_str(),
+            count: r.count,
+            last_at: r.last_at,
+        }
+    }
+}
+
+#[pymethods]
+impl Refusal {
+    fn __repr__(&self) -> String {
+        format!(
+            "Refusal(fence={}, op={:?}, count={})",
+            self.fence, self.op, self.count
+        )
+    }
+}
+
+/// A job's attempt ledger (`Store.history`): every claim, oldest first, and the late writes
+/// its fence refused, by fence then operation.
+#[pyclass(frozen, module = "leasefence", get_all, eq)]
+#[derive(Clone, PartialEq)]
+pub(crate) struct History {
+    /// Every claim of the job, lowest fence first.
+    attempts: Vec<Attempt>,
+    /// The refused writes, by fence then operation.
+    refusals: Vec<Refusal>,
+}
+
+impl From<&leasefence::History> for History {
+    fn from(h: &leasefence::History) -> Self {
+        History {
+            attempts: h.attempts.iter().map(Attempt::from).collect(),
+            refusals: h.refusals.iter().map(Refusal::from).collect(),
+        }
+    }
+}
+
+#[pymethods]
+impl History {
+    /// How many writes were refused in all, or only those under `fence`.
+    #[pyo3(signature = (fence=None))]
+    fn refused(&self, fence: Option<i64>) -> u64 {
+        self.refusals
+            .iter()
+            .filter(|r| fence.is_none_or(|f| r.fence == f))
+            .map(|r| r.count)
+            .sum()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "History(attempts={}, refused={})",
+            self.attempts.len(),
+            self.refused(None)
+        )
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Lease>()?;
     m.add_class::<JobInfo>()?;
     m.add_class::<Stats>()?;
     m.add_class::<QueueInfo>()?;
     m.add_class::<Failed>()?;
+    m.add_class::<Attempt>()?;
+    m.add_class::<Refusal>()?;
+    m.add_class::<History>()?;
     Ok(())
 }
