@@ -41,6 +41,18 @@ fn integer<T: TryFrom<i64>>(
     T::try_from(wide).map_err(|_| invalid(py, name, &format!("{range}, got {wide}")))
 }
 
+/// A `TypeError` naming `name` for a `value` that is not of the type `wanted` says, and the
+/// type it is (`invalid argument `queues`: must be a queue name or a list of names, not int`).
+pub(crate) fn type_error(value: &Bound<'_, PyAny>, name: &str, wanted: &str) -> PyErr {
+    let kind = value
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |k| k.to_string());
+    PyTypeError::new_err(format!(
+        "invalid argument `{name}`: must be {wanted}, not {kind}"
+    ))
+}
+
 /// A `bool` where a number is asked for is a `TypeError` naming the argument: Python counts
 /// `True` as the integer 1, but `ttl=True` or `fence=False` is a slip, not a number of seconds
 /// or a fence.

@@ -13,7 +13,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::args;
+use crate::args::{self, type_error};
 use crate::errors::{IntoPy, invalid, rename, renamed};
 use crate::values::{Failed, History, JobInfo, Lease, QueueInfo, Stats, state_dict};
 
@@ -154,24 +154,20 @@ fn queues_of(py: Python<'_>, queues: Option<&Bound<'_, PyAny>>) -> PyResult<Queu
     let names: Vec<String> = if let Ok(name) = queues.cast::<PyString>() {
         vec![name.to_cow()?.into_owned()]
     } else {
-        queues.extract().map_err(|_| {
-            invalid(
-                py,
-                "queues",
-                "must be None, a queue name or a list of names",
-            )
-        })?
+        queues
+            .extract()
+            .map_err(|_| type_error(queues, "queues", "None, a queue name or a list of names"))?
     };
     renamed(Queues::only(names), &[("queue", "queues")]).py(py)
 }
 
 /// A job id or a list of them.
-fn ids_of(py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+fn ids_of(_py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     if let Ok(id) = ids.cast::<PyString>() {
         return Ok(vec![id.to_cow()?.into_owned()]);
     }
     ids.extract()
-        .map_err(|_| invalid(py, "job_ids", "must be a job id or a list of job ids"))
+        .map_err(|_| type_error(ids, "job_ids", "a job id or a list of job ids"))
 }
 
 fn parse_ids<'a>(py: Python<'_>, ids: &'a [String]) -> PyResult<Vec<JobId<'a>>> {

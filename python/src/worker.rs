@@ -24,7 +24,7 @@ use pyo3::exceptions::{PyException, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyMapping, PyString, PyType};
 
-use crate::args;
+use crate::args::{self, type_error};
 use crate::errors::{IntoPy, invalid, rename};
 use crate::values::Lease;
 
@@ -670,11 +670,11 @@ impl NativeWorker {
                 "give a handler, or kinds={name: handler}",
             ));
         }
-        if handler.as_ref().is_some_and(|h| !h.bind(py).is_callable()) {
-            return Err(invalid(
-                py,
+        if let Some(h) = handler.as_ref().filter(|h| !h.bind(py).is_callable()) {
+            return Err(type_error(
+                h.bind(py),
                 "handler",
-                "must be callable (it is called with a Job)",
+                "callable (it is called with a Job)",
             ));
         }
         if kinds

@@ -517,3 +517,32 @@ def test_unique_for_without_a_key_says_what_to_set(store: Store):
     assert err.value.argument == "unique_for"
     assert "set unique_key too" in str(err.value), str(err.value)
     assert store.inspect("u") is None
+
+
+@pytest.mark.parametrize(
+    "call, name, kind",
+    [
+        (lambda s: s.claim_next("w", ttl=1.0, queues=True, now=0.0), "queues", "bool"),
+        (lambda s: s.claim_batch("w", 2, ttl=1.0, queues=7, now=0.0), "queues", "int"),
+        (lambda s: s.retry_dead(queues=5, now=0.0), "queues", "int"),
+        (lambda s: s.retry(0), "job_ids", "int"),
+        (lambda s: s.delete(None), "job_ids", "NoneType"),
+        (lambda s: s.delete([1, 2]), "job_ids", "list"),
+    ],
+)
+def test_a_queue_or_id_list_of_the_wrong_type_is_a_type_error(tmp_path: Path, call, name, kind):
+    store = Store(tmp_path / "jobs.db")
+    store.enqueue("j")
+    with pytest.raises(TypeError) as err:
+        call(store)
+    assert f"invalid argument `{name}`" in str(err.value)
+    assert str(err.value).endswith(f", not {kind}")
+    assert store.inspect("j", now=0.0).status == "ready"  # nothing claimed, nothing deleted
+
+
+def test_a_handler_that_is_not_callable_is_a_type_error(tmp_path: Path):
+    with pytest.raises(TypeError) as err:
+        Worker(tmp_path / "w.db", 42)  # type: ignore[arg-type]
+    assert str(err.value) == (
+        "invalid argument `handler`: must be callable (it is called with a Job), not int"
+    )
