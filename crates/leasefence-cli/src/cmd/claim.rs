@@ -51,6 +51,13 @@ pub struct Args {
 /// Claims a claimable job and prints the new fence (exit 0); an unknown, done or still-leased
 /// job is refused (exit 1).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
+    // clap's `requires = "next"` is met by the flag's default (`false`): checked here.
+    if !args.next && !args.queues.is_empty() {
+        return Err(cmd::shared::invalid(
+            "--queue",
+            "needs --next: a claim by id takes that job whatever its queue",
+        ));
+    }
     let Some(id) = args.id.clone() else {
         return next(ctx, &args);
     };

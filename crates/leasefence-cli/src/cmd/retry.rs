@@ -1,5 +1,6 @@
-//! `leasefence retry ID… [--now T]` / `leasefence retry --dead [--now T]`: make dead or
-//! cancelled jobs ready again with a fresh attempts budget (an operator verb, not fenced).
+//! `leasefence retry ID… [--now T]` / `leasefence retry --dead [--queue Q…] [--now T]`: make
+//! dead or cancelled jobs ready again with a fresh attempts budget (an operator verb, not
+//! fenced).
 
 use anyhow::Context as _;
 use leasefence::{JobId, Status, Store as _};
@@ -22,6 +23,15 @@ pub struct Args {
     /// Retry every dead job (cancelled ones only by id).
     #[arg(long)]
     dead: bool,
+    /// With `--dead`: only the dead jobs of this queue (repeat for several) [default: every
+    /// queue].
+    #[arg(
+        long = "queue",
+        value_name = "Q",
+        requires = "dead",
+        value_parser = crate::cmd::args::queue_name
+    )]
+    queues: Vec<String>,
     /// The clock reading the retried jobs are due at, at the latest, in seconds [default: the
     /// system clock, seconds since the Unix epoch; on PostgreSQL the database server's clock].
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
@@ -32,15 +42,37 @@ pub struct Args {
 /// retried; a completed, waiting, running or unknown job is refused and left as it is (exit
 /// 1). The fence is kept, so the next claim continues above every fence handed out.
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
+    // clap's `requires = "dead"` is met by the flag's default (`false`): checked here.
+    if !args.dead && !args.queues.is_empty() {
+        return Err(crate::cmd::shared::invalid(
+            "--queue",
+            "needs --dead: jobs given by id are retried whatever their queue",
+        ));
+    }
     if args.dead {
+        let queues = crate::cmd::args::queues(&args.queues).context("retry --dead")?;
         let (now, (n, left)) = at_now(ctx, args.now, |store, now| {
-            let n = store.retry_dead(now)?;
+            let n = store.retry_dead_in(&queues, now)?;
             // The dead jobs it left: another unfinished job of their queue holds their key.
-            Ok((n, store.stats(now)?.dead))
+            let left = match queues.names() {
+                None => store.stats(now)?.dead,
+                Some(_) => store
+                    .queues(now)?
+                    .iter()
+                    .filter(|q| queues.contains(&q.name))
+                    .map(|q| q.stats.dead)
+                    .sum(),
+            };
+            Ok((n, left))
         })
         .context("retry --dead")?;
+        let of = match args.queues.as_slice() {
+            [] => String::new(),
+            [one] => format!(" of the queue {one}"),
+            many => format!(" of the queues {}", many.join(", ")),
+        };
         let mut human = format!(
-            "retried {n} dead job{}: ready again with a fresh attempts budget",
+            "retried {n} dead job{}{of}: ready again with a fresh attempts budget",
             plural(n)
         );
         if left > 0 {
@@ -57,7 +89,14 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         }
         return Ok(ctx.out.done_line(
             human,
-            json!({ "op": "retry", "dead": true, "retried": n, "left": left, "now": now }),
+            if args.queues.is_empty() {
+                json!({ "op": "retry", "dead": true, "retried": n, "left": left, "now": now })
+            } else {
+                json!({
+                    "op": "retry", "dead": true, "queues": args.queues, "retried": n,
+                    "left": left, "now": now
+                })
+            },
         ));
     }
     let ids = args

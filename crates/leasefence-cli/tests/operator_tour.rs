@@ -1,0 +1,97 @@
+//! What an operator tour of the command line found (2026-12-06), pinned: `retry --dead
+//! --queue`, the `list` page hint that keeps the database, the worker's wording of a second
+//! signal and of an operator's cancel. Exit statuses, output, and the stored rows read back
+//! through the sandbox's own rusqlite connection.
+
+mod support;
+use support::Sandbox;
+
+/// `(done, attempts, outcome)` of a stored job.
+fn stored(s: &Sandbox, id: &str) -> (i64, i64, Option<String>) {
+    s.conn()
+        .query_row(
+            "SELECT done, attempts, outcome FROM jobs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+}
+
+/// Makes `id` (in `queue`) dead: one attempt, failed.
+fn kill(s: &Sandbox, id: &str, queue: &str) {
+    s.lf(&["enqueue", id, "--queue", queue, "--max-attempts", "1"])
+        .ok();
+    s.lf(&["claim", id, "--owner", "w", "--ttl", "30", "--now", "0"])
+        .ok();
+    s.lf(&[
+        "fail", id, "--owner", "w", "--fence", "1", "--error", "boom", "--now", "1",
+    ])
+    .ok();
+    assert_eq!(stored(s, id), (1, 1, Some("dead".into())));
+}
+
+/// `retry --dead --queue Q` retries the dead jobs of the named queues only (issue 13's
+/// `retry --dead [--queue …]`); `--queue` without `--dead`, or a bad queue name, is a usage
+/// error that changes nothing.
+#[test]
+fn retry_dead_of_one_queue_leaves_the_other_queues_dead() {
+    let s = Sandbox::new();
+    kill(&s, "m1", "mail");
+    kill(&s, "m2", "mail");
+    kill(&s, "p1", "pdf");
+    kill(&s, "x1", "other");
+
+    s.lf(&["retry", "--queue", "mail", "m1"]).status(2);
+    s.lf(&["retry", "--dead", "--queue", "a b"]).bad("queue");
+    assert_eq!(stored(&s, "m1"), (1, 1, Some("dead".into())));
+
+    let v = s
+        .lf(&["--json", "retry", "--dead", "--queue", "mail", "--now", "2"])
+        .ok()
+        .json();
+    assert_eq!(
+        (&v["retried"], &v["left"], &v["queues"]),
+        (&2.into(), &0.into(), &serde_json::json!(["mail"]))
+    );
+    assert_eq!(stored(&s, "m1"), (0, 0, None));
+    assert_eq!(stored(&s, "m2"), (0, 0, None));
+    assert_eq!(stored(&s, "p1"), (1, 1, Some("dead".into())));
+
+    s.lf(&[
+        "retry",
+        "--dead",
+        "--queue",
+        "pdf",
+        "--queue",
+        "nothing-here",
+        "--now",
+        "3",
+    ])
+    .ok()
+    .says("retried 1 dead job of the queues pdf, nothing-here");
+    assert_eq!(stored(&s, "p1"), (0, 0, None));
+    assert_eq!(stored(&s, "x1"), (1, 1, Some("dead".into())));
+    s.lf(&["retry", "--dead", "--now", "4"])
+        .ok()
+        .says("retried 1 dead job:");
+    assert_eq!(stored(&s, "x1"), (0, 0, None));
+}
+
+/// `--queue` narrows only `claim --next` and `retry --dead`: given with an id it was silently
+/// ignored (clap's `requires` is met by a flag's default); now a usage error naming `--queue`,
+/// nothing claimed or retried.
+#[test]
+fn queue_without_next_or_dead_is_refused_by_name() {
+    let s = Sandbox::new();
+    s.lf(&["enqueue", "a"]).ok();
+    s.lf(&["claim", "a", "--queue", "q", "--owner", "o", "--ttl", "3"])
+        .bad("--queue");
+    assert_eq!(stored(&s, "a"), (0, 0, None));
+    kill(&s, "d", "default");
+    let v = s.lf(&["--json", "retry", "d", "--queue", "default"]).json();
+    assert_eq!(
+        (&v["ok"], &v["argument"], &v["exit"]),
+        (&false.into(), &"--queue".into(), &2.into())
+    );
+    assert_eq!(stored(&s, "d"), (1, 1, Some("dead".into())));
+}
