@@ -235,8 +235,9 @@ fn hint(err: &anyhow::Error) -> Option<String> {
                 Some(format!("the folder {} does not exist", folder.display()))
             } else if !path.exists() {
                 Some(format!(
-                    "there is no database at {0}; create it with `leasefence --db {0} init`",
-                    path.display()
+                    "there is no database at {}; create it with `leasefence --db {} init`",
+                    path.display(),
+                    crate::cmd::list::shell_word(&path.to_string_lossy())
                 ))
             } else {
                 None

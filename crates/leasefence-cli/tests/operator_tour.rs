@@ -95,3 +95,50 @@ fn queue_without_next_or_dead_is_refused_by_name() {
     );
     assert_eq!(stored(&s, "d"), (1, 1, Some("dead".into())));
 }
+
+/// The hint under a `list` page is a command that, pasted into a shell in another folder,
+/// shows the next page of the same database: it keeps `--db` (shell-quoted; the folder's name
+/// has a space and a quote), where it printed only `list … --after ID` and so read the
+/// default `leasefence.db` of wherever it was run.
+#[test]
+fn the_next_page_hint_names_the_database_it_listed() {
+    let s = Sandbox::new();
+    let dir = s.dir.path().join("it's a dir");
+    std::fs::create_dir(&dir).unwrap();
+    let db = dir.join("q.db");
+    let db = db.to_str().unwrap();
+    let lf = |args: &[&str]| {
+        let mut all = vec!["--db", db];
+        all.extend_from_slice(args);
+        support::Run::of(s.dir.path(), &all, None, &[])
+    };
+    lf(&["init"]).ok();
+    for id in ["j1", "j2", "j3"] {
+        lf(&["enqueue", id]).ok();
+    }
+    let page = lf(&["list", "--limit", "2", "--now", "0"]);
+    page.ok();
+    let hint = page.stdout.lines().last().unwrap();
+    let command = hint
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command in {hint:?}"));
+    assert!(
+        command.starts_with("leasefence --db '") && command.ends_with("--after j2"),
+        "{command}"
+    );
+    let exe = env!("CARGO_BIN_EXE_leasefence");
+    let next = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{exe}{}",
+            command.strip_prefix("leasefence").unwrap()
+        ))
+        .current_dir(std::env::temp_dir())
+        .env_remove("LEASEFENCE_DB")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&next.stdout);
+    assert!(next.status.success(), "{next:?}");
+    assert!(out.contains("j3") && !out.contains("j2"), "{out}");
+}

@@ -648,8 +648,10 @@ fn list_filters_by_status_and_limits() {
     }
 
     let run = s.lf(&["list", "--limit", "3", "--now", "100"]);
-    run.ok()
-        .says("… more jobs: the next page is `leasefence list --limit 3 --now 100 --after l`");
+    run.ok().says(&format!(
+        "… more jobs: the next page is `leasefence --db {} list --limit 3 --now 100 --after l`",
+        s.db().display()
+    ));
     assert_eq!(run.stdout.lines().count(), 1 + 3 + 1, "{run:#?}");
     assert_eq!(run.table_row("l")[1], "leased");
     let run = s.lf(&["list", "--limit", "8", "--now", "100"]);
@@ -688,11 +690,8 @@ fn the_next_page_hint_keeps_the_filter_and_the_page_size() {
     ]);
     let hint = run.ok().stdout.lines().last().unwrap().to_owned();
     let command = &hint[hint.find('`').unwrap() + 1..hint.rfind('`').unwrap()];
-    let args: Vec<&str> = command
-        .strip_prefix("leasefence ")
-        .unwrap()
-        .split(' ')
-        .collect();
+    let prefix = format!("leasefence --db {} ", s.db().display());
+    let args: Vec<&str> = command.strip_prefix(&prefix).unwrap().split(' ').collect();
     let next = s.lf(&args);
     let rows: Vec<&str> = next
         .ok()
@@ -727,16 +726,16 @@ fn the_next_page_hint_is_a_working_shell_command() {
         s.lf(&["enqueue", "z"]).ok();
         let run = s.lf(&["list", "--limit", "1"]);
         run.ok().says(&format!(
-            "the next page is `leasefence list --limit 1 {quoted}`"
+            "the next page is `leasefence --db {} list --limit 1 {quoted}`",
+            s.db().display()
         ));
         let hint = run.stdout.lines().last().unwrap();
         let command = &hint[hint.find('`').unwrap() + 1..hint.rfind('`').unwrap()];
         let tail = command.strip_prefix("leasefence ").unwrap();
         let out = Command::new("bash")
             .arg("-c")
-            .arg(format!("\"$LF\" --db \"$DB\" {tail}"))
+            .arg(format!("\"$LF\" {tail}"))
             .env("LF", env!("CARGO_BIN_EXE_leasefence"))
-            .env("DB", s.db())
             .current_dir(s.dir.path())
             .output()
             .unwrap();

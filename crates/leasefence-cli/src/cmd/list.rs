@@ -113,7 +113,8 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     }
     if more && let Some(last) = jobs.last() {
         ctx.out.text(format!(
-            "… more jobs: the next page is `leasefence list {}`",
+            "… more jobs: the next page is `leasefence {}list {}`",
+            database_flags(ctx)?,
             next_page_flags(&args, last.id())
         ));
     }
@@ -241,7 +242,7 @@ fn row(job: &JobInfo, times: Times) -> ([String; 10], bool) {
 /// else single-quoted (a `'` inside as `'\''`), so that the hint can be pasted whatever the id
 /// holds. An id with control characters, which the terminal would not show, is written in
 /// bash's and zsh's `$'…'` form with them as `\xHH`.
-fn shell_word(text: &str) -> String {
+pub(crate) fn shell_word(text: &str) -> String {
     let plain = !text.is_empty()
         && !text.starts_with(['=', '~'])
         && text
@@ -275,6 +276,27 @@ fn shell_word(text: &str) -> String {
 
 /// The flags of the next page: this page's filter, size, clock reading and time format (a
 /// hint without them lists other jobs than the page it continues), then `--after`.
+/// `--db DB --pg-schema S ` for the next page's hint when they were given as flags (a value
+/// from `LEASEFENCE_DB` / `LEASEFENCE_PG_SCHEMA` is read again from the environment): the
+/// database as shown, a PostgreSQL URL without its password.
+fn database_flags(ctx: &Ctx) -> anyhow::Result<String> {
+    let from_env =
+        |name: &str, value: &std::ffi::OsStr| std::env::var_os(name).as_deref() == Some(value);
+    let shown = ctx.shown()?;
+    let mut flags = String::new();
+    if let Some(db) = &ctx.db
+        && !from_env("LEASEFENCE_DB", db.as_os_str())
+    {
+        flags.push_str(&format!("--db {} ", shell_word(&shown.db)));
+    }
+    if let (Some(schema), Some(_)) = (&ctx.pg_schema, &shown.schema)
+        && !from_env("LEASEFENCE_PG_SCHEMA", schema.as_ref())
+    {
+        flags.push_str(&format!("--pg-schema {} ", shell_word(schema)));
+    }
+    Ok(flags)
+}
+
 fn next_page_flags(args: &Args, last: &str) -> String {
     let mut flags = Vec::new();
     if let Some(status) = args.status {
