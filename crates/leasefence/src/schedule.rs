@@ -267,9 +267,14 @@ impl<'s, S: Store + ?Sized> Scheduler<'s, S> {
     /// Keeps or takes the role at `now` and, holding it, ticks ([`tick`]).
     ///
     /// # Errors
-    /// Busy or backend failures (retryable ones are [`Error::is_retryable`]: step again).
+    /// [`Error::InvalidArgument`] naming `now` when it is not a time the calendar can hold
+    /// (before anything is written); busy or backend failures (retryable ones are
+    /// [`Error::is_retryable`]: step again).
     pub fn step(&mut self, now: Now) -> Result<Step> {
         let owner = Owner::new(&self.owner)?;
+        // A reading the calendar cannot hold is refused before the role is taken or renewed:
+        // bad input changes nothing (tick would refuse it only after the claim).
+        first_slot(now)?;
         if let Some(lease) = &mut self.lease {
             // Renew once a third of the lease has passed: a step costs a read, not a commit.
             let renew_at = lease.until - self.ttl.seconds() * 2.0 / 3.0;

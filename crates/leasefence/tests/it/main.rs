@@ -56,6 +56,7 @@ mod purge;
 mod queues;
 mod retry;
 mod schedule;
+mod schedule_bad_now;
 mod schedule_missed;
 mod schedule_stored;
 mod stats;
