@@ -459,7 +459,7 @@ fn cancelling_a_running_job_kills_its_command() {
     let out = finish(worker);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert!(
-        stdout(&out).contains("killed unwanted (fence 1): lease lost"),
+        stdout(&out).contains("killed unwanted (fence 1): an operator ended the job"),
         "{}",
         show(&out)
     );
@@ -582,6 +582,11 @@ fn sigterm_kills_a_command_past_the_deadline_releases_its_job_and_exits_0() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("leasefence: shutting down"), "{err}");
+    let killed = json_lines(&stdout(&out))
+        .into_iter()
+        .find(|e| e["event"] == "killed")
+        .unwrap();
+    assert_eq!(killed["reason"], "shutdown deadline passed");
 }
 
 #[test]
@@ -615,6 +620,15 @@ fn a_second_sigterm_kills_the_command_and_releases_its_job_at_once() {
     );
     let err = stderr.text();
     assert!(err.contains("leasefence: second signal"), "{err}");
+    let killed: Vec<Value> = json_lines(&stdout(&out))
+        .into_iter()
+        .filter(|e| e["event"] == "killed")
+        .collect();
+    assert_eq!(killed.len(), 1, "{}", show(&out));
+    assert_eq!(
+        killed[0]["reason"], "second signal",
+        "not the 60 s deadline"
+    );
 }
 
 /// SIGTERM to a whole process group, as systemd's default `KillMode=control-group` sends it to

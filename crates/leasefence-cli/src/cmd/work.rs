@@ -31,6 +31,7 @@
 use std::collections::HashSet;
 use std::io::Write as _;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -357,6 +358,7 @@ fn work<S: Store + Send + 'static>(
     worker
         .shutdown_handle()
         .on_signals_with(move |n| {
+            SIGNALS.store(n, Ordering::SeqCst);
             let message = match n {
                 1 => format!(
                     "leasefence: shutting down: no new jobs; running commands get {} s (signal \
@@ -443,6 +445,10 @@ struct Exec {
 }
 
 /// Runs the command for one job; `Ok(stdout)` on exit status 0.
+/// How many stop signals `work` has received (the running commands' kill lines say whether a
+/// second signal or the shutdown deadline stopped them).
+static SIGNALS: AtomicU32 = AtomicU32::new(0);
+
 fn run_command<S: Store>(
     exec: &Exec,
     job: &JobContext<'_, S>,
@@ -509,8 +515,12 @@ fn run_command<S: Store>(
             kill(&mut child);
             let why = if job.is_timed_out() {
                 "timed out"
+            } else if job.is_ended_by_operator() {
+                "an operator ended the job"
             } else if job.is_lost() {
                 "lease lost"
+            } else if SIGNALS.load(Ordering::SeqCst) >= 2 {
+                "second signal"
             } else {
                 "shutdown deadline passed"
             };

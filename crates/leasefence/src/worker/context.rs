@@ -135,6 +135,15 @@ impl<'a, S: Store> JobContext<'a, S> {
         self.job.lost.load(Ordering::SeqCst)
     }
 
+    /// `true` once the worker learned that an operator ended the job — cancelled, retried or
+    /// deleted it — rather than another worker taking the lease over: a kind of
+    /// [`is_lost`](Self::is_lost) (both are `true`), counted in
+    /// [`WorkerStats::cancelled`](crate::WorkerStats::cancelled), not `lost`. For the
+    /// handler's own report; what it returns is refused by the store either way.
+    pub fn is_ended_by_operator(&self) -> bool {
+        self.is_lost() && self.job.loss.load(Ordering::SeqCst) == super::LOSS_OPERATOR
+    }
+
     /// `true` once the run-time limit
     /// ([`WorkerBuilder::timeout`](crate::WorkerBuilder::timeout)) was reached: the token is
     /// cancelled and the attempt is recorded as a failure, whatever the handler returns.

@@ -37,6 +37,7 @@ mod database_clock;
 mod db_string_slips;
 mod defaults;
 mod delete;
+mod ended_by_operator;
 mod enqueue_jobs;
 mod enqueue_many;
 mod errors;
