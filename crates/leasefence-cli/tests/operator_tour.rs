@@ -142,3 +142,29 @@ fn the_next_page_hint_names_the_database_it_listed() {
     assert!(next.status.success(), "{next:?}");
     assert!(out.contains("j3") && !out.contains("j2"), "{out}");
 }
+
+/// An empty job id is named in an error that reads `OP: invalid argument `job_id`…`, not
+/// `OP : …` with the empty id's stray space; nothing changes.
+#[test]
+fn an_empty_job_id_is_refused_without_a_stray_space() {
+    let s = Sandbox::new();
+    s.lf(&["enqueue", "a"]).ok();
+    for args in [
+        &["delete", ""][..],
+        &["state", ""],
+        &["cancel", ""],
+        &["history", ""],
+        &["retry", ""],
+        &["release", "", "--owner", "o", "--fence", "1"],
+        &["claim", "", "--owner", "o", "--ttl", "3"],
+    ] {
+        let run = s.lf(args);
+        run.bad("`job_id`");
+        assert!(
+            run.stderr
+                .contains(&format!("error: {}: invalid argument `job_id`", args[0])),
+            "{run:#?}"
+        );
+    }
+    assert_eq!(stored(&s, "a"), (0, 0, None));
+}

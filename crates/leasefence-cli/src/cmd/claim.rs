@@ -61,7 +61,8 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let Some(id) = args.id.clone() else {
         return next(ctx, &args);
     };
-    let (now, claimed) = claim_at(ctx, &id, &args).with_context(|| format!("claim {id}"))?;
+    let (now, claimed) =
+        claim_at(ctx, &id, &args).with_context(|| crate::cmd::shared::about("claim", &id))?;
     let Args { owner, .. } = &args;
     let mut record = json!({ "op": "claim", "job_id": id, "owner": owner, "now": now });
     Ok(match claimed {

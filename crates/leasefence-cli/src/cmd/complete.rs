@@ -76,7 +76,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         now,
     } = args;
     crate::cmd::shared::not_the_scheduler_job("complete", &id)
-        .with_context(|| format!("complete {id}"))?;
+        .with_context(|| crate::cmd::shared::about("complete", &id))?;
     let result = result.read()?;
     let (now, completed) = (|| -> leasefence::Result<(f64, bool)> {
         let (job, who) = (JobId::new(&id)?, Owner::new(&owner)?);
@@ -86,7 +86,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         let completed = store.complete(job, who, fence, Now::new(now)?, &result)?;
         Ok((now, completed))
     })()
-    .with_context(|| format!("complete {id}"))?;
+    .with_context(|| crate::cmd::shared::about("complete", &id))?;
     let record = json!({
         "op": "complete", "job_id": id, "owner": owner, "fence": fence, "now": now,
     });

@@ -36,7 +36,8 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let Args {
         id, owner, fence, ..
     } = &args;
-    let (now, until) = renew_at(ctx, &args).with_context(|| format!("renew {id}"))?;
+    let (now, until) =
+        renew_at(ctx, &args).with_context(|| crate::cmd::shared::about("renew", &id))?;
     let mut record = json!({
         "op": "renew", "job_id": id, "owner": owner, "fence": fence, "now": now,
     });

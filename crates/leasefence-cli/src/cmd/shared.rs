@@ -240,3 +240,13 @@ mod tests {
         assert_eq!(one_line(r#"{"a":"é\\"}"#), r#"{"a":"é\\"}"#);
     }
 }
+
+/// The context of an error about one job: `OP ID`, or `OP` alone for an empty id (whose error
+/// says it must not be empty), not `OP ` with a stray space before the colon.
+pub fn about(op: &str, id: &str) -> String {
+    if id.is_empty() {
+        op.to_owned()
+    } else {
+        format!("{op} {id}")
+    }
+}
