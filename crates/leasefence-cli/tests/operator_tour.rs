@@ -168,3 +168,25 @@ fn an_empty_job_id_is_refused_without_a_stray_space() {
     }
     assert_eq!(stored(&s, "a"), (0, 0, None));
 }
+
+/// A tick at a clock reading before the never-claimed role job's lease end (0, so any reading
+/// before 1970) cannot take the role: it says nobody holds it, not that `-` (fence 0) does.
+#[test]
+fn a_tick_before_1970_says_nobody_holds_the_role() {
+    let s = Sandbox::new();
+    let run = s.lf(&["schedule", "tick", "--owner", "a", "--now", "-5"]);
+    run.refused();
+    assert!(
+        run.stderr.contains("nobody holds the scheduler role") && !run.stderr.contains("held by -"),
+        "{run:#?}"
+    );
+    let (fence, owner): (i64, Option<String>) = s
+        .conn()
+        .query_row(
+            "SELECT fence, owner FROM jobs WHERE id = 'leasefence.scheduler'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((fence, owner), (0, None), "no fence handed out");
+}

@@ -413,11 +413,19 @@ fn tick(ctx: &Ctx, a: TickArgs) -> anyhow::Result<Outcome> {
                 Some(row) if row.done => format!(
                     "the scheduler job {SCHEDULER_JOB} is finished (cancelled?); nothing enqueued"
                 ),
-                Some(row) => format!(
+                Some(row) if row.owner.is_some() => format!(
                     "the scheduler role is held by {} (fence {}) until {}; nothing enqueued",
                     row.owner.as_deref().unwrap_or("-"),
                     row.fence,
                     human(row.until, now)
+                ),
+                // Nobody holds it, but its lease end is after `now` (a clock reading before
+                // 1970 meets a job never claimed, whose lease end is 0): no claim can take it.
+                Some(row) => format!(
+                    "nobody holds the scheduler role, but it cannot be taken before its lease end {} \
+                     (the clock reading is {}); nothing enqueued",
+                    human(row.until, now),
+                    human(now, now)
                 ),
                 None => "the scheduler role could not be taken; nothing enqueued".to_owned(),
             };
