@@ -190,3 +190,58 @@ fn a_tick_before_1970_says_nobody_holds_the_role() {
         .unwrap();
     assert_eq!((fence, owner), (0, None), "no fence handed out");
 }
+
+/// `schedule list` says who holds the scheduler role also when there is no schedule, and its
+/// `--json` records carry the holder (`scheduler`: owner, fence, lease end; `null` when none).
+#[test]
+fn schedule_list_names_the_role_holder_with_or_without_schedules() {
+    let s = Sandbox::new();
+    s.lf(&["schedule", "list"])
+        .ok()
+        .says("no schedule")
+        .says("scheduler: none holds the role now");
+    s.lf(&["schedule", "tick", "--owner", "t", "--now", "1796083200"])
+        .ok();
+    s.lf(&[
+        "claim",
+        "leasefence.scheduler",
+        "--owner",
+        "hand",
+        "--ttl",
+        "100",
+        "--now",
+        "1796083201",
+    ])
+    .ok();
+    s.lf(&["schedule", "list", "--now", "1796083202"])
+        .ok()
+        .says("no schedule")
+        .says("scheduler: held by hand (fence 2)");
+    s.lf(&[
+        "schedule",
+        "add",
+        "sync",
+        "--cron",
+        "@hourly",
+        "--now",
+        "1796083202",
+    ])
+    .ok();
+    let v = s
+        .lf(&["--json", "schedule", "list", "--now", "1796083203"])
+        .ok()
+        .json();
+    assert_eq!(
+        v["scheduler"],
+        serde_json::json!({ "owner": "hand", "fence": 2, "until": 1796083301.0 })
+    );
+    let v = s
+        .lf(&["--json", "schedule", "list", "--now", "1796083302"])
+        .ok()
+        .json();
+    assert_eq!(
+        v["scheduler"],
+        serde_json::Value::Null,
+        "the lease has ended"
+    );
+}

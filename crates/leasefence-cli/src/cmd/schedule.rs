@@ -247,9 +247,33 @@ fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<Outcome> {
         ))
     })
     .context("schedule list")?;
+    let role_line = match &role {
+        Some(row) if row.done => format!(
+            "scheduler: the role's job {SCHEDULER_JOB} is finished, so no scheduler can take \
+             the role; `leasefence delete {SCHEDULER_JOB}` resets it"
+        ),
+        Some(row) if row.owner.is_some() && row.is_leased_at(now) => format!(
+            "scheduler: held by {} (fence {}) until {}",
+            row.owner.as_deref().unwrap_or("-"),
+            row.fence,
+            human(row.until, now)
+        ),
+        _ => "scheduler: none holds the role now; runs are enqueued while a worker runs with \
+              `--scheduler` (or by `leasefence schedule tick`)"
+            .to_owned(),
+    };
+    // Who holds the role, in every record: the guide's "says who holds the role, or that none
+    // does" also with --json.
+    let holder = match &role {
+        Some(row) if !row.done && row.owner.is_some() && row.is_leased_at(now) => {
+            json!({ "owner": row.owner, "fence": row.fence, "until": row.until })
+        }
+        _ => serde_json::Value::Null,
+    };
     if schedules.is_empty() {
         ctx.out
             .text("no schedule (add one with `leasefence schedule add NAME --cron EXPR`)");
+        ctx.out.text(role_line);
         return Ok(Outcome::Done);
     }
     let times = Times {
@@ -288,6 +312,7 @@ fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<Outcome> {
         record["last_slot"] = json!(last_slot);
         record["last_run"] = json!(info.last_run());
         record["next_slot"] = json!(next);
+        record["scheduler"] = holder.clone();
         ctx.out.json(record);
         // Until the first run, last_slot is the creation time: no run has happened yet.
         let last = info
@@ -306,21 +331,7 @@ fn list(ctx: &Ctx, a: ListArgs) -> anyhow::Result<Outcome> {
         ]);
     }
     ctx.out.text(shared::table(&rows, |_| false));
-    ctx.out.text(match role {
-        Some(row) if row.done => format!(
-            "scheduler: the role's job {SCHEDULER_JOB} is finished, so no scheduler can take \
-             the role; `leasefence delete {SCHEDULER_JOB}` resets it"
-        ),
-        Some(row) if row.is_leased_at(now) => format!(
-            "scheduler: held by {} (fence {}) until {}",
-            row.owner.as_deref().unwrap_or("-"),
-            row.fence,
-            human(row.until, now)
-        ),
-        _ => "scheduler: none holds the role now; runs are enqueued while a worker runs with \
-              `--scheduler` (or by `leasefence schedule tick`)"
-            .to_owned(),
-    });
+    ctx.out.text(role_line);
     Ok(Outcome::Done)
 }
 
