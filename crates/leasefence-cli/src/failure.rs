@@ -75,6 +75,15 @@ pub fn usage(err: clap::Error) -> ExitCode {
         _ => None,
     };
     let argument = argument.and_then(|a| a.split_whitespace().next().map(str::to_owned));
+    // A positional argument is `<Q>` to clap; the value parser's own message names it
+    // (`invalid argument `queue``), as the library does: that name, not the placeholder.
+    let argument = match argument {
+        Some(a) if a.starts_with('<') => message
+            .split_once("invalid argument `")
+            .and_then(|(_, rest)| rest.split_once('`'))
+            .map_or(Some(a), |(name, _)| Some(name.to_owned())),
+        other => other,
+    };
     let op = op_of(options.filter_map(|a| a.to_str()));
     let message = match (err.kind(), &op) {
         // clap's "error" here is the subcommand's help: say what is missing instead.

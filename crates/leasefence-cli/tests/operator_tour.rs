@@ -245,3 +245,27 @@ fn schedule_list_names_the_role_holder_with_or_without_schedules() {
         "the lease has ended"
     );
 }
+
+/// A bad positional value's `--json` error names the argument as its message does (`queue`),
+/// not clap's placeholder (`<Q>`).
+#[test]
+fn a_bad_positional_value_is_named_as_its_message_names_it() {
+    let s = Sandbox::new();
+    let v = s.lf(&["--json", "queue", "pause", ""]).json();
+    assert_eq!(
+        (&v["argument"], &v["error"], &v["exit"]),
+        (&"queue".into(), &"usage".into(), &2.into())
+    );
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid argument `queue`")
+    );
+    assert!(
+        s.conn()
+            .query_row("SELECT count(*) FROM queues", [], |r| r.get::<_, i64>(0))
+            .unwrap()
+            == 0
+    );
+}
