@@ -269,3 +269,48 @@ fn a_bad_positional_value_is_named_as_its_message_names_it() {
             == 0
     );
 }
+
+/// The lease end (or cutoff) a verb computed on the system clock reads as a date with how far
+/// it is; given `--now`, in the caller's own seconds, as before; `--json` carries the number.
+#[test]
+fn times_read_from_the_system_clock_print_as_dates() {
+    fn dated(text: &str, after: &str) -> bool {
+        let Some((_, rest)) = text.split_once(after) else {
+            return false;
+        };
+        let b = rest.as_bytes();
+        rest.len() > 20
+            && b[..4].iter().all(u8::is_ascii_digit)
+            && (b[4], b[7], b[10], b[19]) == (b'-', b'-', b' ', b'Z')
+            && rest[20..].starts_with(" (in ")
+    }
+    let s = Sandbox::new();
+    for id in ["a", "b", "c"] {
+        s.lf(&["enqueue", id]).ok();
+    }
+    let run = s.lf(&["claim", "a", "--owner", "o", "--ttl", "30"]);
+    assert!(dated(&run.ok().stdout, "lease until "), "{run:#?}");
+    let run = s.lf(&["renew", "a", "--owner", "o", "--fence", "1", "--ttl", "60"]);
+    assert!(dated(&run.ok().stdout, "lease until "), "{run:#?}");
+    let run = s.lf(&["claim", "--next", "--owner", "o", "--ttl", "30"]);
+    assert!(dated(&run.ok().stdout, "lease until "), "{run:#?}");
+    s.lf(&["claim", "c", "--owner", "o", "--ttl", "30", "--now", "100"])
+        .ok()
+        .says("lease until 130\n");
+    let v = s
+        .lf(&[
+            "--json", "renew", "c", "--owner", "o", "--fence", "1", "--ttl", "5", "--now", "101",
+        ])
+        .ok()
+        .json();
+    assert_eq!(v["until"], 106.0);
+    s.lf(&["purge", "--older-than", "60", "--now", "1000"])
+        .ok()
+        .says("finished before 940)");
+    let run = s.lf(&["purge", "--older-than", "0"]);
+    assert!(
+        !dated(&run.ok().stdout, "finished before "),
+        "a past cutoff: {run:#?}"
+    );
+    assert!(run.stdout.contains("finished before 20"), "{run:#?}");
+}

@@ -70,7 +70,10 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             record["fence"] = json!(fence);
             record["until"] = json!(until);
             ctx.out.done_line(
-                format!("claimed {id} as {owner}: fence {fence}, lease until {until}"),
+                format!(
+                    "claimed {id} as {owner}: fence {fence}, lease until {}",
+                    crate::cmd::time::reading(until, now, args.now.is_some())
+                ),
                 record,
             )
         }
@@ -124,7 +127,8 @@ fn next(ctx: &Ctx, args: &Args) -> anyhow::Result<Outcome> {
         Some(lease) => {
             let mut record = claim_batch::record(lease, now);
             record["op"] = json!("claim");
-            ctx.out.done_line(claim_batch::human(lease), record)
+            ctx.out
+                .done_line(claim_batch::human(lease, now, args.now.is_some()), record)
         }
         None => ctx.out.refused(
             "no job is ready (every job is done, leased, scheduled for later, out of attempts, or in \

@@ -71,13 +71,15 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         ));
     }
     for lease in &leases {
-        ctx.out.line(human(lease), record(lease, now));
+        ctx.out
+            .line(human(lease, now, args.now.is_some()), record(lease, now));
     }
     Ok(Outcome::Done)
 }
 
-/// The readable line of one lease.
-pub(crate) fn human(lease: &Lease) -> String {
+/// The readable line of one lease claimed at `now` (`now_given`: passed by the caller, so the
+/// lease end is shown in its seconds; else as a date).
+pub(crate) fn human(lease: &Lease, now: f64, now_given: bool) -> String {
     let Lease {
         job_id,
         owner,
@@ -101,8 +103,9 @@ pub(crate) fn human(lease: &Lease) -> String {
     // One line per lease whatever the id holds (one enqueued over HTTP may hold a newline).
     let (job_id, owner) = (shared::one_line(job_id), shared::one_line(owner));
     format!(
-        "claimed {job_id} as {owner}: fence {fence}, lease until {until}, attempt {attempt}, \
-         {place}{payload}"
+        "claimed {job_id} as {owner}: fence {fence}, lease until {}, attempt {attempt}, \
+         {place}{payload}",
+        crate::cmd::time::reading(*until, now, now_given)
     )
 }
 

@@ -50,6 +50,8 @@ pub struct Cutoff {
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     // Opened once `--now` is known to be good, or at once when the store's clock is needed.
     let mut store = None;
+    let given = args.cutoff.finished_before.is_some() || args.now.is_some();
+    let age = args.cutoff.older_than.unwrap_or(0.0);
     let before = match (args.cutoff.finished_before, args.cutoff.older_than) {
         (Some(t), _) if !t.is_finite() => {
             return Err(shared::invalid(
@@ -93,7 +95,8 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         format!(
             "purged {purged} finished {jobs} (finished before {}); their last fences stay \
              reserved, so a re-enqueued id never reuses one",
-            shared::time(before)
+            // In the caller's seconds when it gave the cutoff or `--now`; else a date.
+            crate::cmd::time::reading(before, before + age, given)
         ),
         json!({ "op": "purge", "finished_before": before, "purged": purged }),
     ))

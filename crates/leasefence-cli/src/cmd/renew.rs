@@ -44,7 +44,10 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     Ok(if let Some(until) = until {
         record["until"] = json!(until);
         ctx.out.done_line(
-            format!("renewed {id} for {owner} (fence {fence}): lease until {until}"),
+            format!(
+                "renewed {id} for {owner} (fence {fence}): lease until {}",
+                crate::cmd::time::reading(until, now, args.now.is_some())
+            ),
             record,
         )
     } else {

@@ -34,6 +34,18 @@ impl Times {
     }
 }
 
+/// A time the command computed, for its readable line: as given, in the caller's own seconds,
+/// when the caller passed `--now` (its timescale may be any: `lease until 30`); as a date with
+/// how far it is (`human`) when the command read the system's or the database's clock, whose
+/// raw epoch floats say nothing at a glance. `--json` always carries the number.
+pub fn reading(t: f64, now: f64, now_given: bool) -> String {
+    if now_given {
+        shared::time(t)
+    } else {
+        human(t, now)
+    }
+}
+
 /// `2026-12-01 07:30:12Z (in 25 s)`: the UTC date and time to the second, and how far it is
 /// from `now`. A reading too far from the epoch for a calendar date is shown as seconds.
 pub fn human(t: f64, now: f64) -> String {

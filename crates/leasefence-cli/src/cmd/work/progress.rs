@@ -78,7 +78,10 @@ impl Progress {
                 record["retry_at"] = json!(at);
                 record["error"] = json!(error);
                 (
-                    format!("retry {id} (fence {fence}) at {at:.3}: {error}"),
+                    format!(
+                        "retry {id} (fence {fence}) at {}: {error}",
+                        crate::cmd::time::human(*at, system_now())
+                    ),
                     RETRIED,
                 )
             }
@@ -141,4 +144,12 @@ impl Progress {
         self.add(RUNNING, -1);
         self.add(which, 1);
     }
+}
+
+/// The system clock in Unix seconds: how far a retry time is, for its readable line (the
+/// worker's own clock is this one, or the database's, which the store keeps close to it).
+fn system_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
