@@ -314,3 +314,68 @@ fn times_read_from_the_system_clock_print_as_dates() {
     );
     assert!(run.stdout.contains("finished before 20"), "{run:#?}");
 }
+
+/// `work` on a database whose write lock another connection holds past the busy timeout says
+/// so on stderr, once, and once more when the database answers again — where it said nothing
+/// and ended with an unexplained "N store errors" — then does the job.
+#[test]
+fn work_says_when_the_database_is_busy_and_when_it_is_free_again() {
+    use std::io::Read as _;
+    use std::sync::{Arc, Mutex};
+    let s = Sandbox::new();
+    s.lf(&["enqueue", "j"]).ok();
+    let holder = rusqlite::Connection::open(s.db()).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_leasefence"))
+        .args([
+            "--db",
+            s.db().to_str().unwrap(),
+            "work",
+            "--exec",
+            "echo hi",
+            "--drain",
+        ])
+        .args(["--poll", "0.05"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let sink = seen.clone();
+    let mut pipe = worker.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 256];
+        while let Ok(n @ 1..) = pipe.read(&mut buf) {
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !seen.lock().unwrap().contains("the database is busy") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no busy line: {}",
+            seen.lock().unwrap()
+        );
+        assert!(
+            worker.try_wait().unwrap().is_none(),
+            "work exited: {}",
+            seen.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    holder.execute_batch("ROLLBACK").unwrap();
+    let out = worker.wait_with_output().unwrap();
+    reader.join().unwrap();
+    let err = seen.lock().unwrap().clone();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches("the database is busy").count(), 1, "{err}");
+    assert!(err.contains("the store answers again"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("done j (fence 1)"));
+    let result: Option<String> = s
+        .conn()
+        .query_row("SELECT result FROM jobs WHERE id = 'j'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(result.as_deref(), Some("hi\n"));
+}

@@ -408,11 +408,9 @@ fn work<S: Store + 'static>(shared: &Shared<S>, index: usize, store: S) {
             Err(e) if e.is_retryable() => {
                 slot.idle.store(false, Ordering::SeqCst);
                 bump(&shared.counters.errors);
-                if matches!(e, crate::Error::Unavailable { .. }) {
-                    shared.unreachable(&owner, &e);
-                } else {
-                    tracing::warn!(%owner, error = %e, "claim_next met a busy database; trying again");
-                }
+                // Unavailable, or busy past the busy timeout: said once on the outage target
+                // (the CLI prints it), and once more when a claim is answered again.
+                shared.unreachable(&owner, &e);
                 shared.stop.wait_timeout(shared.config.poll);
             }
             // The server restarted, ended the session or has no connection to spare: a claim

@@ -145,17 +145,25 @@ impl<S> Shared<S> {
     }
 
     /// A claim or a renewal met an unreachable store (`error`: a connection fault, or a server
-    /// that is unavailable): the first of an outage is a warning naming the cause, the
-    /// retries after it are debug lines. (A job's outcome held up says so itself:
+    /// that is unavailable) or a database busy past its busy timeout: the first of an outage
+    /// is a warning naming the cause, the retries after it are debug lines. (A job's outcome held up says so itself:
     /// [`write_retry`].)
     pub(super) fn unreachable(&self, owner: &dyn std::fmt::Display, error: &Error) {
         let mut outage = lock(&self.outage);
         if outage.is_none() {
             *outage = Some(std::time::Instant::now());
-            tracing::warn!(
-                target: OUTAGE_TARGET, %owner, error = %with_causes(error),
-                "the store cannot be reached; trying again until it answers"
-            );
+            if matches!(error, Error::Busy) {
+                tracing::warn!(
+                    target: OUTAGE_TARGET, %owner, error = %with_causes(error),
+                    "the database is busy (another connection holds its write lock past the \
+                     busy timeout); trying again until it is free"
+                );
+            } else {
+                tracing::warn!(
+                    target: OUTAGE_TARGET, %owner, error = %with_causes(error),
+                    "the store cannot be reached; trying again until it answers"
+                );
+            }
         } else {
             tracing::debug!(%owner, error = %error, "the store still cannot be reached");
         }
