@@ -141,7 +141,7 @@ impl<'a, S: Store> JobContext<'a, S> {
     /// [`WorkerStats::cancelled`](crate::WorkerStats::cancelled), not `lost`. For the
     /// handler's own report; what it returns is refused by the store either way.
     pub fn is_ended_by_operator(&self) -> bool {
-        self.is_lost() && self.job.loss.load(Ordering::SeqCst) == super::LOSS_OPERATOR
+        self.is_lost() && self.job.loss.load(Ordering::SeqCst) == super::job::LOSS_OPERATOR
     }
 
     /// `true` once the run-time limit

@@ -55,6 +55,16 @@ pub fn server_faults(schema: &str, sessions: usize) -> Vec<(&'static str, Fault)
                     .status()
                     .unwrap();
                 assert!(status.success(), "kill -KILL {pid}");
+                // The postmaster notices the death and resets every session, refusing
+                // connections during recovery: wait for that to begin (a connection refused)
+                // before waiting for it to end — right after the kill the server still
+                // accepts, and the next fault's connection would meet the recovery.
+                let since = Instant::now();
+                while Client::connect(&c.url("postgres"), NoTls).is_ok()
+                    && since.elapsed() < Duration::from_secs(5)
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 wait_accepting(c);
             }),
         ),
