@@ -185,7 +185,8 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../../docs/guide.md")]
 pub struct GuideDoctests;
 
-/// Opens an existing, initialised database for one call, modifying nothing on the way.
+/// Opens an existing, initialised database for one call, creating nothing on the way (an
+/// older store is brought up to the latest migration).
 fn existing(path: &Path) -> Result<SqliteStore> {
     SqliteOptions::new().init(false).open(path)
 }

@@ -127,8 +127,12 @@ impl SqliteOptions {
     }
 
     /// Whether `open` may create the file, switch it to WAL and create the `jobs` table
-    /// (default `true`). With `false`, `open` modifies nothing: the file and a `jobs` table with
-    /// the six columns must already exist.
+    /// (default `true`). With `false`, `open` creates nothing: the file and a `jobs` table with
+    /// the six columns must already exist (else [`Error::CannotOpen`] or
+    /// [`Error::SchemaMismatch`], the file untouched). A `jobs` table that exists is still
+    /// brought up to the latest migration — the seed's six-column table gains the queue's
+    /// columns and the ledger's tables — as `PgOptions::init(false)`
+    /// does on PostgreSQL.
     pub fn init(mut self, init: bool) -> Self {
         self.init = init;
         self
@@ -194,8 +198,9 @@ impl SqliteOptions {
     /// - [`Error::CannotOpen`]: the folder does not exist, the file is unreadable, or `init` is
     ///   off and the file does not exist.
     /// - [`Error::NotADatabase`]: the file is not SQLite. It is left unmodified.
-    /// - [`Error::SchemaMismatch`]: `jobs` lacks one of the six columns, or (without `init`) is
-    ///   missing. The file is left unmodified.
+    /// - [`Error::SchemaMismatch`]: `jobs` lacks one of the six columns, declares one with a
+    ///   type that cannot hold it (an `INTEGER PRIMARY KEY` id, a `TEXT` lease end), or
+    ///   (without `init`) is missing. The file is left unmodified.
     /// - [`Error::Busy`] or [`Error::Backend`] for lock contention or I/O failures.
     pub fn open(&self, path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref();
@@ -421,7 +426,8 @@ impl SqliteStore {
         let conn = &self.conn;
         // The first read of the file: fails with NOTADB on a file that is not SQLite, before
         // anything could write to it.
-        let columns = self.job_columns()?;
+        let typed = self.job_columns()?;
+        let columns: Vec<String> = typed.iter().map(|(name, _)| name.clone()).collect();
         if !columns.is_empty() {
             let missing: Vec<&str> = JOB_COLUMNS
                 .iter()
@@ -436,6 +442,12 @@ impl SqliteStore {
                         if missing.len() > 1 { "s" } else { "" },
                         missing.join(", ")
                     ),
+                });
+            }
+            if let Some(detail) = mistyped(&typed) {
+                return Err(Error::SchemaMismatch {
+                    path: self.path.clone(),
+                    detail,
                 });
             }
         } else if !options.init {
@@ -485,7 +497,8 @@ impl SqliteStore {
         let from = self.user_version()?;
         for (version, migration) in MIGRATIONS.iter().enumerate().skip(from.max(0) as usize) {
             let columns = self.job_columns()?;
-            let existed = |column: &str| columns.iter().any(|c| c.eq_ignore_ascii_case(column));
+            let existed =
+                |column: &str| columns.iter().any(|(c, _)| c.eq_ignore_ascii_case(column));
             for statement in statements(migration) {
                 if added_column(statement).is_some_and(|c| existed(&c)) {
                     continue; // a user's own column of that name, or ours: keep it
@@ -515,15 +528,21 @@ impl SqliteStore {
     }
 
     /// The column names of `jobs`; empty when the table does not exist.
-    fn job_columns(&self) -> Result<Vec<String>> {
-        let mut names = Vec::new();
+    /// The columns of `jobs` with their declared types, and whether each is an integer
+    /// primary key (a rowid alias, which holds integers only).
+    fn job_columns(&self) -> Result<Vec<(String, String)>> {
+        let mut columns = Vec::new();
         self.conn
             .pragma(None, "table_info", "jobs", |r| {
-                names.push(r.get::<_, String>("name")?);
+                let mut declared = r.get::<_, String>("type")?;
+                if r.get::<_, i64>("pk")? > 0 && declared.eq_ignore_ascii_case("integer") {
+                    declared = "INTEGER PRIMARY KEY".to_owned();
+                }
+                columns.push((r.get::<_, String>("name")?, declared));
                 Ok(())
             })
             .map_err(|e| self.err(e))?;
-        Ok(names)
+        Ok(columns)
     }
 
     /// Runs one guarded write statement and reports whether it changed exactly one row.
@@ -532,6 +551,56 @@ impl SqliteStore {
         let changed = stmt.execute(params).map_err(|e| self.err(e))?;
         Ok(changed == 1)
     }
+}
+
+/// Why the six columns' declared types cannot hold what the contract stores in them, or
+/// `None`: `id`, `owner` and `result` hold text (an `INTEGER PRIMARY KEY` id refuses every
+/// text id), `until`, `fence` and `done` numbers (a `TEXT` one would store `130.0` as text,
+/// which SQLite orders after every number: a lease that never ends). Judged by SQLite's own
+/// type affinity rules, so `VARCHAR(64)`, `BIGINT` or `DOUBLE` pass as the seed's types do.
+fn mistyped(columns: &[(String, String)]) -> Option<String> {
+    #[derive(PartialEq)]
+    enum Affinity {
+        Integer,
+        Text,
+        Blob,
+        Real,
+        Numeric,
+    }
+    // https://www.sqlite.org/datatype3.html#determination_of_column_affinity
+    let affinity = |declared: &str| {
+        let t = declared.to_ascii_uppercase();
+        if t.contains("INT") {
+            Affinity::Integer
+        } else if t.contains("CHAR") || t.contains("CLOB") || t.contains("TEXT") {
+            Affinity::Text
+        } else if t.contains("BLOB") || t.is_empty() {
+            Affinity::Blob
+        } else if t.contains("REAL") || t.contains("FLOA") || t.contains("DOUB") {
+            Affinity::Real
+        } else {
+            Affinity::Numeric
+        }
+    };
+    let wrong: Vec<String> = columns
+        .iter()
+        .filter(|(name, declared)| {
+            let a = affinity(declared);
+            match name.as_str() {
+                "id" | "owner" | "result" => !(a == Affinity::Text || a == Affinity::Blob),
+                "until" | "fence" | "done" => a == Affinity::Text,
+                _ => false,
+            }
+        })
+        .map(|(name, declared)| format!("{name} {declared}"))
+        .collect();
+    (!wrong.is_empty()).then(|| {
+        format!(
+            "table `jobs` declares {}: the six columns are id TEXT, owner TEXT, until REAL, \
+             fence INTEGER, result TEXT, done INTEGER (or types of the same affinity)",
+            wrong.join(", ")
+        )
+    })
 }
 
 /// The statements of a SQL file, without comments-only fragments. A statement ends at a `;`
