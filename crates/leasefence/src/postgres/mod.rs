@@ -180,7 +180,8 @@ impl PgOptions {
     ///
     /// # Errors
     /// - [`Error::InvalidArgument`] naming `url` when it does not parse, `schema` when the
-    ///   schema name is not a plain identifier, or the timeout that is longer than 2^31 - 1 ms.
+    ///   schema name is not a plain identifier or names a system schema (`pg_*`,
+    ///   `information_schema`), or the timeout that is longer than 2^31 - 1 ms.
     /// - [`Error::CannotConnect`] when no connection could be made within the connect timeout.
     /// - [`Error::SchemaMismatch`] when the schema holds a `jobs` table lacking one of the
     ///   contract's six columns, or (with [`init`](Self::init) off) holds no `jobs` table;
@@ -570,6 +571,14 @@ fn schema_name(schema: &str) -> Result<&str> {
     let plain = matches!(chars.next(), Some('a'..='z' | '_'))
         && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_'))
         && schema.len() <= 63;
+    // PostgreSQL reserves `pg_*` names (its catalog, `pg_temp`: refused by the server, or a
+    // session's own temporary schema), and `information_schema` is the standard's catalog.
+    if plain && (schema.starts_with("pg_") || schema == "information_schema") {
+        return Err(Error::invalid(
+            "schema",
+            format!("{schema:?} is a system schema of PostgreSQL; choose a schema of your own"),
+        ));
+    }
     if plain {
         Ok(schema)
     } else {
