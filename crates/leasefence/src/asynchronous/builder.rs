@@ -167,6 +167,7 @@ impl AsyncWorkerBuilder {
         if self.poll.is_zero() {
             return Err(Error::invalid("poll_interval", "must be greater than 0"));
         }
+        self.backoff.check()?;
         let owner = self
             .owner
             .unwrap_or_else(|| format!("{}-async", default_owner_prefix()));

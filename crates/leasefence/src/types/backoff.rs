@@ -59,6 +59,31 @@ impl Backoff {
         (capped * (1.0 + spread)).max(0.0)
     }
 
+    /// Refuses a policy whose delays mean nothing: [`Error::InvalidArgument`] naming `backoff`
+    /// and the field — `base` and `max` not finite or negative, `factor` not finite or not
+    /// above 0, `jitter` outside `0.0..1.0`. The worker builders call it.
+    pub(crate) fn check(&self) -> crate::Result<()> {
+        let bad = |field: &str, value: f64, rule: &str| {
+            Err(crate::Error::invalid(
+                "backoff",
+                format!("{field} must be {rule}, got {value}"),
+            ))
+        };
+        if !(self.base.is_finite() && self.base >= 0.0) {
+            return bad("base", self.base, "a finite number of seconds, 0 or more");
+        }
+        if !(self.factor.is_finite() && self.factor > 0.0) {
+            return bad("factor", self.factor, "a finite number above 0");
+        }
+        if !(self.max.is_finite() && self.max >= 0.0) {
+            return bad("max", self.max, "a finite number of seconds, 0 or more");
+        }
+        if !(0.0..1.0).contains(&self.jitter) {
+            return bad("jitter", self.jitter, "in 0.0..1.0");
+        }
+        Ok(())
+    }
+
     /// When the job of `lease` may run again after it failed at `now`.
     pub fn retry_at(&self, lease: &Lease, now: Now) -> Now {
         let at = now.0 + self.delay(&lease.job_id, i64::from(lease.attempt));

@@ -388,6 +388,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
         if self.batch == 0 {
             return Err(Error::invalid("batch", "must be at least 1"));
         }
+        self.backoff.check()?;
         if self.poll.is_zero() {
             return Err(Error::invalid("poll_interval", "must be greater than 0"));
         }
