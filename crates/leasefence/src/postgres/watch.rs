@@ -59,6 +59,10 @@ impl Watch for PgWatch {
         }
         answer
     }
+
+    fn disconnect(&mut self) {
+        self.client = None;
+    }
 }
 
 /// The longest one wait for a notification lasts: the client adds it to the clock itself, so

@@ -26,4 +26,12 @@ pub trait Watch: Send {
     /// # Errors
     /// Connection or backend failures; the caller falls back to polling.
     fn wait(&mut self, timeout: std::time::Duration) -> Result<bool>;
+
+    /// Gives up the watch's own connection, if it holds one, until the next
+    /// [`wait`](Watch::wait) makes a new one. The worker calls it while its claims cannot
+    /// reach the store: a server out of connections then gets this one back for the claims —
+    /// otherwise every worker of a fleet could hold just its watch's session and wait for
+    /// another, none of them claiming. The default does nothing (a watch without a
+    /// connection of its own).
+    fn disconnect(&mut self) {}
 }

@@ -438,6 +438,7 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
             slots,
             fatal: Default::default(),
             outage: std::sync::Mutex::new(None),
+            in_outage: Default::default(),
         };
         Ok(Worker {
             open: self.open,

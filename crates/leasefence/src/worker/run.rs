@@ -338,6 +338,7 @@ fn watch<S: Store>(shared: &Arc<Shared<S>>, store: &S) -> Option<JoinHandle<()>>
         }
     };
     let stop = shared.stop.clone();
+    let outage = shared.outage_flag();
     std::thread::Builder::new()
         .name("leasefence-watch".into())
         .spawn(move || {
@@ -346,6 +347,15 @@ fn watch<S: Store>(shared: &Arc<Shared<S>>, store: &S) -> Option<JoinHandle<()>>
             // a second.
             let mut pause = WATCH_SLICE;
             while !stop.is_cancelled() {
+                // While the claims cannot reach the store, the watch holds no session: a
+                // server out of connections gets it back for the claims (a fleet whose every
+                // worker held only its watch's session would wait for ever). Idle threads
+                // poll meanwhile; the watch listens again once a claim is answered.
+                if outage.load(Ordering::SeqCst) {
+                    watch.disconnect();
+                    stop.wait_timeout(WATCH_SLICE);
+                    continue;
+                }
                 match watch.wait(WATCH_SLICE) {
                     Ok(true) => {
                         pause = WATCH_SLICE;

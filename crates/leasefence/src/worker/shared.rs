@@ -119,6 +119,9 @@ pub(super) struct Shared<S> {
     /// When the store became unreachable to this worker's claims (`None` while it answers):
     /// an outage is logged once as it begins and once as it ends, not at every retry.
     pub(super) outage: Mutex<Option<std::time::Instant>>,
+    /// Whether an outage is going on, for the watch thread (which gives up its connection
+    /// meanwhile): set and cleared with `outage`.
+    pub(super) in_outage: Arc<AtomicBool>,
 }
 
 impl<S> Shared<S> {
@@ -152,6 +155,7 @@ impl<S> Shared<S> {
         let mut outage = lock(&self.outage);
         if outage.is_none() {
             *outage = Some(std::time::Instant::now());
+            self.in_outage.store(true, Ordering::SeqCst);
             if matches!(error, Error::Busy) {
                 tracing::warn!(
                     target: OUTAGE_TARGET, %owner, error = %with_causes(error),
@@ -173,11 +177,17 @@ impl<S> Shared<S> {
     /// that says how long it lasted.
     pub(super) fn reachable(&self, owner: &dyn std::fmt::Display) {
         if let Some(began) = lock(&self.outage).take() {
+            self.in_outage.store(false, Ordering::SeqCst);
             tracing::warn!(
                 target: OUTAGE_TARGET, %owner, seconds = began.elapsed().as_secs_f64(),
                 "the store answers again"
             );
         }
+    }
+
+    /// The flag an outage sets, shared with the watch thread.
+    pub(super) fn outage_flag(&self) -> Arc<AtomicBool> {
+        self.in_outage.clone()
     }
 
     /// Records an error that stops the worker, then asks every thread to stop.
