@@ -31,12 +31,7 @@ fn integer<T: TryFrom<i64>>(
         Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
             return Err(invalid(py, name, &format!("{range}, got {value}")));
         }
-        Err(_) => {
-            let kind = value.get_type().name()?;
-            return Err(PyTypeError::new_err(format!(
-                "invalid argument `{name}`: must be an int, not {kind}"
-            )));
-        }
+        Err(_) => return Err(type_error(value, name, "an int")),
     };
     T::try_from(wide).map_err(|_| invalid(py, name, &format!("{range}, got {wide}")))
 }
@@ -184,15 +179,7 @@ pub(crate) fn payload(value: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
         .and_then(|view| view.call_method0("tobytes"))
         .and_then(|bytes| Ok(bytes.cast::<PyBytes>()?.as_bytes().to_vec()))
         .map(Some)
-        .map_err(|_| {
-            let kind = value
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string());
-            PyTypeError::new_err(format!(
-                "invalid argument `payload`: must be bytes, not {kind}"
-            ))
-        })
+        .map_err(|_| type_error(value, "payload", "bytes"))
 }
 
 /// The argument `path` of the eight functions: a `str` or `os.PathLike`, neither empty nor
