@@ -25,7 +25,7 @@ pub struct Args {
 /// job is refused and left as it is (exit 1).
 pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let id = &args.id;
-    let context = || crate::cmd::shared::about("cancel", &id);
+    let context = || crate::cmd::shared::about("cancel", id);
     let job = JobId::new(id).with_context(context)?;
     crate::cmd::shared::not_the_scheduler_job("cancel", id).with_context(context)?;
     let (now, (cancelled, row)) = at_now(ctx, args.now, |store, now| {

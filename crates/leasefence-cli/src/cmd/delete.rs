@@ -23,7 +23,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let ids = args
         .ids
         .iter()
-        .map(|id| JobId::new(id).with_context(|| crate::cmd::shared::about("delete", &id)))
+        .map(|id| JobId::new(id).with_context(|| crate::cmd::shared::about("delete", id)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let deleted = ctx
         .open(false)

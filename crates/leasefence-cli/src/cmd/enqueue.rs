@@ -209,20 +209,20 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
 fn run_one(ctx: &Ctx, args: &Args, id: &str, payload: Option<&[u8]>) -> anyhow::Result<Outcome> {
     // The role's job is the scheduler's to make (never ready), as over HTTP.
     shared::not_the_scheduler_job("enqueue", id)
-        .with_context(|| crate::cmd::shared::about("enqueue", &id))?;
+        .with_context(|| crate::cmd::shared::about("enqueue", id))?;
     let outcome = if args.has_queue_flags() {
         let job = args
             .job(id, payload)
-            .with_context(|| crate::cmd::shared::about("enqueue", &id))?;
+            .with_context(|| crate::cmd::shared::about("enqueue", id))?;
         shared::open(ctx)
             .and_then(|store| store.enqueue_jobs(&[job]))
-            .with_context(|| crate::cmd::shared::about("enqueue", &id))?
+            .with_context(|| crate::cmd::shared::about("enqueue", id))?
             .remove(0)
     } else {
         // The contract's operation, exactly as before the queue existed.
         let inserted = JobId::new(id)
             .and_then(|job| shared::open(ctx)?.enqueue(job))
-            .with_context(|| crate::cmd::shared::about("enqueue", &id))?;
+            .with_context(|| crate::cmd::shared::about("enqueue", id))?;
         if inserted {
             Enqueued::Inserted
         } else {

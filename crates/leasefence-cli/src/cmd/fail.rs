@@ -47,7 +47,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         retry_at,
         now,
     } = &args;
-    let context = || crate::cmd::shared::about("fail", &id);
+    let context = || crate::cmd::shared::about("fail", id);
     shared::not_the_scheduler_job("fail", id).with_context(context)?;
     let retry_at = match retry_at {
         Some(t) if !t.is_finite() => {

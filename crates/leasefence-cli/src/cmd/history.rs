@@ -38,7 +38,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     let id = &args.id;
     let (now, history) = JobId::new(id)
         .and_then(|job| read_at_now(ctx, None, |store, _| store.history(job)))
-        .with_context(|| crate::cmd::shared::about("history", &id))?;
+        .with_context(|| crate::cmd::shared::about("history", id))?;
     let Some(history) = history else {
         return Ok(ctx.out.refused(
             format!("{id} is unknown"),

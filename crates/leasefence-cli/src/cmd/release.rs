@@ -30,7 +30,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         let (job, owner) = (JobId::new(id)?, Owner::new(owner)?);
         ctx.open(false)?.release(job, owner, *fence)
     })()
-    .with_context(|| crate::cmd::shared::about("release", &id))?;
+    .with_context(|| crate::cmd::shared::about("release", id))?;
     let record = json!({ "op": "release", "job_id": id, "owner": owner, "fence": fence });
     Ok(if released {
         ctx.out.done_line(

@@ -37,7 +37,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         id, owner, fence, ..
     } = &args;
     let (now, until) =
-        renew_at(ctx, &args).with_context(|| crate::cmd::shared::about("renew", &id))?;
+        renew_at(ctx, &args).with_context(|| crate::cmd::shared::about("renew", id))?;
     let mut record = json!({
         "op": "renew", "job_id": id, "owner": owner, "fence": fence, "now": now,
     });

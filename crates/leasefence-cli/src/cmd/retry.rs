@@ -105,7 +105,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         .map(|id| {
             crate::cmd::shared::not_the_scheduler_job("retry", id)
                 .and_then(|()| Ok(JobId::new(id)?))
-                .with_context(|| crate::cmd::shared::about("retry", &id))
+                .with_context(|| crate::cmd::shared::about("retry", id))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let (now, (retried, rows)) = at_now(ctx, args.now, |store, now| {

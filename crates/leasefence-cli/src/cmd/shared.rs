@@ -218,6 +218,16 @@ pub fn token(
         .transpose()?)
 }
 
+/// The context of an error about one job: `OP ID`, or `OP` alone for an empty id (whose error
+/// says it must not be empty), not `OP ` with a stray space before the colon.
+pub fn about(op: &str, id: &str) -> String {
+    if id.is_empty() {
+        op.to_owned()
+    } else {
+        format!("{op} {id}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,15 +248,5 @@ mod tests {
         assert_eq!(excerpt("abcd", 4), ("abcd".to_owned(), false));
         // Shown as written, not as a quoted string.
         assert_eq!(one_line(r#"{"a":"é\\"}"#), r#"{"a":"é\\"}"#);
-    }
-}
-
-/// The context of an error about one job: `OP ID`, or `OP` alone for an empty id (whose error
-/// says it must not be empty), not `OP ` with a stray space before the colon.
-pub fn about(op: &str, id: &str) -> String {
-    if id.is_empty() {
-        op.to_owned()
-    } else {
-        format!("{op} {id}")
     }
 }

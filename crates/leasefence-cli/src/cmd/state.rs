@@ -41,7 +41,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
                 Ok((store.inspect(job, now)?, store.history(job)?))
             })
         })
-        .with_context(|| crate::cmd::shared::about("state", &id))?;
+        .with_context(|| crate::cmd::shared::about("state", id))?;
     let Some(job) = job else {
         return Ok(ctx.out.refused(
             format!("{id} is unknown"),
