@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use super::job::{Beat, Job, LOSS_TAKEN_OVER, Phase, SETTLED_RELEASED};
 use super::loss::{classify, mark_lost};
-use super::shared::{Shared, busy_retry, is_connection_fault};
+use super::shared::{Shared, TICK, busy_retry, is_connection_fault};
 use super::stats::bump;
 use super::sync::lock;
 use crate::store::Store;
@@ -20,8 +21,9 @@ use crate::types::{Lease, Now};
 /// job's lock, released at once; the answers are applied under it again, and only to jobs
 /// still queued or running. So a slow or busy renewal never stalls a thread that is finishing
 /// its job, and a job that finished, was released or lost meanwhile is left alone. A renewal
-/// that fails (a busy database) is tried again on the next tick.
-pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
+/// that fails (a busy database, a server down) is tried again after [`retry_pause`]; returns
+/// `false` then, `true` when the call was answered or nothing was due.
+pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) -> bool {
     let now = shared.clock_now();
     let in_flight = shared.in_flight();
     let due: Vec<&Arc<Job>> = in_flight
@@ -30,7 +32,7 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
         .filter(|job| is_due(&lock(&job.beat), now, shared))
         .collect();
     if due.is_empty() {
-        return;
+        return true;
     }
     let leases: Vec<&Lease> = due.iter().map(|job| &job.lease).collect();
     let answers = Now::new(now).and_then(|at| store.renew_batch(&leases, at, shared.config.ttl));
@@ -52,6 +54,7 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
             for (job, reason) in refused {
                 mark_lost(&shared.counters, job, reason, now);
             }
+            true
         }
         // The store unreachable (a restart, a cut network): an outage, said once; the leases
         // are given up by the clock if it lasts past their end.
@@ -61,15 +64,27 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) {
                 &format_args!("{}-heartbeat", shared.config.owner_prefix),
                 &e,
             );
+            false
         }
         Err(e) => {
             bump(&shared.counters.errors);
             tracing::warn!(
                 leases = leases.len(), error = %e,
-                "renew failed; trying again on the next tick"
+                "renew failed; trying again shortly"
             );
+            false
         }
     }
+}
+
+/// How long the heartbeat waits after a renewal that failed before it tries again: a tenth of
+/// the time a lease has left when it is first due (`ttl − heartbeat`), at least a tick and at
+/// most a second. A failure can be instant (a server down refuses the connection, a proxy
+/// answers 503 at once): without a pause the heartbeat would send a renewal every tick. Ten
+/// tries fit in what is left of the lease, so a store that answers again in time still renews.
+pub(super) fn retry_pause<S>(shared: &Shared<S>) -> Duration {
+    let left = shared.config.ttl.seconds() - shared.config.heartbeat;
+    Duration::from_secs_f64((left / 10.0).clamp(TICK.as_secs_f64(), 1.0))
 }
 
 /// Whether a job's lease is to be renewed at `now`: queued or running, and last renewed

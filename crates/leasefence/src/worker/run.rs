@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use super::batch::{batch_size_for, run_batch};
 use super::cancel::CancelToken;
-use super::heartbeat::{enforce_expiry, enforce_timeouts, heartbeat, mark_released, release};
+use super::heartbeat::{
+    enforce_expiry, enforce_timeouts, heartbeat, mark_released, release, retry_pause,
+};
 use super::job::Job;
 use super::shared::{RECONNECT_WAIT, Shared, TICK, is_connection_fault};
 use super::shutdown::ShutdownHandle;
@@ -308,8 +310,13 @@ fn spawn_heartbeat<S: Store + Send + 'static>(
         .name("leasefence-heartbeat".into())
         .spawn(move || {
             while !beats.ended.is_cancelled() {
-                heartbeat(&shared, &store);
-                beats.ended.wait_timeout(TICK);
+                // A failed renewal waits a while: a server that refuses at once must not be
+                // asked every tick.
+                let pause = match heartbeat(&shared, &store) {
+                    true => TICK,
+                    false => retry_pause(&shared),
+                };
+                beats.ended.wait_timeout(pause);
             }
             let releasing = std::mem::take(&mut *lock(&beats.releasing));
             release(&shared, &store, releasing);

@@ -67,6 +67,15 @@ struct Hung {
     busy_releases: Arc<AtomicUsize>,
     release_gate: Arc<Gate>,
     releases_land: bool,
+    renewals: Arc<Renewals>,
+}
+
+/// The renewals a [`Hung`] store was asked for, and whether they fail at once as a server that
+/// refuses connections (or a proxy answering 503) would.
+#[derive(Default)]
+struct Renewals {
+    failing: std::sync::atomic::AtomicBool,
+    calls: Mutex<Vec<Instant>>,
 }
 
 fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung> {
@@ -79,6 +88,7 @@ fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung>
             busy_releases: Arc::default(),
             release_gate: Arc::default(),
             releases_land: false,
+            renewals: Arc::default(),
         })
     })
     .clock(clock.clone())
@@ -279,6 +289,7 @@ fn deadline_takes_over_a_release(lands: bool) {
             busy_releases: failing.clone(),
             release_gate: gate.clone(),
             releases_land: lands,
+            renewals: Arc::default(),
         })
     })
     .clock(ManualClock::new(0.0))
@@ -353,6 +364,7 @@ fn an_outage_is_logged_once_as_it_begins_and_once_as_it_ends() {
             busy_releases: Arc::default(),
             release_gate: Arc::default(),
             releases_land: false,
+            renewals: Arc::default(),
         })
     })
     .owner_prefix(&marker)
@@ -534,7 +546,82 @@ impl Store for Hung {
         self.inner.release_lease(l)
     }
     fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>, Error> {
+        self.renewals.calls.lock().unwrap().push(Instant::now());
+        if self.renewals.failing.load(Ordering::SeqCst) {
+            return Err(Error::Unavailable {
+                target: "http://10.0.0.9:7878".into(),
+                reason: "503 Service Unavailable".into(),
+            });
+        }
         self.gate.pass();
         self.inner.renew_batch(leases, now, ttl)
     }
+}
+
+/// A renewal that fails at once (a server down, a proxy answering 503) is not asked again
+/// every tick: the heartbeat waits a tenth of what the lease has left when it is first due,
+/// at most a second — and still renews once the store answers.
+#[test]
+fn a_renewal_that_fails_at_once_is_tried_again_after_a_pause_not_every_tick() {
+    let db = Db::new();
+    one_job(&db);
+    let (path, renewals) = (db.path.clone(), Arc::new(Renewals::default()));
+    let seen = renewals.clone();
+    let clock = ManualClock::new(0.0);
+    let w = Worker::builder(move || {
+        Ok(Hung {
+            inner: SqliteStore::open(&path)?,
+            gate: Arc::default(),
+            unreachable: Arc::default(),
+            busy_releases: Arc::default(),
+            release_gate: Arc::default(),
+            releases_land: false,
+            renewals: seen.clone(),
+        })
+    })
+    .clock(clock.clone())
+    .owner_prefix("paced")
+    .poll_interval(Duration::from_millis(2))
+    .shutdown_deadline(Duration::from_millis(200))
+    .ttl(30.0);
+    let (handle, run, started, told, _outcomes) = run_one(w);
+    started.recv_timeout(PATIENCE).unwrap();
+    renewals.failing.store(true, Ordering::SeqCst);
+    clock.set(10.0); // a third of the ttl: due, and every try fails at once
+    let calls = |n: usize| {
+        let waited = Instant::now();
+        while renewals.calls.lock().unwrap().len() < n && waited.elapsed() < PATIENCE {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        renewals.calls.lock().unwrap().clone()
+    };
+    let tried = calls(3);
+    assert!(tried.len() >= 3, "the heartbeat gave up trying: {tried:?}");
+    // 20 s of the lease left when due: a tenth is 2 s, so a pause of the 1 s cap (a tick is 10 ms).
+    for pair in tried.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= Duration::from_millis(900),
+            "a failed renewal was tried again after {gap:?}, not after a pause"
+        );
+    }
+    assert_eq!(handle.stats().renewed, 0, "{:?}", handle.stats());
+    assert!(handle.stats().errors >= 3, "{:?}", handle.stats());
+    // The store answers again: the next try renews, before the lease has ended.
+    renewals.failing.store(false, Ordering::SeqCst);
+    let waited = Instant::now();
+    while handle.stats().renewed == 0 && waited.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(handle.stats().renewed, 1, "{:?}", handle.stats());
+    assert_eq!(handle.stats().lost, 0, "{:?}", handle.stats());
+    handle.shutdown();
+    assert!(told.recv_timeout(PATIENCE).expect("told at the shutdown"));
+    run.join().unwrap().expect("run ends without an error");
+    let row = db.row("j").unwrap();
+    assert_eq!(row.fence, 1, "{row:?}");
+    assert!(
+        row.until >= 40.0 || row.owner.is_none(),
+        "renewed to 10 + 30, or given back at the shutdown: {row:?}"
+    );
 }
