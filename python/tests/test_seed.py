@@ -194,7 +194,7 @@ def test_claim_returns_one_more_than_the_stored_fence(db: Path):
     assert read_row(db, "j")[3] == 42
 
 
-@pytest.mark.parametrize("ttl", [0, 0.0, -1.0, -1e-9, math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("ttl", [0, 0.0, -1.0, -1e-9, math.nan, math.inf, -math.inf, 1e13, 1e300])
 def test_claim_with_a_bad_ttl_raises_value_error_naming_it_and_changes_nothing(db: Path, ttl):
     leasefence.enqueue(db, "j")
     with pytest.raises(ValueError) as err:

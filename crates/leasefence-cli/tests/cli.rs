@@ -309,6 +309,9 @@ fn bad_arguments_exit_2_naming_the_argument_and_change_nothing() {
     claim(&["--owner", "a", "--ttl", "nan", "--now", "0"]).error("ttl");
     claim(&["--owner", "a", "--ttl", "-1", "--now", "0"]).error("ttl");
     claim(&["--owner", "a", "--ttl", "inf", "--now", "0"]).error("ttl");
+    // Past 10^12 s is a mistake, not a lease that never ends; the number is shown short.
+    claim(&["--owner", "a", "--ttl", "1e300", "--now", "0"])
+        .error("invalid argument `ttl`: must be a finite number of seconds greater than 0 and at most 1e12, got 1e300");
     claim(&["--owner", "", "--ttl", "1", "--now", "0"]).error("owner");
     claim(&["--owner", "a", "--ttl", "1", "--now", "nan"]).error("now");
     s.lf(&["claim", "", "--owner", "a", "--ttl", "1", "--now", "0"])
@@ -729,8 +732,10 @@ fn demo_on_a_given_database_leaves_other_jobs_alone() {
 fn demo_rejects_bad_arguments() {
     let s = Sandbox::new();
     s.raw(&["demo", "--ttl", "0"], None, &[]).error("ttl");
-    // Longer than the clock can wait out (1e20 s panicked converting it to a Duration).
+    // Longer than any lease (1e20 s once panicked converting it to a Duration).
     s.raw(&["demo", "--ttl", "1e20"], None, &[])
+        .error("--ttl: invalid argument `ttl`: must be a finite number of seconds greater than 0 and at most 1e12, got 1e20");
+    s.raw(&["demo", "--ttl", "1e9"], None, &[])
         .error("invalid argument `--ttl`: must be at most 3600 seconds");
     s.raw(&["demo", "--ttl", "3600.5"], None, &[]).error("ttl");
     s.raw(&["demo", "--stall-rate", "2"], None, &[])

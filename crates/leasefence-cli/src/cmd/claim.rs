@@ -39,7 +39,7 @@ pub struct Args {
     /// The worker taking the lease.
     #[arg(long)]
     owner: String,
-    /// Lease duration in seconds (finite, greater than 0).
+    /// Lease duration in seconds (greater than 0, at most 1e12).
     #[arg(long, allow_negative_numbers = true)]
     ttl: f64,
     /// The clock reading in seconds [default: the system clock, seconds since the Unix epoch;

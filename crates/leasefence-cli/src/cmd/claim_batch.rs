@@ -15,7 +15,7 @@ pub struct Args {
     /// The worker taking the leases.
     #[arg(long)]
     owner: String,
-    /// Lease duration in seconds (finite, greater than 0).
+    /// Lease duration in seconds (greater than 0, at most 1e12).
     #[arg(long, allow_negative_numbers = true)]
     ttl: f64,
     /// At most this many jobs (at least 1).

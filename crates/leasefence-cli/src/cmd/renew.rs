@@ -21,7 +21,7 @@ pub struct Args {
     /// The fence returned by the claim.
     #[arg(long, allow_negative_numbers = true)]
     fence: i64,
-    /// New lease duration in seconds from `now` (finite, greater than 0).
+    /// New lease duration in seconds from `now` (greater than 0, at most 1e12).
     #[arg(long, allow_negative_numbers = true)]
     ttl: f64,
     /// The clock reading in seconds [default: the system clock, seconds since the Unix epoch;

@@ -284,7 +284,7 @@ fn a_worker_can_neither_claim_nor_enqueue_the_scheduler_roles_job() {
         .unwrap();
     let (status, body) = c.post(
         "/v1/claims",
-        json!({"owner": "worker-1", "ttl": 1e15, "job_id": SCHEDULER_JOB}),
+        json!({"owner": "worker-1", "ttl": 30.0, "job_id": SCHEDULER_JOB}),
     );
     assert_eq!(
         (status, body["field"].as_str()),

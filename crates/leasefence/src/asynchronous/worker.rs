@@ -125,7 +125,7 @@ impl Inner {
     ) -> Written<T> {
         let mut tries = 0u32;
         let mut maybe_landed = false;
-        // No limit for a ttl too long to add to now (a valid ttl may be 1e20 s).
+        // No limit when the clock cannot add the ttl (at most Ttl::MAX, 1e12 s).
         let give_up = Duration::try_from_secs_f64(self.ttl.seconds())
             .ok()
             .and_then(|ttl| tokio::time::Instant::now().checked_add(ttl));

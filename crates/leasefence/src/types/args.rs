@@ -83,7 +83,7 @@ impl Now {
         } else {
             Err(Error::invalid(
                 "now",
-                format!("must be a finite number, got {now}"),
+                format!("must be a finite number, got {}", Seconds(now)),
             ))
         }
     }
@@ -107,7 +107,7 @@ impl Now {
     }
 }
 
-/// A lease duration in seconds: finite and greater than zero.
+/// A lease duration in seconds: finite, greater than zero, and at most [`Ttl::MAX`].
 ///
 /// ```
 /// # use leasefence::{Now, Ttl};
@@ -119,17 +119,26 @@ impl Now {
 pub struct Ttl(f64);
 
 impl Ttl {
+    /// The longest lease: 10¹² seconds, about 31,700 years. A longer one is a mistake (a unit
+    /// mixed up, a sentinel), not a lease: it would hold the job for good and make every
+    /// figure derived from lease ends meaningless, so it is refused like the others.
+    pub const MAX: f64 = 1e12;
+
     /// Validates a lease duration.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming `ttl` when `ttl` is NaN, infinite, zero or negative.
+    /// [`Error::InvalidArgument`] naming `ttl` when `ttl` is NaN, infinite, zero, negative or
+    /// above [`Ttl::MAX`].
     pub fn new(ttl: f64) -> Result<Self> {
-        if ttl.is_finite() && ttl > 0.0 {
+        if ttl.is_finite() && ttl > 0.0 && ttl <= Self::MAX {
             Ok(Ttl(ttl))
         } else {
             Err(Error::invalid(
                 "ttl",
-                format!("must be a finite number of seconds greater than 0, got {ttl}"),
+                format!(
+                    "must be a finite number of seconds greater than 0 and at most 1e12, got {}",
+                    Seconds(ttl)
+                ),
             ))
         }
     }
@@ -139,29 +148,26 @@ impl Ttl {
         self.0
     }
 
-    /// The end of a lease taken at `now`: `now + ttl`.
+    /// The end of a lease taken at `now`: `now + ttl` (never infinite: `now` is finite and the
+    /// ttl at most [`Ttl::MAX`]).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming `ttl` when the sum overflows to infinity, or when the
-    /// ttl is too small to move the end past `now` (`1e-9` at `now = 1.7e9` rounds back to
+    /// [`Error::InvalidArgument`] naming `ttl` when the ttl is too small to move the end past
+    /// `now` (`1e-9` at `now = 1.7e9` rounds back to
     /// `now`): such a lease would never be live, yet spend an attempt and a fence. When the
     /// ttl is a second or more and still rounds away, `now` is what is wrong (beyond 2^53
     /// seconds, a quarter of a billion years, a float cannot count seconds): the error then
     /// names `now`.
     pub fn until(self, now: Now) -> Result<f64> {
         let until = now.0 + self.0;
-        if !until.is_finite() {
-            Err(Error::invalid(
-                "ttl",
-                format!("now + ttl overflows ({} + {})", now.0, self.0),
-            ))
-        } else if until <= now.0 && self.0 >= 1.0 {
+        if until <= now.0 && self.0 >= 1.0 {
             Err(Error::invalid(
                 "now",
                 format!(
                     "too large to end a lease after it: now + ttl rounds to now ({} + {}); \
                      a clock reading in seconds is far below 2^53",
-                    now.0, self.0
+                    Seconds(now.0),
+                    Seconds(self.0)
                 ),
             ))
         } else if until <= now.0 {
@@ -169,7 +175,8 @@ impl Ttl {
                 "ttl",
                 format!(
                     "too small to end the lease after now: now + ttl rounds to now ({} + {})",
-                    now.0, self.0
+                    Seconds(now.0),
+                    Seconds(self.0)
                 ),
             ))
         } else {
@@ -243,5 +250,21 @@ impl BatchSize {
 impl From<std::num::NonZeroUsize> for BatchSize {
     fn from(n: std::num::NonZeroUsize) -> Self {
         BatchSize(n)
+    }
+}
+
+/// A number of seconds as an error message shows it: as Rust prints it, except that one very
+/// large or very small is written with an exponent (`1e300`, `1e-300`) instead of its hundreds
+/// of digits.
+pub(crate) struct Seconds(pub(crate) f64);
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let magnitude = self.0.abs();
+        if magnitude.is_finite() && magnitude != 0.0 && !(1e-6..1e16).contains(&magnitude) {
+            write!(f, "{:e}", self.0)
+        } else {
+            write!(f, "{}", self.0)
+        }
     }
 }

@@ -249,9 +249,9 @@ pub(super) fn write_retry<S, T>(
     let mut maybe_landed = false;
     // When this write first met the store unreachable, while it waits that out.
     let mut held_up: Option<std::time::Instant> = None;
-    // No limit for a ttl too long to add to now (a valid ttl may be 1e20 s).
-    let give_up = Duration::try_from_secs_f64(shared.config.ttl.seconds())
-        .map_or(Deadline::NEVER, Deadline::after);
+    // A ttl is at most Ttl::MAX (1e12 s), which a Duration holds; `Deadline::after` waits on
+    // when the clock cannot add it.
+    let give_up = Deadline::after(Duration::from_secs_f64(shared.config.ttl.seconds()));
     let prefix = &shared.config.owner_prefix;
     loop {
         let answer = write();

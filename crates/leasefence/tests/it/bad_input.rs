@@ -22,11 +22,11 @@ contract!(
             table.push(("now", Box::new(move || ok(api.renew("j", "w", fence, now, 10.0)))));
             table.push(("now", Box::new(move || ok(api.complete("j", "w", fence, now, "r")))));
         }
-        for ttl in [0.0, -0.0, -1.0, -1e300, nan, inf, ninf] {
+        for ttl in [0.0, -0.0, -1.0, -1e300, nan, inf, ninf, 1.000_000_1e12, 1e300] {
             table.push(("ttl", Box::new(move || some(api.claim("j", "v", 20.0, ttl)))));
             table.push(("ttl", Box::new(move || ok(api.renew("j", "w", fence, 1.0, ttl)))));
         }
-        // a lease end that overflows is refused too
+        // a ttl whose lease end would overflow is refused too (it is past Ttl::MAX)
         table.push(("ttl", Box::new(move || some(api.claim("j", "v", 1e308, 1e308)))));
         table.push(("job_id", Box::new(move || ok(api.enqueue("")))));
         table.push(("job_id", Box::new(move || api.state("").map(|_| ()))));

@@ -110,8 +110,9 @@ contract!(
                 assert_invalid(api.claim(id, "w", now, 10.0), "now");
             }
             assert_invalid(api.claim(id, "", 20.0, 10.0), "owner");
-            // now + ttl overflows to infinity
+            // a ttl past Ttl::MAX (which would also overflow now + ttl)
             assert_invalid(api.claim(id, "w", f64::MAX, f64::MAX), "ttl");
+            assert_invalid(api.claim(id, "w", 20.0, 1.000_000_1e12), "ttl");
         }
         assert_invalid(api.claim("", "w", 20.0, 10.0), "job_id");
         assert_eq!(db.rows(), before);
@@ -135,8 +136,9 @@ contract!(
         assert_eq!(api.claim("job", "w", 5.0, 1e-9).unwrap(), Some(1));
         assert_eq!(db.row("job").unwrap().until, 5.0 + 1e-9);
         assert_eq!(api.claim("job", "w", 5.0, 1.0).unwrap(), None);
-        assert_eq!(api.claim("job", "w", 5.0 + 1e-9, 1e300).unwrap(), Some(2));
-        assert_eq!(db.row("job").unwrap().until, 1e300);
+        // The longest lease (Ttl::MAX, 10^12 s).
+        assert_eq!(api.claim("job", "w", 5.0 + 1e-9, 1e12).unwrap(), Some(2));
+        assert_eq!(db.row("job").unwrap().until, 5.0 + 1e-9 + 1e12);
     }
 );
 
@@ -207,8 +209,22 @@ fn validated_arguments_keep_their_values() {
             .unwrap(),
         -0.75
     );
+    // The longest lease is 10^12 s; a longer one is bad input, not a lease that never ends.
+    assert_eq!(Ttl::new(Ttl::MAX).unwrap().seconds(), 1e12);
+    assert_invalid(Ttl::new(1e12 + 1.0), "ttl");
+    assert_invalid(Ttl::new(1e308), "ttl");
+    let err = Ttl::new(1e300).unwrap_err().to_string();
+    assert!(err.contains("at most 1e12") && err.contains("got 1e300"), "{err}");
+    // Its end at the largest clock reading rounds back to now: the clock is what is wrong.
     assert_invalid(
-        Ttl::new(1e308).unwrap().until(Now::new(1e308).unwrap()),
-        "ttl",
+        Ttl::new(Ttl::MAX).unwrap().until(Now::new(1e308).unwrap()),
+        "now",
     );
+    // A tiny ttl is named in a short message, not with hundreds of digits.
+    let err = Ttl::new(1e-300)
+        .unwrap()
+        .until(Now::new(1.7e9).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("(1700000000 + 1e-300)") && err.len() < 200, "{err}");
 }

@@ -3021,15 +3021,15 @@ worker_case!(
 );
 
 worker_case!(
-    /// Durations too long to add to the clock are taken as "no limit", not a panic: a lease of
-    /// 1e20 s (a valid ttl) and a shutdown deadline of `Duration::MAX`. The worker does its
-    /// jobs and stops when drained.
+    /// The longest durations work, not a panic: a lease of `Ttl::MAX` (10^12 s) and a shutdown
+    /// deadline of `Duration::MAX` (too long to add to the clock: "no limit"). The worker does
+    /// its jobs and stops when drained.
     fn a_huge_ttl_and_an_unbounded_shutdown_deadline_work(t) {
         let all: Vec<NewJob> = (0..5).map(|i| job(&format!("h{i}"))).collect();
         t.open().enqueue_many(&all).unwrap();
         let clock = ManualClock::new(100.0);
         let stats = worker(t, &clock, "huge")
-            .ttl(1e20)
+            .ttl(leasefence::Ttl::MAX)
             .shutdown_deadline(Duration::MAX)
             .drain(true)
             .build(|ctx| Ok(format!("ok {}", ctx.job_id())))

@@ -279,8 +279,9 @@ fn owner(owner: &str) -> Result<(), &'static str> {
 fn now(now: f64) -> Result<(), &'static str> {
     if now.is_finite() { Ok(()) } else { Err("now") }
 }
+/// A lease of at most 10^12 s (`Ttl::MAX`): a longer one is bad input.
 fn ttl(ttl: f64) -> Result<(), &'static str> {
-    if ttl.is_finite() && ttl > 0.0 {
+    if ttl.is_finite() && ttl > 0.0 && ttl <= 1e12 {
         Ok(())
     } else {
         Err("ttl")
