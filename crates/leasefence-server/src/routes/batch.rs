@@ -136,14 +136,23 @@ fn leases(state: &AppState, items: &[LeaseRef], field: &str) -> Result<Vec<Lease
         .enumerate()
         .map(|(i, item)| {
             JobId::new(&item.job_id)
-                .map_err(|e| ApiError::bad(format!("{field}[{i}].job_id"), e.to_string()))?;
+                .map_err(|e| ApiError::bad(format!("{field}[{i}].job_id"), reason(e)))?;
             Owner::new(&item.owner)
-                .map_err(|e| ApiError::bad(format!("{field}[{i}].owner"), e.to_string()))?;
+                .map_err(|e| ApiError::bad(format!("{field}[{i}].owner"), reason(e)))?;
             storable(state, || format!("{field}[{i}].job_id"), &item.job_id, true)?;
             storable(state, || format!("{field}[{i}].owner"), &item.owner, false)?;
             Ok(lease_of(&item.job_id, &item.owner, item.fence))
         })
         .collect()
+}
+
+/// Why the library refused an item's argument, without its own `invalid argument …:` prefix:
+/// the error names the item's field instead.
+fn reason(e: leasefence::Error) -> String {
+    match e {
+        leasefence::Error::InvalidArgument { reason, .. } => reason,
+        other => other.to_string(),
+    }
 }
 
 /// A lease as the batched writes read it: job, owner and fence (the other fields are not

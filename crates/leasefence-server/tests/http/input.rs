@@ -30,6 +30,12 @@ backends! {
             ("/v1/jobs/j/fail", json!({"owner": "A", "fence": 1, "retry_in": -5}), "retry_in"),
             ("/v1/jobs/j/fail", json!({"owner": "A", "fence": 1, "retry_in": 1e300}), "retry_in"),
             ("/v1/jobs", json!({"id": "far", "delay": 1e300}), "delay"),
+            // A lease longer than 10^12 s is a mistake, not a lease that never ends.
+            ("/v1/claims", json!({"owner": "A", "ttl": 1e308}), "ttl"),
+            ("/v1/jobs/j/renew", json!({"owner": "A", "fence": 1, "ttl": 1.000_000_1e12}), "ttl"),
+            ("/v1/renewals", json!({"ttl": 5, "leases": [
+                {"job_id": "j", "owner": "A", "fence": 1},
+                {"job_id": "", "owner": "A", "fence": 1}]}), "leases[1].job_id"),
         ];
         for (path, body, field) in cases {
             let (status, answer) = c.post(path, body.clone());
@@ -41,6 +47,18 @@ backends! {
             let (status, answer) = c.post_raw("/v1/claims", raw);
             assert_eq!((status, answer["field"].as_str()), (400, Some("body")), "{answer}");
         }
+        // The message names the item's field once, with the library's reason (not a second
+        // "invalid argument" prefix), and numbers far from a second in a short form.
+        let (_, answer) = c.post("/v1/renewals", json!({"ttl": 5, "leases": [
+            {"job_id": "j", "owner": "A", "fence": 1}, {"job_id": "", "owner": "A", "fence": 1}]}));
+        assert_eq!(
+            answer["message"],
+            "invalid `leases[1].job_id`: must not be empty; nothing was changed",
+            "{answer}"
+        );
+        let (_, answer) = c.post("/v1/claims", json!({"owner": "A", "ttl": 1e300}));
+        let message = answer["message"].as_str().unwrap();
+        assert!(message.contains("at most 1e12, got 1e300;") && message.len() < 200, "{answer}");
         let (status, answer) = c.get("/v1/jobs?limit=0");
         assert_eq!((status, answer["field"].as_str()), (400, Some("limit")), "{answer}");
         let (status, answer) = c.get("/v1/jobs?status=sleeping");
