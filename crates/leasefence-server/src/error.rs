@@ -129,9 +129,9 @@ pub enum ApiError {
     /// 415: the body is compressed (or otherwise encoded); the server decodes none.
     UnsupportedEncoding,
     /// 503: the database was locked past the busy timeout, or every store connection stayed
-    /// busy; nothing was written; retry.
+    /// busy; nothing was done; retry.
     Busy,
-    /// 503: the database cannot be reached; nothing was written; retry.
+    /// 503: the database cannot be reached; nothing was done; retry.
     Unavailable,
     /// 503: the connection to the database was lost during the call: the write may have taken
     /// effect; read the job back before retrying.
@@ -231,11 +231,11 @@ impl ApiError {
             ApiError::Busy => plain(
                 "busy",
                 "the database is busy (another writer held the lock, or every store connection \
-                 stayed busy); nothing was written, retry the request",
+                 stayed busy); nothing was done, retry the request",
             ),
             ApiError::Unavailable => plain(
                 "unavailable",
-                "the database cannot be reached; nothing was written, retry the request",
+                "the database cannot be reached; nothing was done, retry the request",
             ),
             ApiError::Lost => plain(
                 "unavailable",
