@@ -222,10 +222,11 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
     /// The heartbeat renews a running job's lease every `fraction · ttl` seconds of the clock
     /// (default 1/3: two chances to renew before the lease runs out). Between 0 and 1.
     ///
-    /// A renewal that fails (a busy database, a server down or answering 503) is tried again
-    /// after a tenth of what the lease then has left, `(1 − fraction) · ttl / 10`, at least
-    /// 10 ms and at most 1 s: a store that fails at once is not asked every tick, and one that
-    /// answers again before the lease ends still renews it.
+    /// A renewal that fails (a busy database, a server down or answering 503) is tried again a
+    /// tenth of what the lease then has left, `(1 − fraction) · ttl / 10` (at least 10 ms, at
+    /// most 1 s), after the failed try began — at once when the try itself took that long (a
+    /// busy database's timeout): a store that fails at once is not asked every tick, and one
+    /// that answers again before the lease ends still renews it.
     pub fn heartbeat_fraction(mut self, fraction: f64) -> Self {
         self.heartbeat_fraction = fraction;
         self

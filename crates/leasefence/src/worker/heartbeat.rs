@@ -77,11 +77,12 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) -> bool {
     }
 }
 
-/// How long the heartbeat waits after a renewal that failed before it tries again: a tenth of
-/// the time a lease has left when it is first due (`ttl − heartbeat`), at least a tick and at
-/// most a second. A failure can be instant (a server down refuses the connection, a proxy
-/// answers 503 at once): without a pause the heartbeat would send a renewal every tick. Ten
-/// tries fit in what is left of the lease, so a store that answers again in time still renews.
+/// How long after a renewal that failed began the heartbeat tries again: a tenth of the time a
+/// lease has left when it is first due (`ttl − heartbeat`), at least a tick and at most a
+/// second. A failure can be instant (a server down refuses the connection, a proxy answers 503
+/// at once): without a pause the heartbeat would send a renewal every tick. Ten tries fit in
+/// what is left of the lease, so a store that answers again in time still renews; a try that
+/// took longer than the pause to fail (a busy database's timeout) is made again at once.
 pub(super) fn retry_pause<S>(shared: &Shared<S>) -> Duration {
     let left = shared.config.ttl.seconds() - shared.config.heartbeat;
     Duration::from_secs_f64((left / 10.0).clamp(TICK.as_secs_f64(), 1.0))

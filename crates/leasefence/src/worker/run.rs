@@ -311,10 +311,14 @@ fn spawn_heartbeat<S: Store + Send + 'static>(
         .spawn(move || {
             while !beats.ended.is_cancelled() {
                 // A failed renewal waits a while: a server that refuses at once must not be
-                // asked every tick.
+                // asked every tick. The pause counts from when the try began, so a try that
+                // failed slowly (a busy database's timeout) is made again at once.
+                let began = Instant::now();
                 let pause = match heartbeat(&shared, &store) {
                     true => TICK,
-                    false => retry_pause(&shared),
+                    false => retry_pause(&shared)
+                        .saturating_sub(began.elapsed())
+                        .max(TICK),
                 };
                 beats.ended.wait_timeout(pause);
             }

@@ -250,7 +250,8 @@ fn blocking_enqueue(store: &dyn Store, id: &str) {
 /// A renewal that meets a busy store is tried again at once, not a whole heartbeat (a third
 /// of the ttl) later: a lock held for less than the ttl (1 s of a 1.5 s lease, the store free
 /// again 0.3 s before the lease's end) costs neither the lease nor the result, as with the
-/// blocking worker, which retries on its next 10 ms tick (guide, step 2).
+/// blocking worker, which retries at once after a try that waited out the busy timeout (and
+/// 0.1 s after one that failed faster: a tenth of the lease left; guide, step 2).
 #[test]
 fn a_busy_spell_shorter_than_the_ttl_does_not_lose_the_lease() {
     let db = Db::new();
