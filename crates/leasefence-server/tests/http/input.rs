@@ -138,7 +138,10 @@ fn a_busy_database_is_a_retryable_503_that_changes_nothing() {
     );
     assert_eq!(headers["retry-after"], "1");
     assert!(
-        body["message"].as_str().unwrap().ends_with("nothing was done, retry the request"),
+        body["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("nothing was done, retry the request"),
         "{body}"
     );
     drop(lock);

@@ -214,7 +214,10 @@ fn validated_arguments_keep_their_values() {
     assert_invalid(Ttl::new(1e12 + 1.0), "ttl");
     assert_invalid(Ttl::new(1e308), "ttl");
     let err = Ttl::new(1e300).unwrap_err().to_string();
-    assert!(err.contains("at most 1e12") && err.contains("got 1e300"), "{err}");
+    assert!(
+        err.contains("at most 1e12") && err.contains("got 1e300"),
+        "{err}"
+    );
     // Its end at the largest clock reading rounds back to now: the clock is what is wrong.
     assert_invalid(
         Ttl::new(Ttl::MAX).unwrap().until(Now::new(1e308).unwrap()),
@@ -226,5 +229,8 @@ fn validated_arguments_keep_their_values() {
         .until(Now::new(1.7e9).unwrap())
         .unwrap_err()
         .to_string();
-    assert!(err.contains("(1700000000 + 1e-300)") && err.len() < 200, "{err}");
+    assert!(
+        err.contains("(1700000000 + 1e-300)") && err.len() < 200,
+        "{err}"
+    );
 }
