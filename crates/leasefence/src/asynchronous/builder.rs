@@ -145,7 +145,7 @@ impl AsyncWorkerBuilder {
                 "heartbeat_fraction",
                 format!(
                     "must be strictly between 0 and 1, got {}",
-                    self.heartbeat_fraction
+                    crate::types::args::Seconds(self.heartbeat_fraction)
                 ),
             ));
         }
@@ -160,7 +160,10 @@ impl AsyncWorkerBuilder {
             Some(t) => {
                 return Err(Error::invalid(
                     "timeout",
-                    format!("must be seconds > 0, got {t}"),
+                    format!(
+                        "must be seconds > 0, got {}",
+                        crate::types::args::Seconds(t)
+                    ),
                 ));
             }
         };

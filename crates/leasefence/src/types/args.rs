@@ -253,9 +253,9 @@ impl From<std::num::NonZeroUsize> for BatchSize {
     }
 }
 
-/// A number of seconds as an error message shows it: as Rust prints it, except that one very
-/// large or very small is written with an exponent (`1e300`, `1e-300`) instead of its hundreds
-/// of digits.
+/// A number (of seconds, mostly) as an error message shows it: as Rust prints it, except that
+/// one very large or very small is written with an exponent (`1e300`, `1e-300`) instead of its
+/// hundreds of digits.
 pub(crate) struct Seconds(pub(crate) f64);
 
 impl std::fmt::Display for Seconds {
@@ -266,5 +266,27 @@ impl std::fmt::Display for Seconds {
         } else {
             write!(f, "{}", self.0)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Seconds;
+
+    #[test]
+    fn far_off_numbers_are_shown_with_an_exponent_the_others_as_rust_prints_them() {
+        let shown = |x: f64| Seconds(x).to_string();
+        assert_eq!(shown(1e300), "1e300");
+        assert_eq!(shown(-1e20), "-1e20");
+        assert_eq!(shown(1e-300), "1e-300");
+        assert_eq!(shown(1.5e-7), "1.5e-7");
+        assert_eq!(shown(1e16), "1e16");
+        assert_eq!(shown(1e15), "1000000000000000");
+        assert_eq!(shown(1_700_000_000.25), "1700000000.25");
+        assert_eq!(shown(0.000_001), "0.000001");
+        assert_eq!(shown(2.5), "2.5");
+        assert_eq!(shown(0.0), "0");
+        assert_eq!(shown(f64::NAN), "NaN");
+        assert_eq!(shown(f64::NEG_INFINITY), "-inf");
     }
 }

@@ -66,7 +66,10 @@ impl Backoff {
         let bad = |field: &str, value: f64, rule: &str| {
             Err(crate::Error::invalid(
                 "backoff",
-                format!("{field} must be {rule}, got {value}"),
+                format!(
+                    "{field} must be {rule}, got {}",
+                    crate::types::args::Seconds(value)
+                ),
             ))
         };
         if !(self.base.is_finite() && self.base >= 0.0) {

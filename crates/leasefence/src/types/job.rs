@@ -166,7 +166,10 @@ impl NewJob {
         if !(seconds.is_finite() && seconds > 0.0) {
             return Err(Error::invalid(
                 "unique_for",
-                format!("must be a finite number of seconds greater than 0, got {seconds}"),
+                format!(
+                    "must be a finite number of seconds greater than 0, got {}",
+                    crate::types::args::Seconds(seconds)
+                ),
             ));
         }
         if self.unique_key.is_none() {

@@ -388,7 +388,10 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
         if !(fraction > 0.0 && fraction < 1.0) {
             return Err(Error::invalid(
                 "heartbeat_fraction",
-                format!("must be strictly between 0 and 1, got {fraction}"),
+                format!(
+                    "must be strictly between 0 and 1, got {}",
+                    crate::types::args::Seconds(fraction)
+                ),
             ));
         }
         if self.batch == 0 {
@@ -403,7 +406,10 @@ impl<S: Store + Send + 'static> WorkerBuilder<S> {
         {
             return Err(Error::invalid(
                 "timeout",
-                format!("must be a finite number of seconds > 0, got {limit}"),
+                format!(
+                    "must be a finite number of seconds > 0, got {}",
+                    crate::types::args::Seconds(limit)
+                ),
             ));
         }
         let slots = self.slots()?;
