@@ -47,9 +47,9 @@ pub(super) async fn expiry(run: Arc<Run>, mut stop: watch::Receiver<bool>, offse
     }
 }
 
-/// How soon a renewal that met a store error (busy, a failed connection) is tried again: at
-/// once, as the blocking worker does on its next tick, not a whole heartbeat later — a store
-/// busy for less than the ttl must not cost the lease.
+/// How soon a renewal that met a store error (busy) is tried again: at once, not a whole
+/// heartbeat later — a store busy for less than the ttl must not cost the lease. (A failed
+/// connection waits `RECONNECT_WAIT` instead.)
 const RENEW_RETRY: Duration = Duration::from_millis(10);
 
 /// Renews every held lease in one store call per tick; a refused one ends that lease, a

@@ -149,8 +149,8 @@ impl AsyncWorkerBuilder {
                 ),
             ));
         }
-        let heartbeat = Duration::try_from_secs_f64(self.ttl * self.heartbeat_fraction)
-            .map_err(|_| Error::invalid("ttl", format!("{} s is too long a lease", self.ttl)))?;
+        // At most Ttl::MAX (10^12 s) times a fraction below 1: a Duration holds it.
+        let heartbeat = Duration::from_secs_f64(ttl.seconds() * self.heartbeat_fraction);
         let limit = match self.timeout {
             None => None,
             Some(t) if t.is_finite() && t > 0.0 => Some(

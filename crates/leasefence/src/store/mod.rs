@@ -60,8 +60,8 @@ pub trait Store {
     /// exactly one gets a lease.
     ///
     /// # Errors
-    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
-    /// overflows; busy or backend failures.
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) when `now + ttl` rounds back to
+    /// `now` (naming `ttl` when it is under a second, else `now`); busy or backend failures.
     fn claim(
         &self,
         job_id: JobId<'_>,
@@ -76,8 +76,8 @@ pub trait Store {
     /// revived, even if nobody else took it.
     ///
     /// # Errors
-    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
-    /// overflows; busy or backend failures.
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) when `now + ttl` rounds back to
+    /// `now` (naming `ttl` when it is under a second, else `now`); busy or backend failures.
     fn renew(
         &self,
         job_id: JobId<'_>,
@@ -198,8 +198,8 @@ pub trait Store {
     /// ```
     ///
     /// # Errors
-    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
-    /// overflows; busy or backend failures.
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) when `now + ttl` rounds back to
+    /// `now` (naming `ttl` when it is under a second, else `now`); busy or backend failures.
     fn claim_next_in(
         &self,
         queues: &Queues,
@@ -228,8 +228,8 @@ pub trait Store {
     /// see [`Store::claim_next_in`].
     ///
     /// # Errors
-    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
-    /// overflows; busy or backend failures.
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) when `now + ttl` rounds back to
+    /// `now` (naming `ttl` when it is under a second, else `now`); busy or backend failures.
     fn claim_batch_in(
         &self,
         queues: &Queues,
@@ -578,8 +578,8 @@ pub trait Store {
     /// ```
     ///
     /// # Errors
-    /// [`InvalidArgument`](crate::Error::InvalidArgument) naming `ttl` when `now + ttl`
-    /// overflows; busy or backend failures. With [`SqliteStore`](crate::SqliteStore) and
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) when `now + ttl` rounds back to
+    /// `now` (naming `ttl` when it is under a second, else `now`); busy or backend failures. With [`SqliteStore`](crate::SqliteStore) and
     /// `PgStore` none of the leases was then renewed; with the default implementation, the
     /// items before the failing one may have been.
     fn renew_batch(&self, leases: &[&Lease], now: Now, ttl: Ttl) -> Result<Vec<bool>> {

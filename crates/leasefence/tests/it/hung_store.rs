@@ -75,8 +75,14 @@ struct Hung {
 #[derive(Default)]
 struct Renewals {
     failing: std::sync::atomic::AtomicBool,
+    /// Renewals fail busy after `SLOW_BUSY`, as a busy database does after its busy timeout.
+    slow_busy: std::sync::atomic::AtomicBool,
     calls: Mutex<Vec<Instant>>,
 }
+
+/// How long a renewal of a [`Renewals::slow_busy`] store waits before it fails busy: longer
+/// than the heartbeat's pause after a failure (1 s with a 30 s lease).
+const SLOW_BUSY: Duration = Duration::from_millis(1200);
 
 fn worker(db: &Db, clock: &ManualClock, gate: &Arc<Gate>) -> WorkerBuilder<Hung> {
     let (path, gate) = (db.path.clone(), gate.clone());
@@ -553,6 +559,10 @@ impl Store for Hung {
                 reason: "503 Service Unavailable".into(),
             });
         }
+        if self.renewals.slow_busy.load(Ordering::SeqCst) {
+            std::thread::sleep(SLOW_BUSY);
+            return Err(Error::Busy);
+        }
         self.gate.pass();
         self.inner.renew_batch(leases, now, ttl)
     }
@@ -604,6 +614,10 @@ fn a_renewal_that_fails_at_once_is_tried_again_after_a_pause_not_every_tick() {
             gap >= Duration::from_millis(900),
             "a failed renewal was tried again after {gap:?}, not after a pause"
         );
+        assert!(
+            gap < Duration::from_secs(3),
+            "a pause of {gap:?}, not at most 1 s"
+        );
     }
     assert_eq!(handle.stats().renewed, 0, "{:?}", handle.stats());
     assert!(handle.stats().errors >= 3, "{:?}", handle.stats());
@@ -624,4 +638,65 @@ fn a_renewal_that_fails_at_once_is_tried_again_after_a_pause_not_every_tick() {
         row.until >= 40.0 || row.owner.is_none(),
         "renewed to 10 + 30, or given back at the shutdown: {row:?}"
     );
+}
+
+/// A renewal that failed slowly — a busy database answers after its busy timeout — is made again
+/// at once: the pause counts from when the try began, so the tries cover the lease without gaps
+/// in which a freed lock would go unused.
+#[test]
+fn a_renewal_that_failed_slowly_is_tried_again_at_once() {
+    let db = Db::new();
+    one_job(&db);
+    let (path, renewals) = (db.path.clone(), Arc::new(Renewals::default()));
+    let seen = renewals.clone();
+    let clock = ManualClock::new(0.0);
+    let w = Worker::builder(move || {
+        Ok(Hung {
+            inner: SqliteStore::open(&path)?,
+            gate: Arc::default(),
+            unreachable: Arc::default(),
+            busy_releases: Arc::default(),
+            release_gate: Arc::default(),
+            releases_land: false,
+            renewals: seen.clone(),
+        })
+    })
+    .clock(clock.clone())
+    .owner_prefix("slow")
+    .poll_interval(Duration::from_millis(2))
+    .shutdown_deadline(Duration::from_millis(200))
+    .ttl(30.0);
+    let (handle, run, started, told, _outcomes) = run_one(w);
+    started.recv_timeout(PATIENCE).unwrap();
+    renewals.slow_busy.store(true, Ordering::SeqCst);
+    clock.set(10.0); // due; every try waits SLOW_BUSY, then fails busy
+    let waited = Instant::now();
+    while renewals.calls.lock().unwrap().len() < 3 && waited.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let tried = renewals.calls.lock().unwrap().clone();
+    assert!(tried.len() >= 3, "the heartbeat gave up trying: {tried:?}");
+    for pair in tried.windows(2) {
+        let gap = pair[1] - pair[0];
+        // The try itself took SLOW_BUSY, more than the 1 s pause: the next one follows at once
+        // (a pause counted from the failure would make the gap SLOW_BUSY + 1 s).
+        assert!(
+            gap >= SLOW_BUSY && gap < SLOW_BUSY + Duration::from_millis(500),
+            "tried again {gap:?} after the last try began"
+        );
+    }
+    renewals.slow_busy.store(false, Ordering::SeqCst);
+    let waited = Instant::now();
+    while handle.stats().renewed == 0 && waited.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        (handle.stats().renewed, handle.stats().lost),
+        (1, 0),
+        "{:?}",
+        handle.stats()
+    );
+    handle.shutdown();
+    assert!(told.recv_timeout(PATIENCE).expect("told at the shutdown"));
+    run.join().unwrap().expect("run ends without an error");
 }

@@ -132,7 +132,7 @@ renew_batch_case!(
 );
 
 renew_batch_case!(
-    fn an_overflowing_ttl_is_an_error_and_renews_none(db, s) {
+    fn a_lease_end_that_rounds_back_to_now_is_an_error_and_renews_none(db, s) {
         s.enqueue_many(&[job("a"), job("b")]).unwrap();
         let leases = s.claim_batch(owner("w"), now(0.0), ttl(30.0), bs(2)).unwrap();
         let before = db.rows();

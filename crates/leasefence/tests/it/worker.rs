@@ -1250,7 +1250,8 @@ mod heartbeat {
 
     worker_case!(
         /// The target: with 64 leases held and the one renewal that covers them meeting
-        /// a busy database, no lease expires — the renewal is made again on the next tick.
+        /// a busy database, no lease expires — the renewal is made again (after the heartbeat's
+        /// pause: this store's Busy comes at once).
         fn with_64_held_leases_a_busy_renewal_lets_no_lease_expire(t) {
             let db = t.db();
             let n = held(t);
@@ -1280,7 +1281,7 @@ mod heartbeat {
             // Counted once the answers are applied, after the commit.
             wait_until("every lease renewed at 10", || handle.stats().renewed == n as u64);
             assert_eq!(untils(db), vec![40.0; n]);
-            // One call for every due lease: the busy one, then the next tick's.
+            // One call for every due lease: the busy one, then the one after the pause.
             assert_eq!(ctl.batches(), [n, n]);
             assert_eq!(ctl.renews(), 0, "no lease renewed on its own");
             let stats = handle.stats();

@@ -287,7 +287,7 @@ fn ttl(ttl: f64) -> Result<(), &'static str> {
         Err("ttl")
     }
 }
-/// `now + ttl`; an overflow to infinity names `ttl`.
+/// `now + ttl` (finite: `ttl` was checked first; the branch stays as the model's own guard).
 fn until(now: f64, ttl: f64) -> Result<f64, &'static str> {
     let until = now + ttl;
     if until.is_finite() {
