@@ -29,7 +29,14 @@ fn integer<T: TryFrom<i64>>(
     let wide = match value.extract::<i64>() {
         Ok(wide) => wide,
         Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
-            return Err(invalid(py, name, &format!("{range}, got {value}")));
+            // Not its hundreds of digits (`max_attempts=10**400`): how many there are.
+            let text = value.to_string();
+            let digits = text.trim_start_matches('-').len();
+            let shown = match digits > 24 {
+                true => format!("an int of {digits} digits"),
+                false => text,
+            };
+            return Err(invalid(py, name, &format!("{range}, got {shown}")));
         }
         Err(_) => return Err(type_error(value, name, "an int")),
     };

@@ -43,6 +43,9 @@ def test_integers_out_of_range_are_invalid_arguments_naming_them(store: Store):
         (lambda: store.claim_batch("w", HUGE, now=0.0), "n", str(HUGE)),
         (lambda: store.list(limit=-1), "limit", "-1"),
         (lambda: store.admit("bucket/a", HUGE), "fence", str(HUGE)),
+        # Not its 401 digits in the message: how many there are.
+        (lambda: store.enqueue("k", priority=10**400), "priority", "got an int of 401 digits"),
+        (lambda: store.enqueue("k", priority=-(10**400)), "priority", "got an int of 401 digits"),
     ]:
         with pytest.raises(leasefence.InvalidArgument) as err:
             call()

@@ -113,7 +113,10 @@ impl NewJobBody {
             (None, Some(delay)) => {
                 return Err(ApiError::bad(
                     name("delay"),
-                    format!("must be seconds from 0 to {MAX_DELAY}, got {delay}"),
+                    format!(
+                        "must be seconds from 0 to {MAX_DELAY}, got {}",
+                        leasefence::Seconds(delay)
+                    ),
                 ));
             }
             (None, None) => None,
@@ -179,7 +182,7 @@ pub struct EnqueuedMany {
 pub struct ClaimBody {
     /// Who claims: the owner every later write must name.
     pub owner: String,
-    /// The lease's length in seconds (> 0).
+    /// The lease's length in seconds (> 0, at most 1e12).
     pub ttl: f64,
     /// Claim only from these queues (default: every queue).
     pub queues: Option<Vec<String>>,
@@ -265,7 +268,7 @@ pub struct RenewBody {
     pub owner: String,
     /// The lease's fence.
     pub fence: i64,
-    /// The new lease length from now, in seconds (> 0).
+    /// The new lease length from now, in seconds (> 0, at most 1e12).
     pub ttl: f64,
 }
 

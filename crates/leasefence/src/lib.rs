@@ -149,6 +149,10 @@ pub use pg::{PgOptions, PgStore, pg_connect};
 pub use schedule::{Due, SCHEDULER_JOB, SCHEDULER_QUEUE, Scheduler, Step, Tick, due_runs, tick};
 pub use sqlite::{GroupCommitStats, JOB_COLUMNS, SqliteOptions, SqliteStore, Synchronous};
 pub use store::{Observe, Store, Watch};
+/// How leasefence's errors print a number (`1e300`, not its 301 digits); for the command line,
+/// the server and the Python package, which refuse numbers of their own.
+#[doc(hidden)]
+pub use types::args::Seconds;
 pub use types::{
     Attempt, AttemptOutcome, AuditEntry, AuditRecord, Backoff, BatchSize, DEFAULT_QUEUE,
     EXPIRING_WITHIN, Enqueued, Failed, Fence, FenceRecord, History, JobCursor, JobId, JobInfo,

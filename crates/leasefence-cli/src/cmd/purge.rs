@@ -63,7 +63,10 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
         (None, Some(age)) if !(age.is_finite() && age >= 0.0) => {
             return Err(shared::invalid(
                 "--older-than",
-                format!("must be a finite number of seconds, 0 or more, got {age}"),
+                format!(
+                    "must be a finite number of seconds, 0 or more, got {}",
+                    leasefence::Seconds(age)
+                ),
             ));
         }
         (None, Some(age)) => {
@@ -77,7 +80,11 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             if !before.is_finite() {
                 return Err(shared::invalid(
                     "--older-than",
-                    format!("--now minus --older-than overflows ({now} - {age})"),
+                    format!(
+                        "--now minus --older-than overflows ({} - {})",
+                        leasefence::Seconds(now),
+                        leasefence::Seconds(age)
+                    ),
                 ));
             }
             before

@@ -31,7 +31,7 @@ pub struct LeaseRef {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenewalsBody {
-    /// The new lease length from now, in seconds (> 0), for every lease.
+    /// The new lease length from now, in seconds (> 0, at most 1e12), for every lease.
     pub ttl: f64,
     /// The leases to renew (at most 1000).
     pub leases: Vec<LeaseRef>,

@@ -299,8 +299,9 @@ pub async fn fail(
         return Err(ApiError::bad(
             "retry_in",
             format!(
-                "must be seconds from 0 to {}, got {r}",
-                crate::dto::MAX_DELAY
+                "must be seconds from 0 to {}, got {}",
+                crate::dto::MAX_DELAY,
+                leasefence::Seconds(r)
             ),
         ));
     }

@@ -56,6 +56,9 @@ backends! {
             "invalid `leases[1].job_id`: must not be empty; nothing was changed",
             "{answer}"
         );
+        let (_, answer) = c.post("/v1/jobs", json!({"id": "far", "delay": 1e300}));
+        let message = answer["message"].as_str().unwrap();
+        assert!(message.contains("got 1e300;") && message.len() < 200, "{answer}");
         let (_, answer) = c.post("/v1/claims", json!({"owner": "A", "ttl": 1e300}));
         let message = answer["message"].as_str().unwrap();
         assert!(message.contains("at most 1e12, got 1e300;") && message.len() < 200, "{answer}");

@@ -256,7 +256,7 @@ impl From<std::num::NonZeroUsize> for BatchSize {
 /// A number (of seconds, mostly) as an error message shows it: as Rust prints it, except that
 /// one very large or very small is written with an exponent (`1e300`, `1e-300`) instead of its
 /// hundreds of digits.
-pub(crate) struct Seconds(pub(crate) f64);
+pub struct Seconds(pub f64);
 
 impl std::fmt::Display for Seconds {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
