@@ -568,15 +568,11 @@ impl Store for Hung {
     }
 }
 
-/// A renewal that fails at once (a server down, a proxy answering 503) is not asked again
-/// every tick: the heartbeat waits a tenth of what the lease has left when it is first due,
-/// at most a second — and still renews once the store answers.
-#[test]
-fn a_renewal_that_fails_at_once_is_tried_again_after_a_pause_not_every_tick() {
-    let db = Db::new();
-    one_job(&db);
-    let (path, renewals) = (db.path.clone(), Arc::new(Renewals::default()));
-    let seen = renewals.clone();
+/// One job held by a worker whose renewals go through `renewals` (its clock at 0, a 30 s
+/// lease), once its handler has started.
+fn holding_one(db: &Db, renewals: &Arc<Renewals>, prefix: &str) -> (ManualClock, Running) {
+    one_job(db);
+    let (path, seen) = (db.path.clone(), renewals.clone());
     let clock = ManualClock::new(0.0);
     let w = Worker::builder(move || {
         Ok(Hung {
@@ -590,25 +586,51 @@ fn a_renewal_that_fails_at_once_is_tried_again_after_a_pause_not_every_tick() {
         })
     })
     .clock(clock.clone())
-    .owner_prefix("paced")
+    .owner_prefix(prefix)
     .poll_interval(Duration::from_millis(2))
     .shutdown_deadline(Duration::from_millis(200))
     .ttl(30.0);
-    let (handle, run, started, told, _outcomes) = run_one(w);
-    started.recv_timeout(PATIENCE).unwrap();
+    let running = run_one(w);
+    running.2.recv_timeout(PATIENCE).unwrap();
+    (clock, running)
+}
+
+/// When each renewal began, once `n` have (bounded by `PATIENCE`).
+fn tries(renewals: &Renewals, n: usize) -> Vec<Instant> {
+    let waited = Instant::now();
+    while renewals.calls.lock().unwrap().len() < n && waited.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let tried = renewals.calls.lock().unwrap().clone();
+    assert!(tried.len() >= n, "the heartbeat gave up trying: {tried:?}");
+    tried
+}
+
+/// Waits (bounded) for the renewal the store now grants, then stops the worker: renewed once,
+/// nothing lost.
+fn renews_then_stops((handle, run, _, told, _): Running) {
+    let waited = Instant::now();
+    while handle.stats().renewed == 0 && waited.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats = handle.stats();
+    assert_eq!((stats.renewed, stats.lost), (1, 0), "{stats:?}");
+    handle.shutdown();
+    assert!(told.recv_timeout(PATIENCE).expect("told at the shutdown"));
+    run.join().unwrap().expect("run ends without an error");
+}
+
+/// A renewal that fails at once (a server down, a proxy answering 503) is not asked again
+/// every tick: the heartbeat waits a tenth of what the lease has left when it is first due,
+/// at most a second — and still renews once the store answers.
+#[test]
+fn a_renewal_that_fails_at_once_is_tried_again_after_a_pause_not_every_tick() {
+    let (db, renewals) = (Db::new(), Arc::new(Renewals::default()));
+    let (clock, running) = holding_one(&db, &renewals, "paced");
     renewals.failing.store(true, Ordering::SeqCst);
     clock.set(10.0); // a third of the ttl: due, and every try fails at once
-    let calls = |n: usize| {
-        let waited = Instant::now();
-        while renewals.calls.lock().unwrap().len() < n && waited.elapsed() < PATIENCE {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        renewals.calls.lock().unwrap().clone()
-    };
-    let tried = calls(3);
-    assert!(tried.len() >= 3, "the heartbeat gave up trying: {tried:?}");
     // 20 s of the lease left when due: a tenth is 2 s, so a pause of the 1 s cap (a tick is 10 ms).
-    for pair in tried.windows(2) {
+    for pair in tries(&renewals, 3).windows(2) {
         let gap = pair[1] - pair[0];
         assert!(
             gap >= Duration::from_millis(900),
@@ -619,19 +641,12 @@ fn a_renewal_that_fails_at_once_is_tried_again_after_a_pause_not_every_tick() {
             "a pause of {gap:?}, not at most 1 s"
         );
     }
-    assert_eq!(handle.stats().renewed, 0, "{:?}", handle.stats());
-    assert!(handle.stats().errors >= 3, "{:?}", handle.stats());
+    let stats = running.0.stats();
+    assert_eq!(stats.renewed, 0, "{stats:?}");
+    assert!(stats.errors >= 3, "{stats:?}");
     // The store answers again: the next try renews, before the lease has ended.
     renewals.failing.store(false, Ordering::SeqCst);
-    let waited = Instant::now();
-    while handle.stats().renewed == 0 && waited.elapsed() < PATIENCE {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(handle.stats().renewed, 1, "{:?}", handle.stats());
-    assert_eq!(handle.stats().lost, 0, "{:?}", handle.stats());
-    handle.shutdown();
-    assert!(told.recv_timeout(PATIENCE).expect("told at the shutdown"));
-    run.join().unwrap().expect("run ends without an error");
+    renews_then_stops(running);
     let row = db.row("j").unwrap();
     assert_eq!(row.fence, 1, "{row:?}");
     assert!(
@@ -645,38 +660,11 @@ fn a_renewal_that_fails_at_once_is_tried_again_after_a_pause_not_every_tick() {
 /// in which a freed lock would go unused.
 #[test]
 fn a_renewal_that_failed_slowly_is_tried_again_at_once() {
-    let db = Db::new();
-    one_job(&db);
-    let (path, renewals) = (db.path.clone(), Arc::new(Renewals::default()));
-    let seen = renewals.clone();
-    let clock = ManualClock::new(0.0);
-    let w = Worker::builder(move || {
-        Ok(Hung {
-            inner: SqliteStore::open(&path)?,
-            gate: Arc::default(),
-            unreachable: Arc::default(),
-            busy_releases: Arc::default(),
-            release_gate: Arc::default(),
-            releases_land: false,
-            renewals: seen.clone(),
-        })
-    })
-    .clock(clock.clone())
-    .owner_prefix("slow")
-    .poll_interval(Duration::from_millis(2))
-    .shutdown_deadline(Duration::from_millis(200))
-    .ttl(30.0);
-    let (handle, run, started, told, _outcomes) = run_one(w);
-    started.recv_timeout(PATIENCE).unwrap();
+    let (db, renewals) = (Db::new(), Arc::new(Renewals::default()));
+    let (clock, running) = holding_one(&db, &renewals, "slow");
     renewals.slow_busy.store(true, Ordering::SeqCst);
     clock.set(10.0); // due; every try waits SLOW_BUSY, then fails busy
-    let waited = Instant::now();
-    while renewals.calls.lock().unwrap().len() < 3 && waited.elapsed() < PATIENCE {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let tried = renewals.calls.lock().unwrap().clone();
-    assert!(tried.len() >= 3, "the heartbeat gave up trying: {tried:?}");
-    for pair in tried.windows(2) {
+    for pair in tries(&renewals, 3).windows(2) {
         let gap = pair[1] - pair[0];
         // The try itself took SLOW_BUSY, more than the 1 s pause: the next one follows at once
         // (a pause counted from the failure would make the gap SLOW_BUSY + 1 s).
@@ -686,17 +674,5 @@ fn a_renewal_that_failed_slowly_is_tried_again_at_once() {
         );
     }
     renewals.slow_busy.store(false, Ordering::SeqCst);
-    let waited = Instant::now();
-    while handle.stats().renewed == 0 && waited.elapsed() < PATIENCE {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(
-        (handle.stats().renewed, handle.stats().lost),
-        (1, 0),
-        "{:?}",
-        handle.stats()
-    );
-    handle.shutdown();
-    assert!(told.recv_timeout(PATIENCE).expect("told at the shutdown"));
-    run.join().unwrap().expect("run ends without an error");
+    renews_then_stops(running);
 }
