@@ -253,7 +253,16 @@ impl Scratch {
         let _ = ctrlc::try_set_handler(move || {
             flag.store(true, std::sync::atomic::Ordering::SeqCst);
             if let Some(folder) = &folder {
-                let _ = std::fs::remove_dir_all(folder);
+                // The demo's threads run on while this removes the folder, and one opening the
+                // database between the removal of its files and of the folder makes SQLite
+                // create the file again (the folder is then not empty): try again, bounded.
+                for _ in 0..100 {
+                    let _ = std::fs::remove_dir_all(folder);
+                    if !folder.exists() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
             }
             if let Some((url, schema)) = &schema {
                 drop_schema(url, schema);
