@@ -47,8 +47,10 @@ from ._native import (
     NewJob,
     QueueInfo,
     Refusal,
+    ScheduleInfo,
     Stats,
     Store,
+    Tick,
     WorkerStats,
     claim,
     complete,
@@ -100,6 +102,8 @@ __all__ = [
     "History",
     "Attempt",
     "Refusal",
+    "ScheduleInfo",
+    "Tick",
     "Worker",
     "Job",
     "WorkerStats",
@@ -231,6 +235,11 @@ class Worker:
     or SIGINT (Ctrl-C) stop it gracefully — no new claims, running handlers get up to
     ``shutdown_deadline`` seconds, then their leases are given back — and a second signal stops
     it at once.
+
+    ``scheduler=True`` also takes the **scheduler role** when no other worker holds it: a
+    thread of its own enqueues the due runs of every schedule (:meth:`Store.add_schedule`)
+    under a lease and fence of its own, so a slot is never enqueued twice; any number of
+    workers may ask, one holds the role and the others take over within ``ttl`` when it stops.
     """
 
     def __init__(
@@ -250,6 +259,7 @@ class Worker:
         batch: Optional[int] = None,
         synchronous: str = "full",
         schema: Optional[str] = None,
+        scheduler: bool = False,
     ) -> None:
         self._native = _native.Worker(
             db,
@@ -266,6 +276,7 @@ class Worker:
             batch=batch,
             synchronous=synchronous,
             schema=schema,
+            scheduler=scheduler,
         )
 
     def run(self, *, handle_signals: bool = True) -> WorkerStats:

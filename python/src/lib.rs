@@ -10,6 +10,7 @@
 
 mod args;
 mod errors;
+mod schedule;
 mod store;
 mod values;
 mod worker;
@@ -149,6 +150,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(release, m)?)?;
     m.add_function(wrap_pyfunction!(check_claim_args, m)?)?;
     store::register(m)?;
+    schedule::register(m)?;
     worker::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

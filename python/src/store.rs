@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use leasefence::{
     AnyOptions, AnyStore, BatchSize, JobId, Now, Owner, PgOptions, Queue, Queues, Resource,
-    SqliteOptions, Status, Store as _, Synchronous, Target, Ttl,
+    Schedule, ScheduleName, Scheduler, SqliteOptions, Status, Step, Store as _, Synchronous,
+    Target, Ttl,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -15,6 +16,7 @@ use pyo3::types::{PyDict, PyString};
 
 use crate::args::{self, type_error};
 use crate::errors::{IntoPy, invalid, rename, renamed};
+use crate::schedule::{ScheduleInfo, Tick};
 use crate::values::{Failed, History, JobInfo, Lease, QueueInfo, Stats, state_dict};
 
 /// A job to enqueue: its id and, optionally, payload, queue, kind, priority, not-before time,
@@ -635,6 +637,103 @@ impl Store {
         let now = now_or_system(py, now)?;
         let stats = self.with(py, |s| s.stats(now))?;
         Ok(Stats::from(&stats))
+    }
+
+    /// Adds a **schedule**: at every slot of `cron` (five fields, or six with seconds first, or
+    /// seven with a year last, or `@hourly`, `@daily` and the like), read in the IANA time zone
+    /// `tz`, a scheduler enqueues the job `NAME@<slot in UTC>` in `queue` with `kind`,
+    /// `payload`, `priority` and `max_attempts` (`0`: no limit). The first slot is the first
+    /// after `now` (default: this machine's clock, Unix seconds). `False`, and nothing
+    /// changed, when a schedule of that name exists. Runs are enqueued only while a scheduler
+    /// runs: a `Worker(..., scheduler=True)`, `schedule_tick()` or the CLI's
+    /// `work --scheduler` / `schedule tick`. An operator verb, not fenced.
+    #[pyo3(signature = (name, cron, *, tz="UTC", queue=None, kind=None, payload=None, priority=0,
+                        max_attempts=None, now=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_schedule(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        cron: &str,
+        tz: &str,
+        queue: Option<String>,
+        kind: Option<String>,
+        #[pyo3(from_py_with = args::payload)] payload: Option<Vec<u8>>,
+        #[pyo3(from_py_with = args::priority)] priority: i64,
+        #[pyo3(from_py_with = args::max_attempts_opt)] max_attempts: Option<u32>,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
+    ) -> PyResult<bool> {
+        let mut schedule = Schedule::new(name, cron).py(py)?.time_zone(tz).py(py)?;
+        if let Some(queue) = queue {
+            schedule = schedule.queue(queue).py(py)?;
+        }
+        if let Some(kind) = kind {
+            schedule = schedule.kind(kind).py(py)?;
+        }
+        if let Some(payload) = payload {
+            schedule = schedule.payload(payload);
+        }
+        schedule = schedule
+            .priority(priority)
+            .max_attempts(max_attempts.unwrap_or(0));
+        let now = now_or_system(py, now)?;
+        self.with(py, |s| s.add_schedule(&schedule, now))
+    }
+
+    /// Removes the schedule `name`; `True` if there was one. The runs it already enqueued
+    /// stay. An operator verb, not fenced.
+    fn remove_schedule(&self, py: Python<'_>, name: &str) -> PyResult<bool> {
+        let name = ScheduleName::new(name).py(py)?;
+        self.with(py, |s| s.remove_schedule(name))
+    }
+
+    /// Every schedule, by name, with when it was added and its last slot enqueued. A read.
+    fn schedules(&self, py: Python<'_>) -> PyResult<Vec<ScheduleInfo>> {
+        let schedules = self.with(py, |s| s.schedules())?;
+        Ok(schedules.into_iter().map(ScheduleInfo::from).collect())
+    }
+
+    /// Takes the **scheduler role** once, as `owner` (default `tick-<host>-<pid>`) under a
+    /// lease of `ttl` seconds and a fence of its own, enqueues the runs due at `now` (default:
+    /// this machine's clock), and gives the role back — for an outside timer (cron, a systemd
+    /// timer) instead of a `Worker(..., scheduler=True)`. A `Tick` says what was enqueued;
+    /// `None` when another scheduler holds the role (nothing was enqueued: it does the work).
+    /// A slot is never enqueued twice, whoever ticks.
+    #[pyo3(signature = (owner=None, ttl=30.0, *, now=None))]
+    fn schedule_tick(
+        &self,
+        py: Python<'_>,
+        owner: Option<String>,
+        #[pyo3(from_py_with = args::ttl)] ttl: f64,
+        #[pyo3(from_py_with = args::now_opt)] now: Option<f64>,
+    ) -> PyResult<Option<Tick>> {
+        let owner = match owner {
+            Some(owner) => owner,
+            None => {
+                let host: String = py
+                    .import("socket")?
+                    .call_method0("gethostname")?
+                    .extract()?;
+                format!("tick-{host}-{}", std::process::id())
+            }
+        };
+        Owner::new(&owner).py(py)?;
+        let ttl = Ttl::new(ttl).py(py)?;
+        let now = now_or_system(py, now)?;
+        self.with(py, |s| {
+            let mut scheduler = Scheduler::new(s, &owner, ttl)?;
+            let step = scheduler.step(now);
+            let fence = scheduler.lease().map_or(0, |l| l.fence);
+            // The role is given back whatever the step did, so the next tick or a worker takes
+            // it at once; the step's own error comes first.
+            let resigned = scheduler.resign();
+            let step = step?;
+            resigned?;
+            Ok(match step {
+                Step::Ticked(tick) => Some(Tick::new(tick, fence)),
+                Step::Standby | Step::Refused => None,
+            })
+        })
     }
 
     /// The fence gate: `True` (and `fence` recorded) when `fence` is at least the highest one

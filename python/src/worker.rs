@@ -597,7 +597,8 @@ impl NativeWorker {
     #[new]
     #[pyo3(signature = (db, handler=None, *, kinds=None, concurrency=1, queues=None, ttl=30.0,
                         timeout=None, drain=false, poll_interval=0.5, owner_prefix=None,
-                        shutdown_deadline=30.0, batch=None, synchronous="full", schema=None))]
+                        shutdown_deadline=30.0, batch=None, synchronous="full", schema=None,
+                        scheduler=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -615,6 +616,7 @@ impl NativeWorker {
         #[pyo3(from_py_with = args::batch_opt)] batch: Option<usize>,
         synchronous: &str,
         schema: Option<String>,
+        scheduler: bool,
     ) -> PyResult<Self> {
         // Read exactly as `Store` reads it (an os.PathLike is an SQLite file, never parsed as a
         // connection string), and checked here, so that a bad one fails at construction, not in
@@ -725,7 +727,8 @@ impl NativeWorker {
             .ttl(ttl)
             .drain(drain)
             .poll_interval(poll)
-            .shutdown_deadline(deadline);
+            .shutdown_deadline(deadline)
+            .scheduler(scheduler);
         if let Some(t) = timeout {
             builder = builder.timeout(t);
         }

@@ -41,7 +41,12 @@ def db(tmp_path: Path) -> Path:
 
 
 def read_row(path: Path, job_id: str):
-    """The stored row, read through the standard sqlite3 module: an independent connection."""
+    """The stored row, read through the standard sqlite3 module: an independent connection.
+
+    Closing it removes the WAL file from under a Store still open in this process (two copies
+    of SQLite, docs/python.md): read with it only after that Store's last write that another
+    connection must see, or read from another process (test_schedules.query).
+    """
     con = sqlite3.connect(path)
     try:
         return con.execute(
