@@ -12,7 +12,7 @@ use leasefence::{
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::args::{self, type_error};
 use crate::errors::{IntoPy, invalid, rename, renamed};
@@ -22,11 +22,14 @@ use crate::values::{Failed, History, JobInfo, Lease, QueueInfo, Stats, state_dic
 /// A job to enqueue: its id and, optionally, payload, queue, kind, priority, not-before time,
 /// attempts budget and unique key. Validated when made: a bad value raises `InvalidArgument`
 /// naming it.
-#[pyclass(frozen, module = "leasefence")]
-#[derive(Clone)]
+#[pyclass(frozen, module = "leasefence", eq)]
+#[derive(Clone, PartialEq)]
 pub(crate) struct NewJob {
     inner: leasefence::NewJob,
 }
+
+/// `NewJob(job_id, payload, **kwargs)`'s arguments, as `__getnewargs_ex__` hands them to pickle.
+type NewArgs<'py> = ((String, Option<Bound<'py, PyBytes>>), Bound<'py, PyDict>);
 
 #[pymethods]
 impl NewJob {
@@ -80,6 +83,69 @@ impl NewJob {
     #[getter]
     fn job_id(&self) -> &str {
         self.inner.id()
+    }
+
+    /// The payload, or `None`.
+    #[getter]
+    fn payload<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner.payload_bytes().map(|b| PyBytes::new(py, b))
+    }
+
+    /// The queue it joins.
+    #[getter]
+    fn queue(&self) -> &str {
+        self.inner.queue_name().as_str()
+    }
+
+    /// The kind, or `None`.
+    #[getter]
+    fn kind(&self) -> Option<&str> {
+        self.inner.kind_name()
+    }
+
+    /// The priority (higher first).
+    #[getter]
+    fn priority(&self) -> i64 {
+        self.inner.priority_value()
+    }
+
+    /// Not claimable before this clock reading (`0`: at once).
+    #[getter]
+    fn not_before(&self) -> f64 {
+        self.inner.not_before_value()
+    }
+
+    /// The attempts budget (`0`: no limit).
+    #[getter]
+    fn max_attempts(&self) -> u32 {
+        self.inner.max_attempts_value()
+    }
+
+    /// The unique key, or `None`.
+    #[getter]
+    fn unique_key(&self) -> Option<&str> {
+        self.inner.unique_key_value()
+    }
+
+    /// The uniqueness window in seconds (no other job with the key is enqueued within it of
+    /// this one, finished or not), or `None`: the key holds while the job is unfinished.
+    #[getter]
+    fn unique_for(&self) -> Option<f64> {
+        self.inner.unique_for_value()
+    }
+
+    /// What `pickle` and `copy` rebuild it from: `NewJob(job_id, payload, **the rest)`.
+    fn __getnewargs_ex__<'py>(&self, py: Python<'py>) -> PyResult<NewArgs<'py>> {
+        let j = &self.inner;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("queue", j.queue_name().as_str())?;
+        kwargs.set_item("kind", j.kind_name())?;
+        kwargs.set_item("priority", j.priority_value())?;
+        kwargs.set_item("not_before", j.not_before_value())?;
+        kwargs.set_item("max_attempts", j.max_attempts_value())?;
+        kwargs.set_item("unique_key", j.unique_key_value())?;
+        kwargs.set_item("unique_for", j.unique_for_value())?;
+        Ok(((j.id().to_owned(), self.payload(py)), kwargs))
     }
 
     fn __repr__(&self) -> String {

@@ -407,6 +407,40 @@ def test_a_lease_survives_pickle_and_copy_and_still_holds(store: Store):
     assert store.state("p")["result"] == "done"
 
 
+def test_a_new_job_compares_by_value_and_survives_pickle_and_copy(store: Store):
+    import copy
+    import pickle
+
+    job = NewJob(
+        "n", b"pay", queue="q", kind="k", priority=-3, not_before=5.0, max_attempts=2,
+        unique_key="u", unique_for=60.0,
+    )
+    assert (job.job_id, job.payload, job.queue, job.kind, job.priority) == ("n", b"pay", "q", "k", -3)
+    assert (job.not_before, job.max_attempts, job.unique_key, job.unique_for) == (5.0, 2, "u", 60.0)
+    plain = NewJob("m")
+    assert (plain.payload, plain.queue, plain.kind, plain.priority, plain.not_before) == (
+        None, "default", None, 0, 0.0,
+    )
+    assert (plain.max_attempts, plain.unique_key, plain.unique_for) == (0, None, None)
+    assert job == NewJob(
+        "n", b"pay", queue="q", kind="k", priority=-3, not_before=5.0, max_attempts=2,
+        unique_key="u", unique_for=60.0,
+    )
+    assert job != NewJob("n", b"pay", queue="q", kind="k", priority=-3, not_before=5.0)
+    assert job != plain
+    for back in [pickle.loads(pickle.dumps(job)), copy.copy(job), copy.deepcopy(job)]:
+        assert back == job
+    assert pickle.loads(pickle.dumps(plain)) == plain
+    # What comes back enqueues the same job: its fields as stored, read back.
+    assert store.enqueue_many([pickle.loads(pickle.dumps(job))]) == [True]
+    info = store.inspect("n", now=0.0)
+    assert info is not None
+    assert (info.queue, info.kind, info.payload, info.priority, info.not_before) == ("q", "k", b"pay", -3, 5.0)
+    assert (info.max_attempts, info.unique_key) == (2, "u")
+    # Its unique key (with its window) holds for the copy too: nothing is inserted.
+    assert store.enqueue_many([copy.copy(NewJob("n2", queue="q", unique_key="u"))]) == [False]
+
+
 def test_equal_leases_hash_alike_also_at_minus_zero():
     # 0.0 == -0.0, so the two leases are equal; their hashes differed (the bits of until),
     # and a set or dict kept both.
