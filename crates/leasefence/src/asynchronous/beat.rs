@@ -11,9 +11,7 @@ use super::job::Loss;
 use super::worker::{Key, Run, key, lock};
 use crate::store::Store as _;
 use crate::types::{Lease, Now};
-use crate::worker::{
-    LOSS_OPERATOR, LOSS_TAKEN_OVER, RECONNECT_WAIT, is_connection_fault, loss_reason,
-};
+use crate::worker::{LOSS_OPERATOR, LOSS_TAKEN_OVER, loss_reason, pause_after_failure};
 
 /// How often held leases are checked against the clock.
 const EXPIRY_TICK: Duration = Duration::from_millis(20);
@@ -47,16 +45,17 @@ pub(super) async fn expiry(run: Arc<Run>, mut stop: watch::Receiver<bool>, offse
     }
 }
 
-/// How soon a renewal that met a store error (busy) is tried again: at once, not a whole
-/// heartbeat later — a store busy for less than the ttl must not cost the lease. (A failed
-/// connection waits `RECONNECT_WAIT` instead.)
-const RENEW_RETRY: Duration = Duration::from_millis(10);
-
 /// Renews every held lease in one store call per tick; a refused one ends that lease, a
 /// granted one runs on from the time it was asked (`offset`: the store's clock). A renewal
-/// that failed is tried again after [`RENEW_RETRY`].
+/// that failed is tried again soon, not a whole heartbeat later — a store busy or down for
+/// less than what is left of the lease must not cost it — but not at once either: a tenth of
+/// what is left of the lease after the failed try *began* (at least 10 ms, at most 1 s), as
+/// the blocking worker's heartbeat waits, so a store that fails at once (a server refusing
+/// connections) is not asked a hundred times a second, and one whose try failed slowly (a
+/// busy timeout) is asked again at once.
 pub(super) async fn heartbeat(run: Arc<Run>, mut stop: watch::Receiver<bool>, offset: f64) {
     let inner = &run.inner;
+    let retry = pause_after_failure(inner.ttl.seconds(), inner.heartbeat.as_secs_f64());
     let mut pause = inner.heartbeat;
     let mut failing = false;
     loop {
@@ -70,6 +69,7 @@ pub(super) async fn heartbeat(run: Arc<Run>, mut stop: watch::Receiver<bool>, of
             continue;
         }
         let (batch, ttl) = (leases.clone(), inner.ttl);
+        let began = tokio::time::Instant::now();
         let asked = Now::system();
         let answer = inner
             .store
@@ -133,12 +133,7 @@ pub(super) async fn heartbeat(run: Arc<Run>, mut stop: watch::Receiver<bool>, of
                     tracing::warn!(error = %e, "a heartbeat met a store error; renewing again shortly");
                 }
                 failing = true;
-                // A failed connection is opened again: not a hundred times a second.
-                pause = if is_connection_fault(&e) {
-                    RECONNECT_WAIT
-                } else {
-                    RENEW_RETRY
-                };
+                pause = retry.saturating_sub(began.elapsed());
             }
         }
     }

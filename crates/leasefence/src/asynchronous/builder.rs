@@ -71,6 +71,11 @@ impl AsyncWorkerBuilder {
     }
 
     /// The share of the ttl between heartbeats (default 1/3), strictly between 0 and 1.
+    ///
+    /// A renewal that fails (a busy database, a server down) is tried again a tenth of what
+    /// the lease then has left, `(1 − fraction) · ttl / 10` (at least 10 ms, at most 1 s),
+    /// after the failed try began — as [`WorkerBuilder::heartbeat_fraction`](crate::WorkerBuilder::heartbeat_fraction)
+    /// says of the blocking worker.
     pub fn heartbeat_fraction(mut self, fraction: f64) -> Self {
         self.heartbeat_fraction = fraction;
         self

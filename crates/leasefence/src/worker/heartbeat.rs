@@ -84,7 +84,13 @@ pub(super) fn heartbeat<S: Store>(shared: &Shared<S>, store: &S) -> bool {
 /// what is left of the lease, so a store that answers again in time still renews; a try that
 /// took longer than the pause to fail (a busy database's timeout) is made again at once.
 pub(super) fn retry_pause<S>(shared: &Shared<S>) -> Duration {
-    let left = shared.config.ttl.seconds() - shared.config.heartbeat;
+    pause_after_failure(shared.config.ttl.seconds(), shared.config.heartbeat)
+}
+
+/// [`retry_pause`] for a lease of `ttl` seconds renewed every `heartbeat` seconds; the async
+/// worker's heartbeat waits the same.
+pub(crate) fn pause_after_failure(ttl: f64, heartbeat: f64) -> Duration {
+    let left = ttl - heartbeat;
     Duration::from_secs_f64((left / 10.0).clamp(TICK.as_secs_f64(), 1.0))
 }
 

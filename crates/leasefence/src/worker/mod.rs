@@ -85,6 +85,8 @@ pub(crate) use batch::{completed_under, failed_under, panic_message};
 #[cfg(feature = "async")]
 pub(crate) use shared::{RECONNECT_WAIT, is_connection_fault};
 mod heartbeat;
+#[cfg(feature = "async")]
+pub(crate) use heartbeat::pause_after_failure;
 
 #[cfg(feature = "cron")]
 mod scheduler;

@@ -606,3 +606,116 @@ fn a_result_the_store_cannot_hold_fails_the_attempt() {
         assert_eq!((row.done, row.fence, row.result), (1, 1, None));
     });
 }
+
+/// Polls the async worker's counters until `done` holds, up to 10 s.
+async fn until_stats(w: &AsyncWorker, what: &str, done: impl Fn(&WorkerStats) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done(&w.stats()) {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {:?}",
+            w.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The gaps between the starts of four failing renewals of the async worker's one running
+/// job, each failing busy after `busy` (another connection holds the write lock); then the lock
+/// goes and the next try renews before the lease ends, and the result is stored under the
+/// first fence. The lease: ttl 6 s, renewed every 2 s, so a failed renewal is tried again
+/// 400 ms after it began (a tenth of the 4 s left when it fell due).
+fn gaps_between_failing_renewals(busy: Duration) -> Vec<Duration> {
+    let db = Db::new();
+    SqliteStore::open(&db.path)
+        .unwrap()
+        .enqueue_job(NewJob::new("paced").unwrap())
+        .unwrap();
+    let (stats, gaps) = rt().block_on(async {
+        let options = AsyncOptions::new().sqlite(SqliteOptions::new().busy_timeout(busy));
+        let store = AsyncStore::open(db.path.to_str().unwrap(), options)
+            .await
+            .unwrap();
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let finish = std::sync::Arc::new(tokio::sync::Notify::new());
+        let finish_in = finish.clone();
+        let w = AsyncWorker::builder(store)
+            .owner("async-paced")
+            .ttl(6.0)
+            .poll_interval(Duration::from_millis(20))
+            .drain(true)
+            .build(move |_job: AsyncJob| {
+                let (started, finish) = (started_tx.clone(), finish_in.clone());
+                async move {
+                    let _ = started.send(());
+                    finish.notified().await;
+                    Ok("kept".to_owned())
+                }
+            })
+            .unwrap();
+        let w2 = w.clone();
+        let run = tokio::spawn(async move { w2.run(std::future::pending()).await });
+        tokio::time::timeout(Duration::from_secs(10), started.recv())
+            .await
+            .unwrap();
+        let lock = db.raw();
+        lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+        // The renewal falls due 2 s after the claim; every try fails busy. A try's failure is
+        // counted when it ends: the gaps between the counts are the gaps between the starts.
+        let mut tries = Vec::new();
+        for n in 1..=4 {
+            until_stats(&w, "a failed renewal", |s| s.errors >= n).await;
+            tries.push(Instant::now());
+        }
+        assert_eq!(w.stats().renewed, 0, "{:?}", w.stats());
+        lock.execute_batch("ROLLBACK").unwrap();
+        until_stats(&w, "a renewal once the lock is gone", |s| s.renewed >= 1).await;
+        finish.notify_one();
+        let stats = tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let gaps: Vec<Duration> = tries.windows(2).map(|p| p[1] - p[0]).collect();
+        (stats, gaps)
+    });
+    let row = db.row("paced").unwrap();
+    assert_eq!(
+        (
+            row.result.as_deref(),
+            row.fence,
+            stats.lost,
+            stats.completed
+        ),
+        (Some("kept"), 1, 0, 1),
+        "{stats:?} {row:?}"
+    );
+    gaps
+}
+
+/// A renewal that fails at once — a busy timeout of 0, as a server refusing connections
+/// fails it — is tried again after the pause (400 ms), not every 10 ms.
+#[test]
+fn a_renewal_that_fails_at_once_is_tried_again_after_a_pause_not_at_once() {
+    let gaps = gaps_between_failing_renewals(Duration::ZERO);
+    for gap in &gaps {
+        assert!(
+            *gap >= Duration::from_millis(300) && *gap < Duration::from_millis(1_500),
+            "failed renewals {gaps:?} apart, not about 400 ms"
+        );
+    }
+}
+
+/// A renewal that failed slowly — busy after a 600 ms timeout, longer than the 400 ms pause —
+/// is tried again at once: the pause counts from when the try began, not from its failure
+/// (which would make the gaps 1 s).
+#[test]
+fn a_renewal_that_failed_slowly_is_tried_again_at_once() {
+    let gaps = gaps_between_failing_renewals(Duration::from_millis(600));
+    for gap in &gaps {
+        assert!(
+            *gap >= Duration::from_millis(550) && *gap < Duration::from_millis(850),
+            "failed renewals {gaps:?} apart, not about 600 ms (the busy timeout)"
+        );
+    }
+}
