@@ -90,7 +90,8 @@ impl ScheduleInfo {
         self.inner.last_slot
     }
 
-    /// The last slot a scheduler enqueued, or `None` before the first run.
+    /// The last slot a scheduler ran — enqueued, or passed because a job with its id was
+    /// already known — or `None` before the first.
     #[getter]
     fn last_run(&self) -> Option<i64> {
         self.inner.last_run()

@@ -28,8 +28,9 @@ pub(crate) struct NewJob {
     inner: leasefence::NewJob,
 }
 
-/// `NewJob(job_id, payload, **kwargs)`'s arguments, as `__getnewargs_ex__` hands them to pickle.
-type NewArgs<'py> = ((String, Option<Bound<'py, PyBytes>>), Bound<'py, PyDict>);
+/// What `NewJob.__reduce__` hands to pickle: a maker (`NewJob` with its keyword arguments
+/// bound) and the positional arguments `(job_id, payload)`.
+type Reduced<'py> = (Bound<'py, PyAny>, (String, Option<Bound<'py, PyBytes>>));
 
 #[pymethods]
 impl NewJob {
@@ -134,9 +135,12 @@ impl NewJob {
         self.inner.unique_for_value()
     }
 
-    /// What `pickle` and `copy` rebuild it from: `NewJob(job_id, payload, **the rest)`.
-    fn __getnewargs_ex__<'py>(&self, py: Python<'py>) -> PyResult<NewArgs<'py>> {
-        let j = &self.inner;
+    /// What `pickle` (any protocol) and `copy` rebuild it from:
+    /// `functools.partial(NewJob, **the rest)(job_id, payload)`, through the validating
+    /// constructor.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Reduced<'py>> {
+        let py = slf.py();
+        let j = &slf.get().inner;
         let kwargs = PyDict::new(py);
         kwargs.set_item("queue", j.queue_name().as_str())?;
         kwargs.set_item("kind", j.kind_name())?;
@@ -145,7 +149,37 @@ impl NewJob {
         kwargs.set_item("max_attempts", j.max_attempts_value())?;
         kwargs.set_item("unique_key", j.unique_key_value())?;
         kwargs.set_item("unique_for", j.unique_for_value())?;
-        Ok(((j.id().to_owned(), self.payload(py)), kwargs))
+        let make = py
+            .import("functools")?
+            .getattr("partial")?
+            .call((slf.get_type(),), Some(&kwargs))?;
+        Ok((make, (j.id().to_owned(), slf.get().payload(py))))
+    }
+
+    /// Equal jobs hash alike (`-0.0` as `0.0`, which it equals), so they can be set members
+    /// and dict keys.
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let j = &self.inner;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (
+            j.id(),
+            j.payload_bytes(),
+            j.queue_name().as_str(),
+            j.kind_name(),
+        )
+            .hash(&mut h);
+        (
+            j.priority_value(),
+            j.max_attempts_value(),
+            j.unique_key_value(),
+        )
+            .hash(&mut h);
+        (j.not_before_value() + 0.0).to_bits().hash(&mut h);
+        j.unique_for_value()
+            .map(|u| (u + 0.0).to_bits())
+            .hash(&mut h);
+        h.finish()
     }
 
     fn __repr__(&self) -> String {

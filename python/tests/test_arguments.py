@@ -428,9 +428,15 @@ def test_a_new_job_compares_by_value_and_survives_pickle_and_copy(store: Store):
     )
     assert job != NewJob("n", b"pay", queue="q", kind="k", priority=-3, not_before=5.0)
     assert job != plain
-    for back in [pickle.loads(pickle.dumps(job)), copy.copy(job), copy.deepcopy(job)]:
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert pickle.loads(pickle.dumps(job, protocol)) == job, protocol
+        assert pickle.loads(pickle.dumps(plain, protocol)) == plain, protocol
+    for back in [copy.copy(job), copy.deepcopy(job)]:
         assert back == job
-    assert pickle.loads(pickle.dumps(plain)) == plain
+    # Equal jobs hash alike (also at -0.0), so they can be set members and dict keys.
+    assert hash(NewJob("n", not_before=0.0)) == hash(NewJob("n", not_before=-0.0))
+    assert len({plain, NewJob("m"), job, copy.copy(job)}) == 2
+    assert NewJob("m", b"") != plain and NewJob("m", b"").payload == b""
     # What comes back enqueues the same job: its fields as stored, read back.
     assert store.enqueue_many([pickle.loads(pickle.dumps(job))]) == [True]
     info = store.inspect("n", now=0.0)
