@@ -276,6 +276,24 @@ fn a_token_variable_set_empty_or_not_utf8_is_refused_not_read_as_unset() {
     assert!(stderr.contains("`worker token`"), "{stderr}");
 }
 
+/// A SIGTERM sent the moment the address line is read — a supervisor that stops what it just
+/// started — stops the server gracefully (exit 0, "stopped"): the handlers are in place before
+/// that line is printed. (They were installed later, when the server first polled its
+/// shutdown; a loaded machine let such a signal end the process by its default action.)
+#[test]
+fn a_sigterm_right_after_the_address_line_stops_the_server_gracefully() {
+    let sb = Sandbox::new();
+    for round in 0..5 {
+        let serving = Serving::start(&sb, &[], &[]);
+        let (code, stderr) = serving.stop();
+        assert_eq!(code, 0, "round {round}: {stderr}");
+        assert!(
+            stderr.contains("leasefence: stopped"),
+            "round {round}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn serve_creates_a_missing_database_and_never_resets_one() {
     let sb = Sandbox::new();

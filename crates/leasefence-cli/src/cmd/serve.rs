@@ -201,6 +201,10 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             .await
             .with_context(|| format!("binding {}", args.bind))?;
         let addr = listener.local_addr()?;
+        // The signal handlers are installed before the address is printed: a SIGTERM sent by
+        // whoever read that line (a supervisor, a test) finds them in place and stops the
+        // server gracefully, rather than ending the process as the default action would.
+        let stop = stop_signal();
         // The first line on stdout is the address, for scripts that bind port 0 (with --json
         // an object, as every command's lines are).
         out.line(
@@ -226,7 +230,7 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
             }
         );
         let router = leasefence_server::router(store, &config);
-        leasefence_server::serve_with(listener, router, &config, stop_signal())
+        leasefence_server::serve_with(listener, router, &config, stop)
             .await
             .context("serving")?;
         eprintln!("leasefence: stopped");
@@ -234,27 +238,34 @@ pub fn run(ctx: &Ctx, args: Args) -> anyhow::Result<Outcome> {
     })
 }
 
-/// Resolves at the first SIGTERM or SIGINT.
-async fn stop_signal() {
+/// Installs the SIGTERM and SIGINT handlers now (inside the runtime), and returns a future
+/// that resolves at the first of those signals.
+fn stop_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
+        let handlers = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
-        ) else {
-            // Without handlers the process dies of the signal, as any process would.
-            std::future::pending::<()>().await;
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+        );
+        async move {
+            let (Ok(mut term), Ok(mut int)) = handlers else {
+                // Without handlers the process dies of the signal, as any process would.
+                std::future::pending::<()>().await;
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        // `ctrl_c` installs its handler when first polled.
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
